@@ -1,0 +1,3 @@
+from opencode_sandbox.cli.main import main
+
+main()

@@ -1,0 +1,68 @@
+"""`build` (= `image build`), `build dockerfile`, and the `image` group."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from opencode_sandbox.cli.options import prune_options
+from opencode_sandbox.cli.unavailable import not_available
+
+if TYPE_CHECKING:
+    from opencode_sandbox.cli.app import App
+
+
+def _build_command(name: str) -> click.Group:
+    @click.group(name=name, invoke_without_command=True)
+    @click.option("-r", "--rebuild", is_flag=True,
+                  help="Rebuild from scratch, ignoring every cached layer.")
+    @click.option("-n", "--dry-run", is_flag=True, help="Say what would be built, build nothing.")
+    @click.option("--opencode-version", metavar="VERSION",
+                  help="Pin this opencode version (default: the latest release).")
+    @click.option("--dind", is_flag=True, default=None,
+                  help="Build on the Docker-in-Docker base image (default: config 'dind').")
+    @click.pass_context
+    def build(ctx: click.Context, rebuild: bool, dry_run: bool, opencode_version: str | None,
+              dind: bool | None) -> None:
+        """Build the project's runner image if anything it depends on changed."""
+        if ctx.invoked_subcommand is None:
+            not_available("build")
+
+    @build.command()
+    @click.pass_obj
+    def dockerfile(app: App) -> None:
+        """Print the effective Dockerfile of this project."""
+        not_available("build dockerfile")
+
+    return build
+
+
+@click.group()
+def image() -> None:
+    """Runner images: list, build, prune."""
+
+
+@image.command(name="list")
+@click.option("--format", "output_format", type=click.Choice(["table", "json"]), default="table",
+              help="Output format.")
+@click.pass_obj
+def image_list(app: App, output_format: str) -> None:
+    """List this tool's runner images."""
+    not_available("image list")
+
+
+@image.command(name="prune")
+@prune_options
+@click.pass_obj
+def image_prune(app: App, age: str | None, dry_run: bool, force: bool) -> None:
+    """Remove cached runner images no project needs."""
+    not_available("image prune")
+
+
+image.add_command(_build_command("build"))
+
+
+def register(group: click.Group) -> None:
+    group.add_command(_build_command("build"))
+    group.add_command(image)

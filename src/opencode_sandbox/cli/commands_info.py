@@ -1,0 +1,52 @@
+"""`doctor`, `version` and `completion`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    from opencode_sandbox.cli.app import App
+
+
+
+@click.command()
+@click.pass_obj
+def doctor(app: App) -> int:
+    """Check that Docker, KVM, git and the msb runtime can work here."""
+    from opencode_sandbox.services.doctor import render_report, run_checks
+
+    report = run_checks(app.settings.runtime)
+    render_report(report, app.console)
+    return 0 if report.runtime_ready else 1
+
+
+@click.command()
+def version() -> None:
+    """Print the version of opencode-sandbox."""
+    from opencode_sandbox import __version__
+
+    click.echo(f"opencode-sandbox {__version__}")
+
+
+@click.command()
+@click.argument("shell_name", metavar="SHELL", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell_name: str) -> None:
+    """Print the completion script for SHELL (bash, zsh or fish).
+
+    For bash: eval "$(opencode-sandbox completion bash)" in ~/.bashrc.
+    """
+    from click.shell_completion import get_completion_class
+
+    from opencode_sandbox.cli.main import cli
+
+    completion_class = get_completion_class(shell_name)
+    if completion_class is None:  # click.Choice already limits the names
+        raise click.BadParameter(f"unsupported shell {shell_name}")
+    click.echo(completion_class(cli, {}, "opencode-sandbox", "_OPENCODE_SANDBOX_COMPLETE").source())
+
+
+def register(group: click.Group) -> None:
+    for command in (doctor, version, completion):
+        group.add_command(command)

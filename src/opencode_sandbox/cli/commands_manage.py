@@ -1,0 +1,117 @@
+"""Listing, stopping, pruning, and the `sandbox` and `volume` groups."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from opencode_sandbox.cli.options import list_options, prune_options
+from opencode_sandbox.cli.unavailable import not_available
+
+if TYPE_CHECKING:
+    from opencode_sandbox.cli.app import App
+
+
+def _list_command(name: str) -> click.Command:
+    @click.command(name=name)
+    @list_options
+    @click.pass_obj
+    def list_vms(app: App, running: bool, stopped: bool, names: bool, output_format: str) -> None:
+        """List this tool's VMs across all projects."""
+        not_available("list")
+
+    return list_vms
+
+
+@click.command()
+@click.option("-f", "--force", is_flag=True,
+              help="Also remove the VM and the project's state file (home volumes are kept).")
+@click.pass_obj
+def stop(app: App, force: bool) -> None:
+    """Stop the project's VM gracefully."""
+    not_available("stop")
+
+
+@click.command()
+@click.pass_obj
+def kill(app: App) -> None:
+    """Power the project's VM off at once."""
+    not_available("kill")
+
+
+@click.command()
+@prune_options
+@click.pass_obj
+def prune(app: App, age: str | None, dry_run: bool, force: bool) -> None:
+    """Remove stale VMs, their home volumes, and runner images no project needs."""
+    not_available("prune")
+
+
+@click.group()
+def sandbox() -> None:
+    """Project VMs: list, prune."""
+
+
+@sandbox.command(name="prune")
+@prune_options
+@click.pass_obj
+def sandbox_prune(app: App, age: str | None, dry_run: bool, force: bool) -> None:
+    """Remove stale VMs and leftover task sandboxes."""
+    not_available("sandbox prune")
+
+
+sandbox.add_command(_list_command("list"))
+
+
+@click.group()
+def volume() -> None:
+    """Home volumes: list, migrate, reset, edit, prune."""
+
+
+@volume.command(name="list")
+@click.option("--format", "output_format", type=click.Choice(["table", "json"]), default="table",
+              help="Output format.")
+@click.pass_obj
+def volume_list(app: App, output_format: str) -> None:
+    """List this tool's home volumes."""
+    not_available("volume list")
+
+
+def _volume_change_command(name: str, summary: str) -> click.Command:
+    @click.command(name=name, help=summary)
+    @click.argument("volume_name", metavar="[VOLUME]", required=False)
+    @click.option("--rm", "remove_old", is_flag=True,
+                  help="Remove the old volume once the new one is complete and recorded.")
+    @click.option("-n", "--dry-run", is_flag=True, help="Say what would be done, change nothing.")
+    @click.pass_obj
+    def change(app: App, volume_name: str | None, remove_old: bool, dry_run: bool) -> None:
+        not_available(f"volume {name}")
+
+    return change
+
+
+for _name, _summary in (
+    ("migrate", "New home volume from the image, with VOLUME's files copied on top "
+                "(default VOLUME: the project's current one)."),
+    ("reset", "New home volume from the image, leaving VOLUME's files behind "
+              "(default VOLUME: the project's current one)."),
+    ("edit", "New home volume beside VOLUME, and a shell with both mounted for a manual "
+             "transfer (default VOLUME: the project's current one)."),
+):
+    volume.add_command(_volume_change_command(_name, _summary))
+
+
+@volume.command(name="prune")
+@prune_options
+@click.pass_obj
+def volume_prune(app: App, age: str | None, dry_run: bool, force: bool) -> None:
+    """Remove home volumes of pruned VMs."""
+    not_available("volume prune")
+
+
+def register(group: click.Group) -> None:
+    group.add_command(_list_command("list"))
+    group.add_command(_list_command("ls"))
+    for command in (stop, kill, prune, sandbox, volume):
+        group.add_command(command)

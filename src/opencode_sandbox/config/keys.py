@@ -1,0 +1,119 @@
+"""Every configuration key: its type, default and how a written value is read."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from opencode_sandbox.core.units import parse_duration, parse_size
+from opencode_sandbox.runtime.kind import RuntimeKind
+
+DEFAULT_RELEASES_URL = "https://api.github.com/repos/sst/opencode/releases/latest"
+MIN_MEMORY = 512 * 1024**2
+MAX_CPUS = 256
+
+
+def _read_runtime(value: Any) -> RuntimeKind:
+    choices = ", ".join(kind.value for kind in RuntimeKind)
+    if not isinstance(value, str) or value not in {kind.value for kind in RuntimeKind}:
+        raise ValueError(f"'{value}' is not a runtime; choose one of: {choices}")
+    return RuntimeKind(value)
+
+
+def _read_int(minimum: int, maximum: int) -> Callable[[Any], int]:
+    def read(value: Any) -> int:
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            value = int(value.strip())
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"'{value}' is not a whole number")
+        number: int = value
+        if not minimum <= number <= maximum:
+            raise ValueError(f"{number} is out of range; use {minimum} to {maximum}")
+        return number
+
+    return read
+
+
+def _read_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "yes", "1", "on"):
+        return True
+    if isinstance(value, str) and value.strip().lower() in ("false", "no", "0", "off"):
+        return False
+    raise ValueError(f"'{value}' is not true or false")
+
+
+def _read_duration(value: Any) -> timedelta:
+    if not isinstance(value, str | int) or isinstance(value, bool):
+        raise ValueError(f"'{value}' is not a duration; write it as 10s, 90m, 24h or 30d")
+    return parse_duration(str(value))
+
+
+def _read_memory(value: Any) -> int:
+    if not isinstance(value, str) or isinstance(value, bool):
+        raise ValueError(f"'{value}' is not a size; write it as 512M or 4G")
+    size = parse_size(value)
+    if size < MIN_MEMORY:
+        raise ValueError(f"'{value}' is below the minimum of 512M")
+    return size
+
+
+def _read_paths(value: Any) -> tuple[Path, ...]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(item, str) and item for item in items):
+        raise ValueError("expected a list of file paths")
+    return tuple(Path(item).expanduser() for item in items)
+
+
+def _read_url(value: Any) -> str:
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+        raise ValueError(f"'{value}' is not an http(s) URL")
+    return value
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    default: Any
+    read: Callable[[Any], Any]
+    help: str
+    relative_paths: bool = False
+    """Paths in a file are read relative to that file's folder."""
+
+    @property
+    def attribute(self) -> str:
+        return self.name.replace("-", "_")
+
+    @property
+    def env_variable(self) -> str:
+        return "OPENCODE_SANDBOX_" + self.name.replace("-", "_").upper()
+
+
+KEYS: tuple[Key, ...] = (
+    Key("runtime", RuntimeKind.MICROSANDBOX, _read_runtime,
+        "VM runtime: microsandbox (microVMs) or docker (shares the host kernel)"),
+    Key("cpus", 2, _read_int(1, MAX_CPUS), "virtual CPUs of the project VM"),
+    Key("memory", 4 * 1024**3, _read_memory, "memory of the project VM, such as 4G"),
+    Key("auto-stop-timeout", timedelta(seconds=10), _read_duration,
+        "how long the VM stays up after the last client leaves"),
+    Key("auto-stop-on-active-sessions", False, _read_bool,
+        "stop after the timeout even while opencode sessions are busy"),
+    Key("auto-stop-max-session-retries", 10, _read_int(0, 1_000_000),
+        "a session retrying more often than this no longer holds the VM"),
+    Key("auto-prune-age", timedelta(days=30), _read_duration,
+        "age after which run and shell prune unused artifacts"),
+    Key("manual-prune-age", timedelta(days=7), _read_duration, "default age for prune"),
+    Key("dind", False, _read_bool, "use the Docker-in-Docker base image"),
+    Key("extra-ca-certificates", (), _read_paths,
+        "PEM files trusted in image builds and in the VM", relative_paths=True),
+    Key("trust-host-ca", True, _read_bool,
+        "trust the host's locally added CA certificates in builds and the VM"),
+    Key("releases-url", DEFAULT_RELEASES_URL, _read_url,
+        "where the opencode update check looks for the latest release"),
+)
+
+KEYS_BY_NAME = {key.name: key for key in KEYS}

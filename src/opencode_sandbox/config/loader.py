@@ -1,0 +1,148 @@
+"""Layered loading: defaults < user < user per-project < project < environment < flags."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from opencode_sandbox.config.keys import KEYS, KEYS_BY_NAME, Key
+from opencode_sandbox.config.settings import Settings
+from opencode_sandbox.errors import ConfigError
+
+ENV_PREFIX = "OPENCODE_SANDBOX_"
+
+
+@dataclass(frozen=True)
+class RawValue:
+    value: Any
+    source: str
+    base_dir: Path | None = None
+
+
+def config_files(user_config_dir: Path, slug: str, project_dir: Path) -> list[Path]:
+    """The configuration files in rising precedence."""
+    return [
+        user_config_dir / "config.yaml",
+        user_config_dir / slug / "config.yaml",
+        project_dir / ".opencode-sandbox" / "config.yaml",
+    ]
+
+
+def _suggest(name: str, candidates: list[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, candidates, n=1)
+    return f"did you mean '{close[0]}'?" if close else "known keys: " + ", ".join(candidates)
+
+
+def read_file(path: Path) -> dict[str, RawValue]:
+    """The keys of one YAML file with the line each is on; a missing file has none."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or str(error)
+        raise ConfigError(
+            f"{path}: cannot read the configuration file: {reason}",
+            hint="fix its permissions or encoding (UTF-8), or remove it",
+        ) from None
+    import yaml
+
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise ConfigError(
+            f"{where}: malformed YAML: {error.problem or error.context}",
+            hint="fix the YAML syntax at that line",
+        ) from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: malformed YAML: {error}", hint="fix the YAML syntax") from None
+    if node is None:
+        return {}
+    if not isinstance(node, yaml.MappingNode):
+        raise ConfigError(
+            f"{path}:{node.start_mark.line + 1}: the configuration must be a mapping of keys to values",
+            hint="write one 'key: value' per line, for example 'cpus: 4'",
+        )
+    loader = yaml.SafeLoader("")
+    values: dict[str, RawValue] = {}
+    for key_node, value_node in node.value:
+        line = key_node.start_mark.line + 1
+        key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node)
+        if key not in KEYS_BY_NAME:
+            raise ConfigError(
+                f"{path}:{line}: unknown key '{key}'",
+                hint=_suggest(key, [known.name for known in KEYS]),
+            )
+        try:
+            value = loader.construct_object(value_node, deep=True)
+        except yaml.YAMLError as error:
+            raise ConfigError(f"{path}:{line}: malformed value for '{key}': {error}",
+                              hint="fix the value") from None
+        values[key] = RawValue(value, f"{path}:{line}", path.parent)
+    return values
+
+
+def read_environment(environ: Mapping[str, str]) -> dict[str, RawValue]:
+    by_variable = {key.env_variable: key for key in KEYS}
+    values: dict[str, RawValue] = {}
+    for variable, value in environ.items():
+        if not variable.startswith(ENV_PREFIX):
+            continue
+        key = by_variable.get(variable)
+        if key is None:
+            raise ConfigError(
+                f"unknown environment variable {variable}",
+                hint=_suggest(variable, sorted(by_variable)) + f" (or unset {variable})",
+            )
+        values[key.name] = RawValue(value, f"environment {variable}", Path.cwd())
+    return values
+
+
+def _convert(key: Key, raw: RawValue) -> Any:
+    try:
+        value = key.read(raw.value)
+    except ValueError as error:
+        raise ConfigError(
+            f"{raw.source}: invalid value for '{key.name}': {error}",
+            hint=f"'{key.name}' is {key.help}; default: {describe_default(key)}",
+        ) from None
+    if key.relative_paths and raw.base_dir is not None:
+        value = tuple(path if path.is_absolute() else raw.base_dir / path for path in value)
+    return value
+
+
+def describe_default(key: Key) -> str:
+    from opencode_sandbox.config.render import render_value
+
+    return render_value(key, key.default)
+
+
+def load_settings(
+    files: list[Path],
+    environ: Mapping[str, str],
+    flags: Mapping[str, Any],
+) -> Settings:
+    """Merge every layer; `flags` maps key names to values given on the command line."""
+    layers: list[dict[str, RawValue]] = [read_file(path) for path in files]
+    layers.append(read_environment(environ))
+    layers.append({
+        name: RawValue(value, f"flag --{name}", Path.cwd())
+        for name, value in flags.items()
+        if value is not None
+    })
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for key in KEYS:
+        values[key.attribute] = key.default
+        sources[key.name] = "default"
+        for layer in layers:
+            if key.name in layer:
+                values[key.attribute] = _convert(key, layer[key.name])
+                sources[key.name] = layer[key.name].source
+    return Settings(**values, sources=sources)

@@ -1,0 +1,25 @@
+"""Configuration values written back the way users write them."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from enum import Enum
+from typing import Any
+
+from opencode_sandbox.config.keys import Key
+from opencode_sandbox.core.units import format_duration
+
+
+def render_value(key: Key, value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, timedelta):
+        return format_duration(value)
+    if isinstance(value, Enum):
+        return str(value.value)
+    if key.name == "memory" and isinstance(value, int):
+        gib, rest = divmod(value, 1024**3)
+        return f"{gib}G" if rest == 0 else f"{value // 1024**2}M"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(str(item) for item in value) + "]"
+    return str(value)

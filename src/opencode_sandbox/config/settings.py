@@ -1,0 +1,31 @@
+"""The effective configuration, and where each value came from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+from opencode_sandbox.runtime.kind import RuntimeKind
+
+
+@dataclass(frozen=True)
+class Settings:
+    runtime: RuntimeKind
+    cpus: int
+    memory: int
+    auto_stop_timeout: timedelta
+    auto_stop_on_active_sessions: bool
+    auto_stop_max_session_retries: int
+    auto_prune_age: timedelta
+    manual_prune_age: timedelta
+    dind: bool
+    extra_ca_certificates: tuple[Path, ...]
+    trust_host_ca: bool
+    releases_url: str
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+    """Key name -> `default`, a file with its line, an environment variable or a flag."""
+
+    @property
+    def memory_mib(self) -> int:
+        return self.memory // (1024 * 1024)

@@ -1,0 +1,101 @@
+"""One naming scheme for every artifact this tool creates."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+TOOL = "opencode-sandbox"
+VM_PREFIX = f"{TOOL}-vm-"
+HOME_PREFIX = f"{TOOL}-home-"
+TASK_PREFIX = f"{TOOL}-task-"
+IMAGE_REPOSITORY_PREFIX = f"{TOOL}/runner-"
+BASE_IMAGE = f"{TOOL}/runner-base:latest"
+BASE_IMAGE_DIND = f"{TOOL}/runner-base-dind:latest"
+BASE_IMAGES = (BASE_IMAGE, BASE_IMAGE_DIND)
+
+LABEL_PREFIX = "org.opencode-sandbox."
+LABEL_MANAGED = LABEL_PREFIX + "managed"
+LABEL_SLUG = LABEL_PREFIX + "slug"
+LABEL_IMAGE = LABEL_PREFIX + "image"
+LABEL_IMAGE_DIGEST = LABEL_PREFIX + "image-digest"
+LABEL_FINGERPRINT = LABEL_PREFIX + "fingerprint"
+LABEL_CONTENT_HASH = LABEL_PREFIX + "content-hash"
+LABEL_OPENCODE_VERSION = LABEL_PREFIX + "opencode-version"
+LABEL_ENV = LABEL_PREFIX + "env"
+LABEL_KIND = LABEL_PREFIX + "kind"
+
+HOME_TIMESTAMP_FORMAT = "%Y%m%dT%H%M%S"
+_HOME_RE = re.compile(r"^opencode-sandbox-home-(?P<slug>[a-z0-9-]+-[0-9a-z]{14})-(?P<ts>\d{8}T\d{6})$")
+_VM_RE = re.compile(r"^opencode-sandbox-vm-(?P<slug>[a-z0-9-]+-[0-9a-z]{14})$")
+_TASK_RE = re.compile(r"^opencode-sandbox-task-(?P<slug>[a-z0-9-]+-[0-9a-z]{14})-(?P<n>\d+)$")
+
+# msb keeps each name as a file name (at most 255 bytes); Docker allows more. The slug's
+# name part is capped at 20 characters, so every name stays below this bound.
+MAX_NAME_LENGTH = 128
+
+
+def managed_labels(slug: str) -> dict[str, str]:
+    return {LABEL_MANAGED: "true", LABEL_SLUG: slug}
+
+
+def vm_name(slug: str) -> str:
+    return VM_PREFIX + slug
+
+
+def task_name(slug: str, number: int) -> str:
+    return f"{TASK_PREFIX}{slug}-{number}"
+
+
+def home_volume_name(slug: str, when: datetime | None = None) -> str:
+    moment = (when or datetime.now(UTC)).astimezone(UTC)
+    return f"{HOME_PREFIX}{slug}-{moment.strftime(HOME_TIMESTAMP_FORMAT)}"
+
+
+def runner_repository(slug: str) -> str:
+    return IMAGE_REPOSITORY_PREFIX + slug
+
+
+def runner_image(slug: str, content_hash: str) -> str:
+    return f"{runner_repository(slug)}:{content_hash}"
+
+
+def slug_of_vm(name: str) -> str | None:
+    match = _VM_RE.match(name)
+    return match.group("slug") if match else None
+
+
+def slug_of_task(name: str) -> str | None:
+    match = _TASK_RE.match(name)
+    return match.group("slug") if match else None
+
+
+def slug_of_home_volume(name: str) -> str | None:
+    match = _HOME_RE.match(name)
+    return match.group("slug") if match else None
+
+
+def home_volume_time(name: str) -> datetime | None:
+    match = _HOME_RE.match(name)
+    if not match:
+        return None
+    return datetime.strptime(match.group("ts"), HOME_TIMESTAMP_FORMAT).replace(tzinfo=UTC)
+
+
+def slug_of_image(reference: str) -> str | None:
+    """The slug of a project runner image reference, None for base images and others."""
+    repository = reference.rsplit(":", 1)[0] if ":" in reference.split("/")[-1] else reference
+    if not repository.startswith(IMAGE_REPOSITORY_PREFIX):
+        return None
+    slug = repository[len(IMAGE_REPOSITORY_PREFIX) :]
+    if slug in ("base", "base-dind"):
+        return None
+    return slug if re.fullmatch(r"[a-z0-9-]+-[0-9a-z]{14}", slug) else None
+
+
+def is_ours(name: str, labels: Mapping[str, str] | None) -> bool:
+    """Our prefix alone is not enough: another tool may use a look-alike name."""
+    if labels is None or labels.get(LABEL_MANAGED) != "true":
+        return False
+    return bool(slug_of_vm(name) or slug_of_task(name) or slug_of_home_volume(name))

@@ -1,0 +1,44 @@
+"""Expected failures: each carries a one-line cause, a hint and an exit code."""
+
+from __future__ import annotations
+
+
+class SandboxError(Exception):
+    """A failure the user can act on. Exit code 1: something at runtime went wrong."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class UsageError(SandboxError):
+    """Bad input: a flag, an argument or a file the user wrote. Exit code 2."""
+
+    exit_code = 2
+
+
+class ConfigError(UsageError):
+    """A configuration file or value that cannot be used."""
+
+
+class NotAvailableYet(UsageError):
+    """A command whose capability this version does not ship."""
+
+
+class RuntimeUnavailable(SandboxError):
+    """The selected VM runtime cannot be used on this host."""
+
+
+class NotFound(SandboxError):
+    """A sandbox, volume or image that does not exist."""
+
+
+class NotOurs(SandboxError):
+    """An artifact with one of our names that this tool did not create."""
+
+
+class BootFailed(SandboxError):
+    """A sandbox that could not be started."""

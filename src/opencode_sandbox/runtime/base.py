@@ -1,0 +1,84 @@
+"""The one interface the services use to drive a VM runtime."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from opencode_sandbox.runtime.types import (
+    ExecResult,
+    ImageInfo,
+    RuntimeKind,
+    SandboxInfo,
+    SandboxSpec,
+    VolumeInfo,
+)
+
+
+class Runtime(Protocol):
+    """A VM runtime. Lists return only this tool's artifacts (our name prefix *and* labels).
+
+    Errors are `opencode_sandbox.errors` types: `RuntimeUnavailable` when the engine is
+    missing or stops answering, `NotFound` for a missing sandbox/volume/image, `NotOurs` for
+    a name that exists but lacks our labels, `BootFailed` when a sandbox cannot start (and
+    no record is left behind by `create_sandbox`).
+    """
+
+    kind: RuntimeKind
+
+    def check_available(self) -> None:
+        """Raise `RuntimeUnavailable` (with a hint) unless sandboxes can be run."""
+
+    # sandboxes
+    def get_sandbox(self, name: str) -> SandboxInfo | None: ...
+    def list_sandboxes(self) -> list[SandboxInfo]: ...
+    def create_sandbox(self, spec: SandboxSpec) -> SandboxInfo:
+        """Create and boot detached; on failure remove what was created and raise."""
+    def start_sandbox(self, name: str) -> None: ...
+    def stop_sandbox(self, name: str, timeout_s: float = 10.0) -> None:
+        """Graceful stop with writes flushed; a stopped sandbox is left as it is."""
+    def kill_sandbox(self, name: str) -> None: ...
+    def remove_sandbox(self, name: str) -> None:
+        """Remove a stopped sandbox (stopping it first if needed); volumes are kept."""
+    def host_port(self, name: str, guest_port: int) -> int:
+        """The 127.0.0.1 port on the host that a published guest port is reachable on."""
+
+    # processes
+    def exec(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        user: str = "dev",
+        workdir: str = "/workspace",
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        timeout_s: float | None = None,
+    ) -> ExecResult: ...
+    def attach(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        user: str = "dev",
+        workdir: str = "/workspace",
+        env: Mapping[str, str] | None = None,
+        tty: bool = True,
+    ) -> int:
+        """Run interactively on the user's terminal (resize, signals); return the exit code."""
+
+    # volumes
+    def create_volume(self, name: str, labels: Mapping[str, str]) -> VolumeInfo: ...
+    def get_volume(self, name: str) -> VolumeInfo | None: ...
+    def list_volumes(self) -> list[VolumeInfo]: ...
+    def remove_volume(self, name: str) -> None: ...
+    def fill_volume_from_image(self, volume: str, image: str, path: str = "/home/dev") -> None:
+        """Copy the image's `path` into an empty volume, keeping owners, modes, symlinks."""
+    def copy_volume(self, source: str, target: str) -> None:
+        """Copy every file of `source` on top of `target`, keeping owners, modes, symlinks."""
+
+    # images
+    def load_image(self, docker_reference: str) -> ImageInfo:
+        """Make a Docker engine image runnable here; skip when the same digest is loaded."""
+    def list_images(self) -> list[ImageInfo]: ...
+    def remove_image(self, reference: str) -> None: ...

@@ -1,0 +1,93 @@
+"""The runtime interface's own value types; no SDK type ever leaves a backend."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from opencode_sandbox.runtime.kind import RuntimeKind
+
+__all__ = ["RuntimeKind"]
+
+
+class SandboxStatus(StrEnum):
+    CREATED = "created"
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPED = "stopped"
+    CRASHED = "crashed"
+    DRAINING = "draining"
+    PAUSED = "paused"
+    UNKNOWN = "unknown"
+
+    @property
+    def is_active(self) -> bool:
+        """Running or on its way there: never removed, never judged stale."""
+        return self in (SandboxStatus.RUNNING, SandboxStatus.STARTING, SandboxStatus.DRAINING)
+
+
+class MountKind(StrEnum):
+    VOLUME = "volume"
+    BIND = "bind"
+
+
+@dataclass(frozen=True)
+class Mount:
+    kind: MountKind
+    source: str
+    """A volume name for VOLUME, an absolute host path for BIND."""
+    target: str
+    readonly: bool = False
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    name: str
+    image: str
+    """The runner image reference (for microsandbox: as loaded into the runtime)."""
+    cpus: int
+    memory_mib: int
+    env: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    mounts: tuple[Mount, ...] = ()
+    workdir: str = "/workspace"
+    published_ports: tuple[int, ...] = ()
+    """Guest TCP ports published on the host's 127.0.0.1 only, on a free host port."""
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    name: str
+    status: SandboxStatus
+    image: str
+    created_at: datetime | None
+    last_activity_at: datetime | None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VolumeInfo:
+    name: str
+    kind: str
+    size_bytes: int | None
+    created_at: datetime | None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    reference: str
+    digest: str
+    """The image's config digest (`sha256:<64 hex>`): equal to Docker's image ID."""
+    size_bytes: int | None
+    created_at: datetime | None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int
+    stdout: str
+    stderr: str

@@ -1,0 +1,130 @@
+"""Pre-flight checks: can the selected runtime work on this host, and if not, what to do."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import TextIO
+
+from opencode_sandbox.errors import RuntimeUnavailable, SandboxError
+from opencode_sandbox.runtime.types import RuntimeKind
+from opencode_sandbox.ui.console import Console, style
+
+DOCKER_START_HINT = (
+    "start the Docker engine (for example `sudo systemctl start docker`, or run `dockerd`), "
+    "and make sure this user may use it (`sudo usermod -aG docker $USER`)"
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+    required_for: frozenset[RuntimeKind] = frozenset(RuntimeKind)
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    runtime: RuntimeKind
+    checks: tuple[Check, ...]
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if not c.ok and self.runtime in c.required_for]
+
+    @property
+    def runtime_ready(self) -> bool:
+        return not self.failures
+
+
+def check_docker(timeout_s: float = 15.0) -> Check:
+    if shutil.which("docker") is None:
+        return Check("docker", False, "the docker command is not installed",
+                     "install Docker (for example `apt-get install docker.io`)")
+    try:
+        result = subprocess.run(
+            ["docker", "version", "--format", "{{json .Server}}"],
+            capture_output=True, text=True, timeout=timeout_s, check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return Check("docker", False, "the Docker engine did not answer in time", DOCKER_START_HINT)
+    server = result.stdout.strip()
+    if result.returncode != 0 or server in ("", "null"):
+        reason = (result.stderr.strip().splitlines() or ["no answer"])[-1]
+        return Check("docker", False, f"the Docker engine is not reachable: {reason}",
+                     DOCKER_START_HINT)
+    try:
+        version = json.loads(server).get("Version", "?")
+    except (ValueError, AttributeError):
+        version = "?"
+    return Check("docker", True, f"engine {version} reachable")
+
+
+def check_kvm() -> Check:
+    from opencode_sandbox.runtime.kvm import probe_kvm
+
+    probe = probe_kvm()
+    if probe.ok:
+        return Check("kvm", True, "/dev/kvm usable", required_for=frozenset({RuntimeKind.MICROSANDBOX}))
+    return Check("kvm", False, f"microVMs cannot run here: {probe.cause}",
+                 f"{probe.fix}" if probe.fix and "--runtime docker" in probe.fix
+                 else f"{probe.fix}; or use `--runtime docker`",
+                 required_for=frozenset({RuntimeKind.MICROSANDBOX}))
+
+
+def check_git() -> Check:
+    if shutil.which("git") is None:
+        return Check("git", False, "git is not installed", "install git (for example `apt-get install git`)",
+                     required_for=frozenset())
+    result = subprocess.run(["git", "--version"], capture_output=True, text=True, check=False)
+    return Check("git", result.returncode == 0, result.stdout.strip() or result.stderr.strip(),
+                 required_for=frozenset())
+
+
+def check_msb() -> Check:
+    from opencode_sandbox.runtime.msb_cli import locate_msb, msb_version
+
+    required = frozenset({RuntimeKind.MICROSANDBOX})
+    try:
+        binary = locate_msb()
+        version = msb_version(binary)
+    except SandboxError as error:
+        return Check("msb", False, error.message, error.hint, required_for=required)
+    except OSError as error:
+        return Check("msb", False, f"msb cannot run: {error}",
+                     "reinstall opencode-sandbox, or use `--runtime docker`", required_for=required)
+    return Check("msb", True, f"{version} at {binary}", required_for=required)
+
+
+def run_checks(runtime: RuntimeKind) -> DoctorReport:
+    return DoctorReport(runtime, (check_docker(), check_kvm(), check_git(), check_msb()))
+
+
+def require_ready(runtime: RuntimeKind) -> None:
+    """Raise for the first check the selected runtime cannot do without."""
+    report = run_checks(runtime)
+    for failure in report.failures:
+        raise RuntimeUnavailable(failure.detail, hint=failure.fix)
+
+
+def render_report(report: DoctorReport, console: Console, stream: TextIO | None = None) -> None:
+    """The checks on stdout, one a line with its fix; the verdict for the runtime last."""
+    stream = stream or sys.stdout
+    for check in report.checks:
+        needed = report.runtime in check.required_for
+        mark = style("ok  ", "green", stream) if check.ok else (
+            style("FAIL", "red", stream) if needed else style("warn", "yellow", stream))
+        print(f"{mark} {check.name:<7} {check.detail}", file=stream)
+        if not check.ok and check.fix:
+            print(f"     {'':<7} fix: {check.fix}", file=stream)
+    if report.runtime_ready:
+        print(f"The {report.runtime} runtime can work on this host.", file=stream)
+    else:
+        names = ", ".join(check.name for check in report.failures)
+        console.error(f"the {report.runtime} runtime cannot work on this host ({names})",
+                      "apply the fixes above, then run `opencode-sandbox doctor` again")

@@ -1,0 +1,66 @@
+"""Small YAML files written atomically with private permissions."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def ensure_private_dir(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+    if path.stat().st_mode & 0o777 != DIR_MODE:
+        os.chmod(path, DIR_MODE)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write to a temporary file beside `path`, fsync, then rename over it."""
+    ensure_private_dir(path.parent)
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), FILE_MODE)
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+
+
+def write_yaml(path: Path, data: dict[str, Any]) -> None:
+    import yaml
+
+    write_atomic(path, yaml.safe_dump(data, sort_keys=True, default_flow_style=False))
+
+
+class UnreadableState(Exception):
+    """A state file that exists but cannot be used."""
+
+
+def read_yaml_mapping(path: Path) -> dict[str, Any] | None:
+    """The mapping in `path`, None when it does not exist; UnreadableState when corrupt."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as error:
+        raise UnreadableState(str(error)) from None
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise UnreadableState(f"malformed YAML: {error}") from None
+    if data is None:
+        raise UnreadableState("the file is empty")
+    if not isinstance(data, dict):
+        raise UnreadableState("expected a mapping")
+    return data

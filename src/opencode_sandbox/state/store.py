@@ -1,0 +1,101 @@
+"""Per-project state: which home volume is current, what the VM booted from."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from opencode_sandbox.state.files import (
+    UnreadableState,
+    ensure_private_dir,
+    read_yaml_mapping,
+    write_yaml,
+)
+
+STATE_FILE = "state.yaml"
+LOCK_DIR = "vm-ensure"
+
+
+@dataclass
+class ProjectState:
+    home_volume: str | None = None
+    image_reference: str | None = None
+    image_digest: str | None = None
+    """The digest of the image the VM booted from."""
+    fingerprint: str | None = None
+    """Settings that need a VM recreate when they change."""
+    config_fingerprint: str | None = None
+    """The provisioned opencode configuration the daemon was started with."""
+    project_root: str | None = None
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any]) -> ProjectState:
+        known = {field.name for field in fields(cls)}
+        values = {key: value for key, value in data.items() if key in known and value is not None}
+        for key, value in values.items():
+            if not isinstance(value, str):
+                raise UnreadableState(f"'{key}' is not a text value")
+        return cls(**values)
+
+
+class StateStore:
+    """The state folder; its root is always passed in."""
+
+    def __init__(self, root: Path, warn: Callable[[str], None] = lambda _message: None) -> None:
+        self.root = root
+        self._warn = warn
+
+    def project_dir(self, slug: str) -> Path:
+        return self.root / slug
+
+    def state_path(self, slug: str) -> Path:
+        return self.project_dir(slug) / STATE_FILE
+
+    def load(self, slug: str) -> ProjectState:
+        path = self.state_path(slug)
+        try:
+            data = read_yaml_mapping(path)
+            return ProjectState() if data is None else ProjectState.from_mapping(data)
+        except UnreadableState as error:
+            self._warn(f"{path}: unusable state file ({error}); starting fresh")
+            return ProjectState()
+
+    def save(self, slug: str, state: ProjectState) -> None:
+        data = {key: value for key, value in asdict(state).items() if value is not None}
+        write_yaml(self.state_path(slug), data)
+
+    def remove(self, slug: str) -> None:
+        self.state_path(slug).unlink(missing_ok=True)
+
+    def slugs(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(path.parent.name for path in self.root.glob(f"*/{STATE_FILE}"))
+
+    def lock_path(self, slug: str) -> Path:
+        return self.root / LOCK_DIR / f"{slug}.lock"
+
+    @contextmanager
+    def first_boot_lock(self, slug: str, timeout_s: float = 600.0) -> Iterator[None]:
+        """Serialise VM creation for one project across processes."""
+        from filelock import FileLock, Timeout
+
+        from opencode_sandbox.errors import SandboxError
+
+        path = self.lock_path(slug)
+        ensure_private_dir(path.parent)
+        lock = FileLock(str(path), mode=0o600)
+        try:
+            lock.acquire(timeout=timeout_s)
+        except Timeout:
+            raise SandboxError(
+                f"another opencode-sandbox is still setting up this project (lock {path})",
+                hint="wait for it to finish, or stop it and run again",
+            ) from None
+        try:
+            yield
+        finally:
+            lock.release()

@@ -1,0 +1,76 @@
+"""Messages on stderr by log level; plain text, colour only on a terminal without NO_COLOR."""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import IntEnum
+from typing import TextIO
+
+
+class LogLevel(IntEnum):
+    ERROR = 0
+    WARNING = 1
+    INFO = 2
+    VERBOSE = 3
+
+
+LOG_LEVEL_NAMES = [level.name.lower() for level in LogLevel]
+
+
+def color_enabled(stream: TextIO) -> bool:
+    if os.environ.get("NO_COLOR"):
+        return False
+    return stream.isatty()
+
+
+_STYLES = {"red": "31", "green": "32", "yellow": "33", "dim": "2", "bold": "1", "cyan": "36"}
+
+
+def style(text: str, name: str, stream: TextIO) -> str:
+    if not color_enabled(stream):
+        return text
+    return f"\x1b[{_STYLES[name]}m{text}\x1b[0m"
+
+
+class Console:
+    """Where every user-facing message goes; one per process."""
+
+    def __init__(self, level: LogLevel = LogLevel.INFO, stream: TextIO | None = None) -> None:
+        self.level = level
+        self._stream = stream
+        self._said: set[str] = set()
+
+    @property
+    def stream(self) -> TextIO:
+        return self._stream or sys.stderr
+
+    @property
+    def verbose_enabled(self) -> bool:
+        return self.level >= LogLevel.VERBOSE
+
+    def _emit(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+    def error(self, message: str, hint: str | None = None) -> None:
+        self._emit(style("error:", "red", self.stream) + " " + message)
+        if hint:
+            self._emit(style("hint:", "cyan", self.stream) + " " + hint)
+
+    def warn(self, message: str) -> None:
+        if self.level >= LogLevel.WARNING:
+            self._emit(style("warning:", "yellow", self.stream) + " " + message)
+
+    def warn_once(self, message: str) -> None:
+        """A notice printed at most once per process, at the warning level, without prefix."""
+        if message not in self._said and self.level >= LogLevel.WARNING:
+            self._said.add(message)
+            self._emit(style(message, "yellow", self.stream))
+
+    def info(self, message: str) -> None:
+        if self.level >= LogLevel.INFO:
+            self._emit(message)
+
+    def verbose(self, message: str) -> None:
+        if self.level >= LogLevel.VERBOSE:
+            self._emit(style(message, "dim", self.stream))

@@ -1,0 +1,221 @@
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from opencode_sandbox.config.keys import DEFAULT_RELEASES_URL, KEYS
+from opencode_sandbox.config.loader import config_files, load_settings
+from opencode_sandbox.errors import ConfigError
+from opencode_sandbox.runtime.types import RuntimeKind
+
+SLUG = "demo-0123456789abcd"
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> tuple[Path, Path]:
+    user_dir = tmp_path / "config" / "opencode-sandbox"
+    project = tmp_path / "project"
+    (project / ".opencode-sandbox").mkdir(parents=True)
+    (user_dir / SLUG).mkdir(parents=True)
+    return user_dir, project
+
+
+def files(layout: tuple[Path, Path]) -> list[Path]:
+    return config_files(layout[0], SLUG, layout[1])
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults(layout: tuple[Path, Path]) -> None:
+    settings = load_settings(files(layout), {}, {})
+    assert settings.runtime is RuntimeKind.MICROSANDBOX
+    assert settings.cpus == 2
+    assert settings.memory == 4 * 1024**3
+    assert settings.auto_stop_timeout == timedelta(seconds=10)
+    assert settings.auto_stop_on_active_sessions is False
+    assert settings.auto_stop_max_session_retries == 10
+    assert settings.auto_prune_age == timedelta(days=30)
+    assert settings.manual_prune_age == timedelta(days=7)
+    assert settings.dind is False
+    assert settings.extra_ca_certificates == ()
+    assert settings.trust_host_ca is True
+    assert settings.releases_url == DEFAULT_RELEASES_URL
+    assert set(settings.sources.values()) == {"default"}
+
+
+def test_every_key_is_read_from_a_file(layout: tuple[Path, Path]) -> None:
+    user_dir, _ = layout
+    write(user_dir / "config.yaml", """\
+runtime: docker
+cpus: 6
+memory: 512M
+auto-stop-timeout: 90m
+auto-stop-on-active-sessions: true
+auto-stop-max-session-retries: 3
+auto-prune-age: 24h
+manual-prune-age: 45s
+dind: true
+extra-ca-certificates: [certs/corp.pem, /abs/other.pem]
+trust-host-ca: false
+releases-url: http://127.0.0.1:9/latest
+""")
+    settings = load_settings(files(layout), {}, {})
+    assert settings.runtime is RuntimeKind.DOCKER
+    assert settings.cpus == 6
+    assert settings.memory == 512 * 1024**2
+    assert settings.auto_stop_timeout == timedelta(minutes=90)
+    assert settings.auto_stop_on_active_sessions is True
+    assert settings.auto_stop_max_session_retries == 3
+    assert settings.auto_prune_age == timedelta(hours=24)
+    assert settings.manual_prune_age == timedelta(seconds=45)
+    assert settings.dind is True
+    assert settings.extra_ca_certificates == (user_dir / "certs/corp.pem", Path("/abs/other.pem"))
+    assert settings.trust_host_ca is False
+    assert settings.releases_url == "http://127.0.0.1:9/latest"
+    assert len(KEYS) == 12
+    assert all(source.startswith(str(user_dir / "config.yaml")) for source in settings.sources.values())
+
+
+def test_precedence_of_all_layers(layout: tuple[Path, Path]) -> None:
+    user_dir, project = layout
+    write(user_dir / "config.yaml", "cpus: 1\nmemory: 1G\nauto-stop-timeout: 1s\ndind: true\n")
+    write(user_dir / SLUG / "config.yaml", "cpus: 2\nmemory: 2G\nauto-stop-timeout: 2s\n")
+    write(project / ".opencode-sandbox" / "config.yaml", "cpus: 3\nmemory: 3G\n")
+    environ = {"OPENCODE_SANDBOX_CPUS": "4"}
+    settings = load_settings(files(layout), environ, {"cpus": 5, "runtime": None})
+    assert settings.cpus == 5
+    assert settings.sources["cpus"] == "flag --cpus"
+    assert settings.memory == 3 * 1024**3
+    assert settings.sources["memory"] == f"{project / '.opencode-sandbox' / 'config.yaml'}:2"
+    assert settings.auto_stop_timeout == timedelta(seconds=2)
+    assert settings.sources["auto-stop-timeout"] == f"{user_dir / SLUG / 'config.yaml'}:3"
+    assert settings.dind is True
+    assert settings.sources["runtime"] == "default"
+    without_flag = load_settings(files(layout), environ, {})
+    assert without_flag.cpus == 4
+    assert without_flag.sources["cpus"] == "environment OPENCODE_SANDBOX_CPUS"
+
+
+def test_environment_names_use_underscores(layout: tuple[Path, Path]) -> None:
+    environ = {
+        "OPENCODE_SANDBOX_AUTO_STOP_ON_ACTIVE_SESSIONS": "true",
+        "OPENCODE_SANDBOX_RUNTIME": "docker",
+        "OPENCODE_SANDBOX_MEMORY": "8G",
+    }
+    settings = load_settings(files(layout), environ, {})
+    assert settings.auto_stop_on_active_sessions is True
+    assert settings.runtime is RuntimeKind.DOCKER
+    assert settings.memory == 8 * 1024**3
+
+
+def test_malformed_yaml_names_file_and_line(layout: tuple[Path, Path]) -> None:
+    path = write(layout[0] / "config.yaml", "cpus: 2\nmemory: [4G\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(files(layout), {}, {})
+    assert caught.value.message.startswith(f"{path}:3: malformed YAML: ")
+    assert caught.value.exit_code == 2
+
+
+def test_unknown_key_with_suggestion(layout: tuple[Path, Path]) -> None:
+    path = write(layout[1] / ".opencode-sandbox" / "config.yaml", "cpus: 2\nmemroy: 4G\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(files(layout), {}, {})
+    assert caught.value.message == f"{path}:2: unknown key 'memroy'"
+    assert caught.value.hint == "did you mean 'memory'?"
+
+
+def test_unknown_environment_variable(layout: tuple[Path, Path]) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(files(layout), {"OPENCODE_SANDBOX_CPU": "2"}, {})
+    assert caught.value.message == "unknown environment variable OPENCODE_SANDBOX_CPU"
+    assert caught.value.hint is not None
+    assert "OPENCODE_SANDBOX_CPUS" in caught.value.hint
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("cpus: -1", "invalid value for 'cpus': -1 is out of range; use 1 to 256"),
+        ("cpus: two", "invalid value for 'cpus': 'two' is not a whole number"),
+        ("cpus: true", "invalid value for 'cpus': 'True' is not a whole number"),
+        ("memory: lots", "invalid value for 'memory': 'lots' is not a size; write a number and a unit: 512M, 4G"),
+        ("memory: 100M", "invalid value for 'memory': '100M' is below the minimum of 512M"),
+        ("auto-stop-timeout: soon", "invalid value for 'auto-stop-timeout': 'soon' is not a duration; "
+                                    "write a whole number and one unit: 10s, 90m, 24h, 30d"),
+        ("auto-stop-timeout: -5s", "invalid value for 'auto-stop-timeout': '-5s' is negative; "
+                                   "use a positive duration such as 10s, 90m, 24h or 30d"),
+        ("auto-prune-age: 7 days", "invalid value for 'auto-prune-age': '7 days' is not a duration; "
+                                   "write a whole number and one unit: 10s, 90m, 24h, 30d"),
+        ("manual-prune-age: 999999d", "invalid value for 'manual-prune-age': '999999d' is longer than 36500d"),
+        ("runtime: qemu", "invalid value for 'runtime': 'qemu' is not a runtime; choose one of: microsandbox, docker"),
+        ("dind: maybe", "invalid value for 'dind': 'maybe' is not true or false"),
+        ("trust-host-ca: 3", "invalid value for 'trust-host-ca': '3' is not true or false"),
+        ("auto-stop-max-session-retries: -2", "invalid value for 'auto-stop-max-session-retries': -2 is out of range; use 0 to 1000000"),
+        ("extra-ca-certificates: {a: b}", "invalid value for 'extra-ca-certificates': expected a list of file paths"),
+        ("releases-url: ftp://x", "invalid value for 'releases-url': 'ftp://x' is not an http(s) URL"),
+    ],
+)
+def test_bad_values_name_file_line_and_key(layout: tuple[Path, Path], text: str, message: str) -> None:
+    path = write(layout[0] / "config.yaml", "# settings\n" + text + "\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(files(layout), {}, {})
+    assert caught.value.message == f"{path}:2: {message}"
+    assert caught.value.hint is not None and "default:" in caught.value.hint
+
+
+def test_bad_environment_value_names_the_variable(layout: tuple[Path, Path]) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(files(layout), {"OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT": "soon"}, {})
+    assert caught.value.message.startswith(
+        "environment OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT: invalid value for 'auto-stop-timeout'"
+    )
+
+
+def test_bad_flag_value(layout: tuple[Path, Path]) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(files(layout), {}, {"memory": "lots"})
+    assert caught.value.message.startswith("flag --memory: invalid value for 'memory'")
+
+
+def test_top_level_must_be_a_mapping(layout: tuple[Path, Path]) -> None:
+    path = write(layout[0] / "config.yaml", "- cpus\n- memory\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(files(layout), {}, {})
+    assert caught.value.message == f"{path}:1: the configuration must be a mapping of keys to values"
+
+
+def test_empty_file_and_comments_only_are_fine(layout: tuple[Path, Path]) -> None:
+    write(layout[0] / "config.yaml", "")
+    write(layout[0] / SLUG / "config.yaml", "# nothing yet\n")
+    assert load_settings(files(layout), {}, {}).cpus == 2
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_unreadable_file(layout: tuple[Path, Path]) -> None:
+    path = write(layout[0] / "config.yaml", "cpus: 2\n")
+    path.chmod(0)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(files(layout), {}, {})
+    assert caught.value.message == f"{path}: cannot read the configuration file: Permission denied"
+
+
+def test_a_folder_in_place_of_the_file(layout: tuple[Path, Path]) -> None:
+    path = layout[0] / "config.yaml"
+    path.mkdir()
+    with pytest.raises(ConfigError) as caught:
+        load_settings(files(layout), {}, {})
+    assert caught.value.message == f"{path}: cannot read the configuration file: Is a directory"
+
+
+def test_invalid_utf8(layout: tuple[Path, Path]) -> None:
+    path = layout[0] / "config.yaml"
+    path.write_bytes(b"cpus: \xff\xfe\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(files(layout), {}, {})
+    assert caught.value.message.startswith(f"{path}: cannot read the configuration file: ")

@@ -1,0 +1,37 @@
+"""Every test runs with its own HOME, XDG folders and MSB_HOME."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    for variable, folder in (
+        ("XDG_CONFIG_HOME", ".config"),
+        ("XDG_STATE_HOME", ".local/state"),
+        ("XDG_CACHE_HOME", ".cache"),
+        ("XDG_DATA_HOME", ".local/share"),
+    ):
+        path = home / folder
+        path.mkdir(parents=True, exist_ok=True)
+        monkeypatch.setenv(variable, str(path))
+    msb_home = home / ".microsandbox"
+    monkeypatch.setenv("MSB_HOME", str(msb_home))
+    for name in list(__import__("os").environ):
+        if name.startswith("OPENCODE_SANDBOX_"):
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_COLOR", "1")
+    yield home
+
+
+@pytest.fixture
+def unique() -> str:
+    """A short unique token for names of artifacts a test creates."""
+    return "t" + uuid.uuid4().hex[:10]

@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+from opencode_sandbox.state.files import write_atomic
+from opencode_sandbox.state.store import ProjectState, StateStore
+
+SLUG = "demo-0123456789abcd"
+
+
+def test_round_trip_with_private_permissions(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "state")
+    state = ProjectState(home_volume="opencode-sandbox-home-x", image_digest="sha256:abc")
+    store.save(SLUG, state)
+    assert store.load(SLUG) == state
+    path = store.state_path(SLUG)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert store.slugs() == [SLUG]
+
+
+def test_missing_file_is_an_empty_state(tmp_path: Path) -> None:
+    assert StateStore(tmp_path).load(SLUG) == ProjectState()
+
+
+@pytest.mark.parametrize("content", ["", "home_volume: [unclosed", "- a list\n", "just text", "\xff", "home_volume: {a: 1}\n"])
+def test_corrupt_file_warns_and_starts_fresh(tmp_path: Path, content: str) -> None:
+    warnings: list[str] = []
+    store = StateStore(tmp_path, warn=warnings.append)
+    path = store.state_path(SLUG)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(content.encode("latin-1"))
+    assert store.load(SLUG) == ProjectState()
+    assert len(warnings) == 1
+    assert warnings[0].startswith(f"{path}: unusable state file (")
+    assert warnings[0].endswith("); starting fresh")
+
+
+def test_unknown_keys_are_ignored(tmp_path: Path) -> None:
+    store = StateStore(tmp_path)
+    path = store.state_path(SLUG)
+    path.parent.mkdir(parents=True)
+    path.write_text("home_volume: v1\nfuture_key: 3\n")
+    assert store.load(SLUG) == ProjectState(home_volume="v1")
+
+
+def test_atomic_write_never_leaves_a_partial_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "state.yaml"
+    write_atomic(target, "home_volume: old\n")
+
+    def broken_fsync(_descriptor: int) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fsync", broken_fsync)
+    with pytest.raises(OSError, match="disk full"):
+        write_atomic(target, "home_volume: new\n")
+    assert target.read_text() == "home_volume: old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["state.yaml"]
+
+
+def test_concurrent_writers_leave_one_complete_file(tmp_path: Path) -> None:
+    store = StateStore(tmp_path)
+    volumes = [f"opencode-sandbox-home-{n}" for n in range(20)]
+    threads = [
+        threading.Thread(target=store.save, args=(SLUG, ProjectState(home_volume=v))) for v in volumes
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert store.load(SLUG).home_volume in volumes
+    assert [p.name for p in store.project_dir(SLUG).iterdir()] == ["state.yaml"]
+
+
+def test_first_boot_lock_serialises(tmp_path: Path) -> None:
+    store = StateStore(tmp_path)
+    order: list[str] = []
+    inside = threading.Event()
+    release = threading.Event()
+
+    def first() -> None:
+        with store.first_boot_lock(SLUG):
+            order.append("first in")
+            inside.set()
+            release.wait(5)
+            order.append("first out")
+
+    def second() -> None:
+        inside.wait(5)
+        with store.first_boot_lock(SLUG):
+            order.append("second in")
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    inside.wait(5)
+    release.set()
+    for thread in threads:
+        thread.join()
+    assert order == ["first in", "first out", "second in"]
+    lock = store.lock_path(SLUG)
+    assert lock.parent == tmp_path / "vm-ensure"
+    assert lock.name == f"{SLUG}.lock"
