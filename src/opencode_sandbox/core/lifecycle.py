@@ -1,0 +1,104 @@
+"""Pure decisions of the run lifecycle: what to do with the VM, the home volume, the daemon."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from opencode_sandbox.runtime.types import SandboxInfo, SandboxStatus
+
+
+class VmAction(StrEnum):
+    CREATE = "create"
+    CONNECT = "connect"
+    START = "start"
+    WAIT = "wait"
+    RECREATE = "recreate"
+
+
+@dataclass(frozen=True)
+class VmPlan:
+    action: VmAction
+    reason: str
+    image_changed: bool = False
+    """The recreate is due to a new image (so the home volume prompt applies)."""
+
+
+def fingerprint(values: Mapping[str, object]) -> str:
+    """A short stable digest of the settings that need a VM recreate when they change."""
+    text = json.dumps(values, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def plan_vm(
+    existing: SandboxInfo | None,
+    booted_digest: str | None,
+    current_digest: str,
+    booted_fingerprint: str | None,
+    current_fingerprint: str,
+) -> VmPlan:
+    """Reuse, start, create or recreate the project VM.
+
+    `booted_*` come from the VM's labels (what it was created with); `current_*` from
+    the image and settings of this run.
+    """
+    if existing is None:
+        return VmPlan(VmAction.CREATE, "no VM exists for this project")
+    if booted_digest != current_digest:
+        return VmPlan(VmAction.RECREATE, "the runner image changed", image_changed=True)
+    if booted_fingerprint != current_fingerprint:
+        return VmPlan(VmAction.RECREATE, "settings that need a new VM changed (cpus, memory, env, mounts)")
+    if existing.status is SandboxStatus.RUNNING:
+        return VmPlan(VmAction.CONNECT, "the VM is running")
+    if existing.status in (SandboxStatus.STARTING, SandboxStatus.DRAINING):
+        return VmPlan(VmAction.WAIT, f"the VM is {existing.status.value}")
+    return VmPlan(VmAction.START, f"the VM is {existing.status.value}")
+
+
+class HomeChoice(StrEnum):
+    KEEP = "keep"
+    RESET = "reset"
+    MIGRATE = "migrate"
+
+
+class HomeAction(StrEnum):
+    USE = "use"
+    CREATE = "create"
+    ASK = "ask"
+
+
+@dataclass(frozen=True)
+class HomePlan:
+    action: HomeAction
+    volume: str | None
+    """The volume to use (USE) or to keep offering (ASK); None when one must be created."""
+    warning: str | None = None
+
+
+def plan_home_volume(recorded: str | None, existing_volumes: set[str], vm_plan: VmPlan) -> HomePlan:
+    if recorded is None:
+        return HomePlan(HomeAction.CREATE, None)
+    if recorded not in existing_volumes:
+        return HomePlan(
+            HomeAction.CREATE,
+            None,
+            warning=f"the home volume {recorded} recorded for this project no longer exists; "
+            "creating a fresh one",
+        )
+    if vm_plan.action is VmAction.RECREATE and vm_plan.image_changed:
+        return HomePlan(HomeAction.ASK, recorded)
+    return HomePlan(HomeAction.USE, recorded)
+
+
+class ApplyChoice(StrEnum):
+    DEFER = "defer"
+    PROCEED = "proceed"
+    QUIT = "quit"
+
+
+def needs_apply_prompt(other_clients: int, disruptive: bool) -> bool:
+    """A change that would restart the daemon or recreate the VM, while others are attached."""
+    return disruptive and other_clients > 0
