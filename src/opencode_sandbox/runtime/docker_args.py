@@ -1,0 +1,98 @@
+"""The `docker` argument lists the docker runtime uses (pure functions)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from opencode_sandbox.core.naming import LABEL_MANAGED, LABEL_PREFIX, LABEL_SLUG
+from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec
+
+DIND_LABEL = LABEL_PREFIX + "dind"
+KEEP_ALIVE = ("sleep", "infinity")
+
+
+def sandbox_labels(spec_labels: Mapping[str, str], slug: str) -> dict[str, str]:
+    """The spec's labels plus ours: whatever this runtime creates is recognisably ours."""
+    labels = dict(spec_labels)
+    labels[LABEL_MANAGED] = "true"
+    labels.setdefault(LABEL_SLUG, slug)
+    return labels
+
+
+def label_args(labels: Mapping[str, str]) -> list[str]:
+    args: list[str] = []
+    for key, value in sorted(labels.items()):
+        args += ["--label", f"{key}={value}"]
+    return args
+
+
+def env_args(env: Mapping[str, str] | None) -> list[str]:
+    args: list[str] = []
+    for key, value in (env or {}).items():
+        args += ["-e", f"{key}={value}"]
+    return args
+
+
+def mount_arg(mount: Mount) -> str:
+    # --mount, unlike -v, refuses a missing bind source instead of creating it; `volume-nocopy`
+    # keeps Docker from copying image files into an empty volume behind the caller's back.
+    fields = [f"type={mount.kind.value}", f"source={mount.source}", f"target={mount.target}"]
+    if mount.kind is MountKind.VOLUME:
+        fields.append("volume-nocopy")
+    if mount.readonly:
+        fields.append("readonly")
+    return ",".join(fields)
+
+
+def run_args(spec: SandboxSpec, labels: Mapping[str, str], privileged: bool) -> list[str]:
+    """`docker run -d` for a long-lived project VM: root keep-alive under an init process.
+
+    The image's own entrypoint is bypassed so any runner image works; everything the user
+    does runs through `docker exec` as the requested user.
+    """
+    args = [
+        "run",
+        "--detach",
+        "--name",
+        spec.name,
+        "--init",
+        "--user",
+        "root",
+        "--entrypoint",
+        KEEP_ALIVE[0],
+        "--cpus",
+        str(spec.cpus),
+        "--memory",
+        f"{spec.memory_mib}m",
+        "--workdir",
+        spec.workdir,
+    ]
+    if privileged:
+        args.append("--privileged")
+    args += label_args(labels)
+    args += env_args(spec.env)
+    for mount in spec.mounts:
+        args += ["--mount", mount_arg(mount)]
+    for port in spec.published_ports:
+        args += ["--publish", f"127.0.0.1::{port}/tcp"]
+    args += [spec.image, *KEEP_ALIVE[1:]]
+    return args
+
+
+def exec_args(
+    name: str,
+    argv: Sequence[str],
+    *,
+    user: str,
+    workdir: str,
+    env: Mapping[str, str] | None,
+    interactive: bool,
+    tty: bool,
+) -> list[str]:
+    args = ["exec"]
+    if interactive:
+        args.append("--interactive")
+    if tty:
+        args.append("--tty")
+    args += ["--user", user, "--workdir", workdir, *env_args(env), name, *argv]
+    return args

@@ -1,0 +1,477 @@
+"""The docker runtime: each project VM is a long-lived container, driven through the `docker` CLI.
+
+It shares the host's kernel, so it is opt-in only. The CLI (not an SDK) keeps imports light,
+honours the user's Docker contexts and `DOCKER_HOST`, and streams interactive sessions.
+
+- The container runs a root keep-alive (`sleep infinity` under `--init`), whatever the
+  image's entrypoint; work happens through `docker exec`.
+- Images labelled `org.opencode-sandbox.dind=true` run `--privileged`, because a Docker
+  engine inside the sandbox needs it. That gives the sandbox full access to the host's
+  devices: use such images only for trusted projects.
+- Ports are published on 127.0.0.1 only, on a free host port chosen by Docker.
+- A container that exited cleanly or by `docker stop`/`docker kill` is `stopped`; one that
+  exited otherwise, was OOM-killed or is dead is `crashed`.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from opencode_sandbox.core.naming import (
+    BASE_IMAGES,
+    IMAGE_REPOSITORY_PREFIX,
+    LABEL_MANAGED,
+    is_ours,
+    slug_of_home_volume,
+    slug_of_task,
+    slug_of_vm,
+)
+from opencode_sandbox.errors import BootFailed, NotFound, NotOurs, SandboxError
+from opencode_sandbox.runtime.docker_args import (
+    DIND_LABEL,
+    exec_args,
+    label_args,
+    run_args,
+    sandbox_labels,
+)
+from opencode_sandbox.runtime.docker_cli import (
+    DockerCli,
+    DockerFailed,
+    first_line,
+    raise_if_engine_unavailable,
+)
+from opencode_sandbox.runtime.docker_parse import (
+    container_name,
+    container_status,
+    image_info,
+    labels_of,
+    published_host_port,
+    sandbox_info,
+    volume_info,
+)
+from opencode_sandbox.runtime.types import (
+    ExecResult,
+    ImageInfo,
+    MountKind,
+    RuntimeKind,
+    SandboxInfo,
+    SandboxSpec,
+    SandboxStatus,
+    VolumeInfo,
+)
+
+FALLBACK_HELPER_IMAGE = "debian:trixie-slim"
+_RUNNING_STATES = (SandboxStatus.RUNNING, SandboxStatus.STARTING, SandboxStatus.PAUSED)
+_DAEMON_ERROR_PREFIXES = ("error response from daemon:", "error: no such container")
+
+
+class DockerRuntime:
+    """A `Runtime` whose sandboxes are Docker containers and whose volumes are named volumes."""
+
+    kind = RuntimeKind.DOCKER
+
+    def __init__(self, cli: DockerCli | None = None, helper_image: str | None = None) -> None:
+        self.cli = cli or DockerCli()
+        self.helper_image = helper_image
+        """An image with `cp` for volume copies; by default this tool's base image or Debian."""
+
+    def check_available(self) -> None:
+        self.cli.run(["version", "--format", "{{.Server.Version}}"])
+
+    # sandboxes
+    def get_sandbox(self, name: str) -> SandboxInfo | None:
+        document = self._container(name)
+        return sandbox_info(document) if document is not None else None
+
+    def list_sandboxes(self) -> list[SandboxInfo]:
+        ids = self.cli.lines(["ps", "--all", "--quiet", "--no-trunc", "--filter", f"label={LABEL_MANAGED}=true"])
+        infos = [sandbox_info(document) for document in self.cli.inspect("container", ids)]
+        return sorted((info for info in infos if is_ours(info.name, info.labels)), key=lambda i: i.name)
+
+    def create_sandbox(self, spec: SandboxSpec) -> SandboxInfo:
+        slug = slug_of_vm(spec.name) or slug_of_task(spec.name)
+        if slug is None:
+            raise ValueError(f"not a sandbox name of this tool: {spec.name!r}")
+        image = self._image_document(spec.image)
+        if image is None:
+            raise BootFailed(
+                f"cannot start {spec.name}: image {spec.image} does not exist",
+                hint="Build it with `opencode-sandbox build`.",
+            )
+        self._require_volumes([m.source for m in spec.mounts if m.kind is MountKind.VOLUME])
+        privileged = labels_of(image).get(DIND_LABEL) == "true"
+        args = run_args(spec, sandbox_labels(spec.labels, slug), privileged)
+        args.insert(1, "--pull=never")
+        try:
+            self.cli.run(args)
+        except DockerFailed as failure:
+            if "already in use" in failure.stderr:
+                self._refuse_existing(spec.name)
+            self._discard(spec.name)
+            raise BootFailed(
+                f"cannot start {spec.name}: {_docker_message(failure)}",
+                hint="Check the image and the mounted paths, then run again.",
+            ) from None
+        info = self.get_sandbox(spec.name)
+        if info is None or info.status is not SandboxStatus.RUNNING:
+            self._discard(spec.name)
+            state = info.status.value if info else "gone"
+            raise BootFailed(
+                f"cannot start {spec.name}: it stopped right after starting ({state})",
+                hint="Check that the image runs `sleep` (coreutils) and try again.",
+            )
+        return info
+
+    def start_sandbox(self, name: str) -> None:
+        self._owned_container(name)
+        try:
+            self.cli.run(["start", name])
+        except DockerFailed as failure:
+            raise BootFailed(
+                f"cannot start {name}: {_docker_message(failure)}",
+                hint="Check that the project folder still exists, or remove the sandbox.",
+            ) from None
+
+    def stop_sandbox(self, name: str, timeout_s: float = 10.0) -> None:
+        status = container_status(self._owned_container(name).get("State") or {})
+        if status not in _RUNNING_STATES:
+            return
+        # No guest kernel sits between the container and the host's page cache: whatever
+        # its processes wrote is already safe, and `docker stop` lets them flush their own
+        # buffers on SIGTERM before the deadline.
+        seconds = max(0, math.ceil(timeout_s))
+        self._tolerate_not_running(["stop", "--time", str(seconds), name], seconds + 60.0)
+
+    def kill_sandbox(self, name: str) -> None:
+        status = container_status(self._owned_container(name).get("State") or {})
+        if status in _RUNNING_STATES:
+            self._tolerate_not_running(["kill", name], None)
+
+    def remove_sandbox(self, name: str) -> None:
+        status = container_status(self._owned_container(name).get("State") or {})
+        if status in _RUNNING_STATES:
+            self.stop_sandbox(name)
+        # --volumes takes only anonymous volumes declared by the image; named ones stay.
+        self.cli.run(["rm", "--force", "--volumes", name])
+
+    def host_port(self, name: str, guest_port: int) -> int:
+        port = published_host_port(self._owned_container(name), guest_port)
+        if port is None:
+            raise NotFound(
+                f"port {guest_port} of {name} is not published",
+                hint="Start the sandbox with `opencode-sandbox run`.",
+            )
+        return port
+
+    # processes
+    def exec(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        user: str = "dev",
+        workdir: str = "/workspace",
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        timeout_s: float | None = None,
+    ) -> ExecResult:
+        args = exec_args(
+            name,
+            argv,
+            user=user,
+            workdir=workdir,
+            env=env,
+            interactive=stdin is not None,
+            tty=False,
+        )
+        try:
+            completed = self.cli.run_raw(args, stdin=stdin, timeout_s=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise SandboxError(
+                f"`{' '.join(argv)}` in {name} did not finish within {timeout_s:g} s",
+                hint="Check what the command waits for inside the sandbox.",
+            ) from None
+        stdout = completed.stdout.decode(errors="replace")
+        stderr = completed.stderr.decode(errors="replace")
+        if completed.returncode != 0 and not stdout:
+            self._raise_exec_failure(name, stderr)
+        return ExecResult(exit_code=completed.returncode, stdout=stdout, stderr=stderr)
+
+    def attach(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        user: str = "dev",
+        workdir: str = "/workspace",
+        env: Mapping[str, str] | None = None,
+        tty: bool = True,
+    ) -> int:
+        args = exec_args(name, argv, user=user, workdir=workdir, env=env, interactive=True, tty=tty)
+        process = subprocess.Popen(self.cli.command(args))
+        with _interrupts_left_to(process):
+            return process.wait()
+
+    # volumes
+    def create_volume(self, name: str, labels: Mapping[str, str]) -> VolumeInfo:
+        slug = slug_of_home_volume(name)
+        if slug is None:
+            raise ValueError(f"not a volume name of this tool: {name!r}")
+        if self.get_volume(name) is not None:
+            raise SandboxError(f"volume {name} already exists", hint="Use it, or remove it first.")
+        self.cli.run(["volume", "create", *label_args(sandbox_labels(labels, slug)), name])
+        info = self.get_volume(name)
+        if info is None:
+            raise NotFound(f"volume {name} vanished right after its creation", hint=_RETRY_HINT)
+        return info
+
+    def get_volume(self, name: str) -> VolumeInfo | None:
+        documents = self.cli.inspect("volume", [name])
+        if not documents:
+            return None
+        info = volume_info(documents[0])
+        if info.name != name:
+            return None
+        if not is_ours(info.name, info.labels):
+            raise _not_ours("volume", name)
+        return info
+
+    def list_volumes(self) -> list[VolumeInfo]:
+        names = self.cli.lines(["volume", "ls", "--quiet", "--filter", f"label={LABEL_MANAGED}=true"])
+        infos = [volume_info(document) for document in self.cli.inspect("volume", names)]
+        return sorted((info for info in infos if is_ours(info.name, info.labels)), key=lambda i: i.name)
+
+    def remove_volume(self, name: str) -> None:
+        self._owned_volume(name)
+        try:
+            self.cli.run(["volume", "rm", name])
+        except DockerFailed as failure:
+            if failure.is_missing:
+                raise _volume_not_found(name) from None
+            raise SandboxError(
+                f"cannot remove volume {name}: {_docker_message(failure)}",
+                hint="Remove the sandbox that uses it first (`opencode-sandbox stop -f`).",
+            ) from None
+
+    def fill_volume_from_image(self, volume: str, image: str, path: str = "/home/dev") -> None:
+        """Docker's own copy-up: mounting an empty named volume over an image folder copies it."""
+        self._owned_volume(volume)
+        if self._image_document(image) is None:
+            raise _image_not_found(image)
+        mount = f"type=volume,source={volume},target={path}"
+        container_id = self.cli.run(
+            [
+                "create",
+                "--pull=never",
+                "--label",
+                f"{LABEL_MANAGED}=helper",
+                "--entrypoint",
+                "true",
+                "--mount",
+                mount,
+                image,
+            ]
+        ).strip()
+        self.cli.run(["rm", "--force", container_id])
+
+    def copy_volume(self, source: str, target: str) -> None:
+        self._owned_volume(source)
+        self._owned_volume(target)
+        self.cli.run(
+            [
+                "run",
+                "--rm",
+                "--pull=never",
+                "--user",
+                "root",
+                "--network",
+                "none",
+                "--label",
+                f"{LABEL_MANAGED}=helper",
+                "--mount",
+                f"type=volume,source={source},target=/from,readonly",
+                "--mount",
+                f"type=volume,source={target},target=/to,volume-nocopy",
+                "--entrypoint",
+                "cp",
+                self._copy_image(),
+                "-a",
+                "/from/.",
+                "/to/",
+            ]
+        )
+
+    # images
+    def load_image(self, docker_reference: str) -> ImageInfo:
+        """The Docker engine runs its own images: nothing to load, only to describe."""
+        document = self._image_document(docker_reference)
+        if document is None:
+            raise _image_not_found(docker_reference)
+        return image_info(document, docker_reference)
+
+    def list_images(self) -> list[ImageInfo]:
+        references = self.cli.lines(
+            [
+                "image",
+                "ls",
+                "--filter",
+                f"reference={IMAGE_REPOSITORY_PREFIX}*",
+                "--format",
+                "{{.Repository}}:{{.Tag}}",
+            ]
+        )
+        wanted = [ref for ref in dict.fromkeys(references) if _is_tool_reference(ref)]
+        infos: dict[str, ImageInfo] = {}
+        for document in self.cli.inspect("image", wanted):
+            for tag in document.get("RepoTags") or []:
+                if tag in wanted:
+                    infos[tag] = image_info(document, tag)
+        return [infos[ref] for ref in sorted(infos)]
+
+    def remove_image(self, reference: str) -> None:
+        if not _is_tool_reference(reference):
+            raise NotOurs(
+                f"image {reference} does not belong to opencode-sandbox",
+                hint="Remove it with `docker image rm` if you no longer need it.",
+            )
+        try:
+            self.cli.run(["image", "rm", reference])
+        except DockerFailed as failure:
+            if failure.is_missing:
+                raise _image_not_found(reference) from None
+            raise SandboxError(
+                f"cannot remove image {reference}: {_docker_message(failure)}",
+                hint="Remove the sandboxes that use it first.",
+            ) from None
+
+    # helpers
+    def _container(self, name: str) -> dict[str, Any] | None:
+        documents = self.cli.inspect("container", [name])
+        if not documents or container_name(documents[0]) != name:
+            return None
+        document = documents[0]
+        if not is_ours(name, labels_of(document)):
+            raise _not_ours("container", name)
+        return document
+
+    def _owned_container(self, name: str) -> dict[str, Any]:
+        document = self._container(name)
+        if document is None:
+            raise NotFound(
+                f"sandbox {name} does not exist",
+                hint="List sandboxes with `opencode-sandbox list`.",
+            )
+        return document
+
+    def _owned_volume(self, name: str) -> VolumeInfo:
+        info = self.get_volume(name)
+        if info is None:
+            raise _volume_not_found(name)
+        return info
+
+    def _image_document(self, reference: str) -> dict[str, Any] | None:
+        documents = self.cli.inspect("image", [reference])
+        return documents[0] if documents else None
+
+    def _require_volumes(self, names: list[str]) -> None:
+        if not names:
+            return
+        found = {str(document.get("Name")) for document in self.cli.inspect("volume", names)}
+        for name in names:
+            if name not in found:
+                raise _volume_not_found(name)
+
+    def _refuse_existing(self, name: str) -> None:
+        self._container(name)  # raises NotOurs for a foreign container
+        raise SandboxError(
+            f"sandbox {name} already exists",
+            hint="Use it, or remove it first with `opencode-sandbox stop -f`.",
+        )
+
+    def _discard(self, name: str) -> None:
+        """Remove what a failed create left, whatever state it is in."""
+        self.cli.run_raw(["rm", "--force", "--volumes", name])
+
+    def _tolerate_not_running(self, args: list[str], timeout_s: float | None) -> None:
+        try:
+            self.cli.run(args, timeout_s=timeout_s)
+        except DockerFailed as failure:
+            if "is not running" not in failure.stderr:
+                raise
+
+    def _raise_exec_failure(self, name: str, stderr: str) -> None:
+        """Tell docker's own refusals apart from the command's ordinary failures."""
+        raise_if_engine_unavailable(stderr)
+        line = first_line(stderr).lower()
+        if not line.startswith(_DAEMON_ERROR_PREFIXES):
+            return
+        if "no such container" in line:
+            raise NotFound(
+                f"sandbox {name} does not exist",
+                hint="Start it with `opencode-sandbox run`.",
+            )
+        if "is not running" in line or "is paused" in line:
+            raise SandboxError(f"sandbox {name} is not running", hint="Start it with `opencode-sandbox run`.")
+
+    def _copy_image(self) -> str:
+        if self.helper_image:
+            return self.helper_image
+        local = {info.reference for info in self.list_images()}
+        for reference in (*BASE_IMAGES, *sorted(local)):
+            if reference in local:
+                return reference
+        if self._image_document(FALLBACK_HELPER_IMAGE) is not None:
+            return FALLBACK_HELPER_IMAGE
+        raise SandboxError(
+            "no local image to copy volumes with",
+            hint="Build the runner image first with `opencode-sandbox build`.",
+        )
+
+
+_RETRY_HINT = "Run the command again; if it keeps failing, check `opencode-sandbox doctor`."
+
+
+def _is_tool_reference(reference: str) -> bool:
+    return reference.startswith(IMAGE_REPOSITORY_PREFIX) and "<none>" not in reference
+
+
+def _docker_message(failure: DockerFailed) -> str:
+    message = first_line(failure.stderr) or failure.message
+    for prefix in ("docker: ", "Error response from daemon: ", "Error: "):
+        if message.startswith(prefix):
+            message = message[len(prefix) :]
+    return message
+
+
+def _not_ours(kind: str, name: str) -> NotOurs:
+    return NotOurs(
+        f"{kind} {name} exists but was not created by opencode-sandbox",
+        hint=f"Rename or remove that {kind} with `docker`; opencode-sandbox leaves it alone.",
+    )
+
+
+def _volume_not_found(name: str) -> NotFound:
+    return NotFound(f"volume {name} does not exist", hint="List volumes with `opencode-sandbox volume list`.")
+
+
+def _image_not_found(reference: str) -> NotFound:
+    return NotFound(f"image {reference} does not exist", hint="Build it with `opencode-sandbox build`.")
+
+
+@contextmanager
+def _interrupts_left_to(process: subprocess.Popen[bytes]) -> Iterator[None]:
+    """Ctrl-C belongs to the attached program, not to us, while it runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

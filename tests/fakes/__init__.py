@@ -1,0 +1,1 @@
+"""In-memory stand-ins for the interfaces the services drive."""

@@ -1,0 +1,673 @@
+"""`FakeRuntime`: an in-memory `Runtime` that behaves like the real backends.
+
+Sandboxes, volumes and images live in dicts; files are `FakeNode`s keyed by path, so volume
+fills and copies keep owners, modes and symlinks. `exec` understands a small shell (`sh -c`
+with `;`, `&&`, `||`, `>`, `>>`, `<`, `>&2`) and the commands services and tests use; more
+programs can be scripted with `on_exec`. Bind mounts read and write the real host folder.
+Published ports really listen on 127.0.0.1 while a sandbox runs.
+
+Failure injection: `fail_next_boot`, `engine_down`, `crash(name)`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import shlex
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+from opencode_sandbox.core.naming import (
+    IMAGE_REPOSITORY_PREFIX,
+    LABEL_MANAGED,
+    LABEL_SLUG,
+    is_ours,
+    slug_of_home_volume,
+    slug_of_task,
+    slug_of_vm,
+)
+from opencode_sandbox.errors import (
+    BootFailed,
+    NotFound,
+    NotOurs,
+    RuntimeUnavailable,
+    SandboxError,
+)
+from opencode_sandbox.runtime.types import (
+    ExecResult,
+    ImageInfo,
+    MountKind,
+    RuntimeKind,
+    SandboxInfo,
+    SandboxSpec,
+    SandboxStatus,
+    VolumeInfo,
+)
+
+USERS = {"root": 0, "dev": 1000}
+_ACTIVE = (SandboxStatus.RUNNING, SandboxStatus.STARTING, SandboxStatus.PAUSED)
+
+
+@dataclass
+class FakeNode:
+    kind: str
+    """"dir", "file" or "link"."""
+    owner: str = "root"
+    mode: int = 0o755
+    data: str = ""
+    """A file's text or a link's target."""
+
+
+Tree = dict[str, FakeNode]
+"""Absolute paths for image and sandbox file systems; relative ("" = root) for volumes."""
+
+
+@dataclass
+class FakeImage:
+    reference: str
+    files: Tree
+    labels: dict[str, str] = field(default_factory=dict)
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    @property
+    def digest(self) -> str:
+        listing = sorted((path, node.kind, node.owner, node.mode, node.data)
+                         for path, node in self.files.items())
+        return "sha256:" + hashlib.sha256(repr((listing, self.labels)).encode()).hexdigest()
+
+
+@dataclass
+class FakeVolume:
+    name: str
+    labels: dict[str, str]
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    files: Tree = field(default_factory=lambda: {"": FakeNode("dir", "root", 0o755)})
+
+
+@dataclass
+class FakeSandbox:
+    name: str
+    labels: dict[str, str]
+    spec: SandboxSpec | None
+    files: Tree
+    status: SandboxStatus = SandboxStatus.CREATED
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    last_activity_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    listeners: dict[int, socket.socket] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ExecCall:
+    """What `exec` (or a handler) sees of one command."""
+
+    sandbox: str
+    argv: tuple[str, ...]
+    user: str
+    workdir: str
+    env: Mapping[str, str]
+    stdin: bytes
+
+
+ExecHandler = Callable[[ExecCall], ExecResult]
+
+
+def dev_home_files() -> Tree:
+    """A small runner-like image: a `dev` user with a home and a checkout folder."""
+    return {
+        "/": FakeNode("dir", "root", 0o755),
+        "/home": FakeNode("dir", "root", 0o755),
+        "/home/dev": FakeNode("dir", "dev", 0o755),
+        "/home/dev/.profile": FakeNode("file", "dev", 0o644, "# profile\n"),
+        "/tmp": FakeNode("dir", "root", 0o1777),
+        "/workspace": FakeNode("dir", "dev", 0o755),
+    }
+
+
+class FakeRuntime:
+    """An in-memory `Runtime`; inspect `sandboxes`, `volumes`, `images` and `calls` freely."""
+
+    kind = RuntimeKind.DOCKER
+
+    def __init__(self, kind: RuntimeKind = RuntimeKind.DOCKER) -> None:
+        self.kind = kind
+        self.sandboxes: dict[str, FakeSandbox] = {}
+        self.volumes: dict[str, FakeVolume] = {}
+        self.docker_images: dict[str, FakeImage] = {}
+        """What the Docker engine holds: the source of `load_image`."""
+        self.images: dict[str, FakeImage] = {}
+        """What this runtime has loaded."""
+        self.calls: list[tuple[str, str]] = []
+        self.handlers: dict[str, ExecHandler] = {}
+        self.fail_next_boot: str | None = None
+        """A message: the next create or start fails with `BootFailed` and it."""
+        self.engine_down = False
+        """While true, every call raises `RuntimeUnavailable`."""
+
+    # set-up helpers for tests
+    def add_docker_image(
+        self, reference: str, files: Tree | None = None, labels: Mapping[str, str] | None = None
+    ) -> FakeImage:
+        image = FakeImage(reference, dict(files or dev_home_files()), dict(labels or {}))
+        self.docker_images[reference] = image
+        if self.kind is RuntimeKind.DOCKER:
+            self.images[reference] = image
+        return image
+
+    def add_foreign_sandbox(self, name: str, labels: Mapping[str, str] | None = None) -> None:
+        self.sandboxes[name] = FakeSandbox(name, dict(labels or {}), None, dev_home_files())
+
+    def add_foreign_volume(self, name: str, labels: Mapping[str, str] | None = None) -> None:
+        self.volumes[name] = FakeVolume(name, dict(labels or {}))
+
+    def on_exec(self, program: str, handler: ExecHandler) -> None:
+        """Answer every exec of `program` (argv[0]) with `handler`."""
+        self.handlers[program] = handler
+
+    def crash(self, name: str) -> None:
+        sandbox = self.sandboxes[name]
+        self._close_ports(sandbox)
+        sandbox.status = SandboxStatus.CRASHED
+        sandbox.last_activity_at = datetime.now(UTC)
+
+    def close(self) -> None:
+        for sandbox in self.sandboxes.values():
+            self._close_ports(sandbox)
+
+    # Runtime
+    def check_available(self) -> None:
+        self._call("check_available", "")
+
+    def get_sandbox(self, name: str) -> SandboxInfo | None:
+        self._call("get_sandbox", name)
+        sandbox = self.sandboxes.get(name)
+        if sandbox is None:
+            return None
+        self._require_ours("container", name, sandbox.labels)
+        return self._info(sandbox)
+
+    def list_sandboxes(self) -> list[SandboxInfo]:
+        self._call("list_sandboxes", "")
+        return [
+            self._info(sandbox)
+            for name, sandbox in sorted(self.sandboxes.items())
+            if is_ours(name, sandbox.labels)
+        ]
+
+    def create_sandbox(self, spec: SandboxSpec) -> SandboxInfo:
+        self._call("create_sandbox", spec.name)
+        slug = slug_of_vm(spec.name) or slug_of_task(spec.name)
+        if slug is None:
+            raise ValueError(f"not a sandbox name of this tool: {spec.name!r}")
+        image = self.images.get(spec.image)
+        if image is None:
+            raise BootFailed(
+                f"cannot start {spec.name}: image {spec.image} does not exist",
+                hint="Build it with `opencode-sandbox build`.",
+            )
+        for mount in spec.mounts:
+            if mount.kind is MountKind.VOLUME and mount.source not in self.volumes:
+                raise NotFound(f"volume {mount.source} does not exist", hint="Create it first.")
+        existing = self.sandboxes.get(spec.name)
+        if existing is not None:
+            self._require_ours("container", spec.name, existing.labels)
+            raise SandboxError(f"sandbox {spec.name} already exists", hint="Remove it first.")
+        for mount in spec.mounts:
+            if mount.kind is MountKind.BIND and not Path(mount.source).exists():
+                raise BootFailed(
+                    f"cannot start {spec.name}: bind source path does not exist: {mount.source}",
+                    hint="Check the mounted paths.",
+                )
+        self._take_boot_failure(spec.name)
+        labels = {**spec.labels, LABEL_MANAGED: "true"}
+        labels.setdefault(LABEL_SLUG, slug)
+        files = {path: replace(node) for path, node in image.files.items()}
+        sandbox = FakeSandbox(spec.name, labels, spec, files)
+        self.sandboxes[spec.name] = sandbox
+        self._boot(sandbox)
+        return self._info(sandbox)
+
+    def start_sandbox(self, name: str) -> None:
+        self._call("start_sandbox", name)
+        sandbox = self._owned(name)
+        if sandbox.status is SandboxStatus.RUNNING:
+            return
+        self._take_boot_failure(name)
+        self._boot(sandbox)
+
+    def stop_sandbox(self, name: str, timeout_s: float = 10.0) -> None:
+        self._call("stop_sandbox", name)
+        self._halt(self._owned(name))
+
+    def kill_sandbox(self, name: str) -> None:
+        self._call("kill_sandbox", name)
+        self._halt(self._owned(name))
+
+    def remove_sandbox(self, name: str) -> None:
+        self._call("remove_sandbox", name)
+        sandbox = self._owned(name)
+        self._halt(sandbox)
+        del self.sandboxes[name]
+
+    def host_port(self, name: str, guest_port: int) -> int:
+        self._call("host_port", name)
+        listener = self._owned(name).listeners.get(guest_port)
+        if listener is None:
+            raise NotFound(f"port {guest_port} of {name} is not published", hint="Start it.")
+        return int(listener.getsockname()[1])
+
+    def exec(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        user: str = "dev",
+        workdir: str = "/workspace",
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        timeout_s: float | None = None,
+    ) -> ExecResult:
+        self._call("exec", name)
+        sandbox = self.sandboxes.get(name)
+        if sandbox is None:
+            raise NotFound(f"sandbox {name} does not exist", hint="Start it.")
+        if sandbox.status is not SandboxStatus.RUNNING:
+            raise SandboxError(f"sandbox {name} is not running", hint="Start it.")
+        base_env = dict(sandbox.spec.env) if sandbox.spec else {}
+        call = ExecCall(name, tuple(argv), user, workdir, {**base_env, **(env or {})}, stdin or b"")
+        return _Shell(self, sandbox, call).run_argv(list(argv), call.stdin.decode())
+
+    def attach(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        user: str = "dev",
+        workdir: str = "/workspace",
+        env: Mapping[str, str] | None = None,
+        tty: bool = True,
+    ) -> int:
+        self._call("attach", name)
+        return self.exec(name, argv, user=user, workdir=workdir, env=env).exit_code
+
+    def create_volume(self, name: str, labels: Mapping[str, str]) -> VolumeInfo:
+        self._call("create_volume", name)
+        slug = slug_of_home_volume(name)
+        if slug is None:
+            raise ValueError(f"not a volume name of this tool: {name!r}")
+        if self.get_volume(name) is not None:
+            raise SandboxError(f"volume {name} already exists", hint="Remove it first.")
+        all_labels = {**labels, LABEL_MANAGED: "true"}
+        all_labels.setdefault(LABEL_SLUG, slug)
+        volume = FakeVolume(name, all_labels)
+        self.volumes[name] = volume
+        return self._volume_info(volume)
+
+    def get_volume(self, name: str) -> VolumeInfo | None:
+        self._call("get_volume", name)
+        volume = self.volumes.get(name)
+        if volume is None:
+            return None
+        self._require_ours("volume", name, volume.labels)
+        return self._volume_info(volume)
+
+    def list_volumes(self) -> list[VolumeInfo]:
+        self._call("list_volumes", "")
+        return [
+            self._volume_info(volume)
+            for name, volume in sorted(self.volumes.items())
+            if is_ours(name, volume.labels)
+        ]
+
+    def remove_volume(self, name: str) -> None:
+        self._call("remove_volume", name)
+        self._owned_volume(name)
+        users = [
+            sandbox.name
+            for sandbox in self.sandboxes.values()
+            if sandbox.spec and any(m.source == name for m in sandbox.spec.mounts)
+        ]
+        if users:
+            raise SandboxError(
+                f"cannot remove volume {name}: volume is in use - {users}",
+                hint="Remove the sandbox that uses it first.",
+            )
+        del self.volumes[name]
+
+    def fill_volume_from_image(self, volume: str, image: str, path: str = "/home/dev") -> None:
+        self._call("fill_volume_from_image", volume)
+        target = self._owned_volume(volume)
+        source = self.images.get(image) or self.docker_images.get(image)
+        if source is None:
+            raise NotFound(f"image {image} does not exist", hint="Build it.")
+        if len(target.files) > 1:
+            return  # like Docker's copy-up, a volume with files is left as it is
+        for file_path, node in source.files.items():
+            relative = _relative(file_path, path)
+            if relative is not None:
+                target.files[relative] = replace(node)
+
+    def copy_volume(self, source: str, target: str) -> None:
+        self._call("copy_volume", source)
+        origin = self._owned_volume(source)
+        destination = self._owned_volume(target)
+        for relative, node in origin.files.items():
+            destination.files[relative] = replace(node)
+
+    def load_image(self, docker_reference: str) -> ImageInfo:
+        self._call("load_image", docker_reference)
+        image = self.docker_images.get(docker_reference)
+        if image is None:
+            raise NotFound(f"image {docker_reference} does not exist", hint="Build it.")
+        self.images[docker_reference] = image
+        return _image_info(image)
+
+    def list_images(self) -> list[ImageInfo]:
+        self._call("list_images", "")
+        return [
+            _image_info(image)
+            for reference, image in sorted(self.images.items())
+            if reference.startswith(IMAGE_REPOSITORY_PREFIX)
+        ]
+
+    def remove_image(self, reference: str) -> None:
+        self._call("remove_image", reference)
+        if not reference.startswith(IMAGE_REPOSITORY_PREFIX):
+            raise NotOurs(f"image {reference} does not belong to opencode-sandbox", hint="-")
+        if reference not in self.images:
+            raise NotFound(f"image {reference} does not exist", hint="Build it.")
+        del self.images[reference]
+        if self.kind is RuntimeKind.DOCKER:
+            self.docker_images.pop(reference, None)
+
+    # internals
+    def _call(self, operation: str, subject: str) -> None:
+        if self.engine_down:
+            raise RuntimeUnavailable("the engine is not answering", hint="Start the engine.")
+        self.calls.append((operation, subject))
+
+    def _require_ours(self, kind: str, name: str, labels: Mapping[str, str]) -> None:
+        if not is_ours(name, labels):
+            raise NotOurs(f"{kind} {name} was not created by opencode-sandbox", hint="-")
+
+    def _owned(self, name: str) -> FakeSandbox:
+        sandbox = self.sandboxes.get(name)
+        if sandbox is None:
+            raise NotFound(f"sandbox {name} does not exist", hint="List sandboxes.")
+        self._require_ours("container", name, sandbox.labels)
+        return sandbox
+
+    def _owned_volume(self, name: str) -> FakeVolume:
+        volume = self.volumes.get(name)
+        if volume is None:
+            raise NotFound(f"volume {name} does not exist", hint="List volumes.")
+        self._require_ours("volume", name, volume.labels)
+        return volume
+
+    def _take_boot_failure(self, name: str) -> None:
+        if self.fail_next_boot is not None:
+            message, self.fail_next_boot = self.fail_next_boot, None
+            raise BootFailed(f"cannot start {name}: {message}", hint="Check the image.")
+
+    def _boot(self, sandbox: FakeSandbox) -> None:
+        for port in sandbox.spec.published_ports if sandbox.spec else ():
+            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            listener.bind(("127.0.0.1", 0))
+            listener.listen()
+            sandbox.listeners[port] = listener
+        sandbox.status = SandboxStatus.RUNNING
+        sandbox.last_activity_at = datetime.now(UTC)
+
+    def _halt(self, sandbox: FakeSandbox) -> None:
+        if sandbox.status in _ACTIVE:
+            self._close_ports(sandbox)
+            sandbox.status = SandboxStatus.STOPPED
+            sandbox.last_activity_at = datetime.now(UTC)
+
+    def _close_ports(self, sandbox: FakeSandbox) -> None:
+        for listener in sandbox.listeners.values():
+            listener.close()
+        sandbox.listeners.clear()
+
+    def _info(self, sandbox: FakeSandbox) -> SandboxInfo:
+        return SandboxInfo(
+            name=sandbox.name,
+            status=sandbox.status,
+            image=sandbox.spec.image if sandbox.spec else "",
+            created_at=sandbox.created_at,
+            last_activity_at=sandbox.last_activity_at,
+            labels=dict(sandbox.labels),
+        )
+
+    def _volume_info(self, volume: FakeVolume) -> VolumeInfo:
+        return VolumeInfo(volume.name, "docker", None, volume.created_at, dict(volume.labels))
+
+
+def _image_info(image: FakeImage) -> ImageInfo:
+    return ImageInfo(image.reference, image.digest, 1024, image.created_at, dict(image.labels))
+
+
+def _relative(path: str, root: str) -> str | None:
+    """`path` relative to `root` ("" for the root itself), None when outside it."""
+    path, root = posixpath.normpath(path), posixpath.normpath(root)
+    if path == root:
+        return ""
+    prefix = root.rstrip("/") + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else None
+
+
+class _Shell:
+    """Runs argv or a tiny `sh -c` script against one fake sandbox."""
+
+    def __init__(self, runtime: FakeRuntime, sandbox: FakeSandbox, call: ExecCall) -> None:
+        self.runtime = runtime
+        self.sandbox = sandbox
+        self.call = call
+        self.exited: int | None = None
+
+    # files, resolved through the sandbox's mounts
+    def _locate(self, path: str) -> tuple[Tree | Path, str]:
+        absolute = posixpath.normpath(posixpath.join(self.call.workdir, path))
+        mounts = self.sandbox.spec.mounts if self.sandbox.spec else ()
+        for mount in sorted(mounts, key=lambda m: len(m.target), reverse=True):
+            relative = _relative(absolute, mount.target)
+            if relative is None:
+                continue
+            if mount.kind is MountKind.BIND:
+                return Path(mount.source), relative
+            return self.runtime.volumes[mount.source].files, relative
+        return self.sandbox.files, absolute
+
+    def _node(self, path: str, follow: bool = True) -> FakeNode | None:
+        for _ in range(10):
+            where, key = self._locate(path)
+            if isinstance(where, Path):
+                return _host_node(where / key if key else where)
+            node = where.get(key)
+            if node is None or node.kind != "link" or not follow:
+                return node
+            absolute = posixpath.normpath(posixpath.join(self.call.workdir, path))
+            path = posixpath.join(posixpath.dirname(absolute), node.data)
+        return None
+
+    def _write(self, path: str, text: str, append: bool) -> str | None:
+        where, key = self._locate(path)
+        if isinstance(where, Path):
+            target = where / key
+            with target.open("a" if append else "w") as handle:
+                handle.write(text)
+            return None
+        existing = self._node(path)
+        if existing is not None and existing.kind == "file":
+            existing.data = existing.data + text if append else text
+            return None
+        where[key] = FakeNode("file", self.call.user, 0o644, text)
+        return None
+
+    # running
+    def run_argv(self, argv: list[str], stdin: str) -> ExecResult:
+        if not argv:
+            return ExecResult(126, "", "exec: no command\n")
+        handler = self.runtime.handlers.get(argv[0])
+        if handler is not None:
+            return handler(replace(self.call, argv=tuple(argv)))
+        if argv[0] in ("sh", "bash") and len(argv) >= 3 and argv[1] == "-c":
+            return self.run_script(argv[2], stdin)
+        code, out, err = self.command(argv, stdin)
+        if code == 127:
+            message = f'exec: "{argv[0]}": executable file not found in $PATH\n'
+            return ExecResult(127, "", message)
+        return ExecResult(code, out, err)
+
+    def run_script(self, script: str, stdin: str) -> ExecResult:
+        lexer = shlex.shlex(script, posix=True, punctuation_chars=";&|<>")
+        lexer.whitespace_split = True
+        tokens = list(lexer)
+        out_all: list[str] = []
+        err_all: list[str] = []
+        code = 0
+        words: list[str] = []
+        pending = ""
+        index = 0
+        while index <= len(tokens):
+            token = tokens[index] if index < len(tokens) else ";"
+            if token in (";", "&&", "||"):
+                run = pending == "" or (pending == "&&") == (code == 0)
+                if words and run:
+                    code = self._run_simple(words, stdin, out_all, err_all)
+                    if self.exited is not None:
+                        break
+                words, pending = [], token if token != ";" else ""
+            else:
+                words.append(token)
+            index += 1
+        return ExecResult(code, "".join(out_all), "".join(err_all))
+
+    def _run_simple(self, words: list[str], stdin: str, out: list[str], err: list[str]) -> int:
+        argv: list[str] = []
+        redirect: tuple[str, str] | None = None
+        to_stderr = False
+        index = 0
+        while index < len(words):
+            word = words[index]
+            if word in (">", ">>") and index + 1 < len(words):
+                redirect = (word, words[index + 1])
+                index += 2
+                continue
+            if word == ">&" and index + 1 < len(words) and words[index + 1] == "2":
+                to_stderr = True
+                index += 2
+                continue
+            if word == "<" and index + 1 < len(words):
+                node = self._node(words[index + 1])
+                stdin = node.data if node and node.kind == "file" else ""
+                index += 2
+                continue
+            argv.append(word)
+            index += 1
+        if argv and argv[0] == "exit":
+            self.exited = int(argv[1]) if len(argv) > 1 else 0
+            return self.exited
+        code, text, errors = self.command(argv, stdin)
+        if code == 127:
+            errors = f"sh: 1: {argv[0]}: not found\n"
+        err.append(errors)
+        if redirect is not None:
+            self._write(redirect[1], text, append=redirect[0] == ">>")
+        elif to_stderr:
+            err.append(text)
+        else:
+            out.append(text)
+        return code
+
+    def command(self, argv: list[str], stdin: str) -> tuple[int, str, str]:
+        program, args = argv[0], argv[1:]
+        user = self.call.user
+        if program == "true" or program == "sync" or program == "sleep":
+            return 0, "", ""
+        if program == "false":
+            return 1, "", ""
+        if program == "echo":
+            return 0, " ".join(args) + "\n", ""
+        if program == "pwd":
+            return 0, self.call.workdir + "\n", ""
+        if program == "id":
+            if "-u" in args and "-n" not in args and "-un" not in args:
+                return 0, f"{USERS.get(user, 1000)}\n", ""
+            return 0, user + "\n", ""
+        if program == "printenv":
+            if not args:
+                return 0, "".join(f"{k}={v}\n" for k, v in self.call.env.items()), ""
+            values = [self.call.env[name] for name in args if name in self.call.env]
+            return (0 if len(values) == len(args) else 1), "".join(v + "\n" for v in values), ""
+        if program == "cat":
+            if not args:
+                return 0, stdin, ""
+            texts = []
+            for path in args:
+                node = self._node(path)
+                if node is None or node.kind != "file":
+                    return 1, "".join(texts), f"cat: {path}: No such file or directory\n"
+                texts.append(node.data)
+            return 0, "".join(texts), ""
+        if program == "readlink":
+            node = self._node(args[-1], follow=False)
+            if node is None or node.kind != "link":
+                return 1, "", ""
+            return 0, node.data + "\n", ""
+        if program == "stat" and len(args) == 3 and args[0] == "-c":
+            node = self._node(args[2], follow=False)
+            if node is None:
+                return 1, "", f"stat: cannot statx '{args[2]}': No such file or directory\n"
+            text = (
+                args[1]
+                .replace("%U", node.owner)
+                .replace("%u", str(USERS.get(node.owner, 1000)))
+                .replace("%a", f"{node.mode & 0o7777:o}")
+                .replace("%n", args[2])
+            )
+            return 0, text + "\n", ""
+        if program == "chmod" and len(args) == 2:
+            node = self._node(args[1])
+            if node is None:
+                return 1, "", f"chmod: cannot access '{args[1]}': No such file or directory\n"
+            node.mode = int(args[0], 8)
+            return 0, "", ""
+        if program == "mkdir":
+            for path in (a for a in args if not a.startswith("-")):
+                where, key = self._locate(path)
+                if isinstance(where, Path):
+                    (where / key).mkdir(parents=True, exist_ok=True)
+                else:
+                    where.setdefault(key, FakeNode("dir", user, 0o755))
+            return 0, "", ""
+        if program == "ln" and len(args) == 3 and args[0] == "-s":
+            where, key = self._locate(args[2])
+            if isinstance(where, Path):
+                (where / key).symlink_to(args[1])
+            else:
+                where[key] = FakeNode("link", user, 0o777, args[1])
+            return 0, "", ""
+        if program == "rm":
+            for path in (a for a in args if not a.startswith("-")):
+                where, key = self._locate(path)
+                if isinstance(where, Path):
+                    (where / key).unlink(missing_ok=True)
+                else:
+                    where.pop(key, None)
+            return 0, "", ""
+        return 127, "", ""
+
+
+def _host_node(path: Path) -> FakeNode | None:
+    if path.is_symlink():
+        return FakeNode("link", "root", 0o777, str(path.readlink()))
+    if not path.exists():
+        return None
+    status = path.stat()
+    owner = next((name for name, uid in USERS.items() if uid == status.st_uid), str(status.st_uid))
+    if path.is_dir():
+        return FakeNode("dir", owner, status.st_mode & 0o7777)
+    return FakeNode("file", owner, status.st_mode & 0o7777, path.read_text(errors="replace"))

@@ -1,0 +1,590 @@
+"""The behaviour every `Runtime` backend promises, as a test base class.
+
+A backend's test module subclasses `RuntimeContract` and provides the fixtures:
+- `runtime`: the backend under test;
+- `contract_image`: an image reference the runtime can boot, holding `CONTRACT_FILES`
+  (build it with `contract_dockerfile()`);
+- `spare_image`: a Docker engine reference under `opencode-sandbox/runner-` that the test
+  may load, list and remove;
+- `foreign`: a `ForeignArtifacts` that makes look-alike artifacts without our labels.
+Tests marked `needs_boot` skip when `boot_unavailable_reason()` returns a reason.
+"""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Protocol
+
+import pytest
+
+from opencode_sandbox.core.naming import (
+    HOME_PREFIX,
+    IMAGE_REPOSITORY_PREFIX,
+    LABEL_MANAGED,
+    LABEL_SLUG,
+    home_volume_name,
+    managed_labels,
+    vm_name,
+)
+from opencode_sandbox.errors import BootFailed, NotFound, NotOurs, SandboxError
+from opencode_sandbox.runtime.base import Runtime
+from opencode_sandbox.runtime.types import (
+    Mount,
+    MountKind,
+    SandboxInfo,
+    SandboxSpec,
+    SandboxStatus,
+)
+
+GUEST_PORT = 4096
+CLOCK_SLACK = timedelta(seconds=5)
+
+
+@dataclass(frozen=True)
+class ContractFile:
+    path: str
+    kind: str
+    """"dir", "file" or "link"."""
+    owner: str
+    mode: int
+    content: str = ""
+    """The text of a file, the target of a link."""
+
+
+CONTRACT_FILES: tuple[ContractFile, ...] = (
+    ContractFile("/home/dev", "dir", "dev", 0o755),
+    ContractFile("/home/dev/.config", "dir", "dev", 0o700),
+    ContractFile("/home/dev/.config/greeting", "file", "dev", 0o600, "hello from the image\n"),
+    ContractFile("/home/dev/greeting.link", "link", "dev", 0o777, ".config/greeting"),
+    ContractFile("/home/dev/system.txt", "file", "root", 0o644, "owned by root\n"),
+    ContractFile("/workspace", "dir", "dev", 0o755),
+)
+
+
+def contract_dockerfile(base: str = "debian:trixie-slim") -> str:
+    """A Dockerfile for an image with a `dev` user (uid 1000) and `CONTRACT_FILES`."""
+    steps = ["useradd --create-home --uid 1000 --shell /bin/sh dev"]
+    for item in CONTRACT_FILES:
+        if item.kind == "dir":
+            steps.append(f"mkdir -p {item.path}")
+        elif item.kind == "file":
+            text = item.content.replace("\\", "\\\\").replace("\n", "\\n")
+            steps.append(f"printf '{text}' > {item.path}")
+        else:
+            steps.append(f"ln -s {item.content} {item.path}")
+        steps.append(f"chown -h {item.owner}:{item.owner} {item.path}")
+        if item.kind != "link":
+            steps.append(f"chmod {item.mode:o} {item.path}")
+    body = " \\\n && ".join(steps)
+    return f"FROM {base}\nRUN {body}\nUSER dev\nWORKDIR /workspace\nCMD [\"sh\"]\n"
+
+
+class ForeignArtifacts(Protocol):
+    """Makes artifacts with our names but without our labels, as another tool might."""
+
+    def sandbox(self, name: str) -> None: ...
+    def volume(self, name: str, labels: dict[str, str]) -> None: ...
+    def sandbox_exists(self, name: str) -> bool: ...
+    def volume_exists(self, name: str) -> bool: ...
+
+
+def new_slug() -> str:
+    return "contract-" + uuid.uuid4().hex[:14]
+
+
+class Created:
+    """Everything a test creates through the runtime, removed at teardown whatever happened."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.sandboxes: list[str] = []
+        self.volumes: list[str] = []
+
+    def volume(self, slug: str, minute: int = 0) -> str:
+        name = home_volume_name(slug, datetime(2030, 1, 1, 0, minute, tzinfo=UTC))
+        self.volumes.append(name)
+        self.runtime.create_volume(name, managed_labels(slug))
+        return name
+
+    def sandbox(self, spec: SandboxSpec) -> SandboxInfo:
+        self.sandboxes.append(spec.name)
+        return self.runtime.create_sandbox(spec)
+
+    def cleanup(self) -> None:
+        for name in self.sandboxes:
+            try:
+                if self.runtime.get_sandbox(name) is not None:
+                    self.runtime.kill_sandbox(name)
+                    self.runtime.remove_sandbox(name)
+            except SandboxError:
+                pass
+        for name in self.volumes:
+            try:
+                if self.runtime.get_volume(name) is not None:
+                    self.runtime.remove_volume(name)
+            except SandboxError:
+                pass
+
+
+def _local_address() -> str | None:
+    """A non-loopback address of this host, if it has one."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))
+            address = str(probe.getsockname()[0])
+        except OSError:
+            return None
+    return None if address.startswith("127.") else address
+
+
+def _connects(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=3):
+            return True
+    except OSError:
+        return False
+
+
+class RuntimeContract:
+    """Subclass it and provide `runtime`, `contract_image`, `spare_image` and `foreign`."""
+
+    def boot_unavailable_reason(self) -> str | None:
+        """Why sandboxes cannot boot on this host, or None when they can."""
+        return None
+
+    @pytest.fixture(autouse=True)
+    def _skip_without_boot(self, request: pytest.FixtureRequest) -> None:
+        if request.node.get_closest_marker("needs_boot"):
+            reason = self.boot_unavailable_reason()
+            if reason:
+                pytest.skip(reason)
+
+    @pytest.fixture
+    def created(self, runtime: Runtime) -> Iterator[Created]:
+        made = Created(runtime)
+        try:
+            yield made
+        finally:
+            made.cleanup()
+
+    @pytest.fixture
+    def workspace(self, tmp_path: Path) -> Path:
+        folder = tmp_path / "checkout"
+        folder.mkdir()
+        (folder / "README.md").write_text("the checkout\n")
+        return folder
+
+    def spec(
+        self,
+        slug: str,
+        image: str,
+        workspace: Path,
+        home: str | None = None,
+        ports: tuple[int, ...] = (),
+    ) -> SandboxSpec:
+        mounts = [Mount(MountKind.BIND, str(workspace), "/workspace")]
+        if home is not None:
+            mounts.append(Mount(MountKind.VOLUME, home, "/home/dev"))
+        return SandboxSpec(
+            name=vm_name(slug),
+            image=image,
+            cpus=1,
+            memory_mib=256,
+            env={"PROJECT_GREETING": "hi there"},
+            labels={**managed_labels(slug), "org.opencode-sandbox.image": image},
+            mounts=tuple(mounts),
+            published_ports=ports,
+        )
+
+    # --- sandboxes -----------------------------------------------------------------------
+
+    def test_check_available(self, runtime: Runtime) -> None:
+        runtime.check_available()
+
+    def test_missing_sandbox(self, runtime: Runtime) -> None:
+        name = vm_name(new_slug())
+        assert runtime.get_sandbox(name) is None
+        for operation in (
+            runtime.start_sandbox,
+            runtime.stop_sandbox,
+            runtime.kill_sandbox,
+            runtime.remove_sandbox,
+        ):
+            with pytest.raises(NotFound):
+                operation(name)
+        with pytest.raises(NotFound):
+            runtime.host_port(name, GUEST_PORT)
+
+    @pytest.mark.needs_boot
+    def test_create_lists_with_labels_and_times(
+        self, runtime: Runtime, contract_image: str, created: Created, workspace: Path
+    ) -> None:
+        slug = new_slug()
+        before = datetime.now(UTC) - CLOCK_SLACK
+        info = created.sandbox(self.spec(slug, contract_image, workspace))
+        after = datetime.now(UTC) + CLOCK_SLACK
+
+        assert info.name == vm_name(slug)
+        assert info.status is SandboxStatus.RUNNING
+        assert info.image == contract_image
+        assert info.labels[LABEL_MANAGED] == "true"
+        assert info.labels[LABEL_SLUG] == slug
+        assert info.labels["org.opencode-sandbox.image"] == contract_image
+        assert info.created_at is not None and info.last_activity_at is not None
+        assert info.created_at.tzinfo is not None
+        assert info.created_at.utcoffset() == timedelta(0)
+        assert before <= info.created_at <= after
+        assert info.created_at <= info.last_activity_at <= after
+
+        assert runtime.get_sandbox(info.name) == info
+        listed = {sandbox.name: sandbox for sandbox in runtime.list_sandboxes()}
+        assert listed[info.name].status is SandboxStatus.RUNNING
+
+    @pytest.mark.needs_boot
+    def test_stop_start_kill_remove(
+        self, runtime: Runtime, contract_image: str, created: Created, workspace: Path
+    ) -> None:
+        info = created.sandbox(self.spec(new_slug(), contract_image, workspace))
+        name = info.name
+        assert info.last_activity_at is not None
+
+        runtime.stop_sandbox(name, timeout_s=5)
+        stopped = runtime.get_sandbox(name)
+        assert stopped is not None and stopped.status is SandboxStatus.STOPPED
+        assert stopped.last_activity_at is not None
+        assert stopped.last_activity_at >= info.last_activity_at
+        runtime.stop_sandbox(name)  # a stopped sandbox is left as it is
+        assert runtime.get_sandbox(name) == stopped
+
+        runtime.start_sandbox(name)
+        running = runtime.get_sandbox(name)
+        assert running is not None and running.status is SandboxStatus.RUNNING
+        assert running.created_at == info.created_at
+
+        runtime.kill_sandbox(name)
+        killed = runtime.get_sandbox(name)
+        assert killed is not None and killed.status is SandboxStatus.STOPPED
+
+        runtime.start_sandbox(name)
+        runtime.remove_sandbox(name)  # stops a running sandbox first
+        assert runtime.get_sandbox(name) is None
+        assert name not in {sandbox.name for sandbox in runtime.list_sandboxes()}
+
+    @pytest.mark.needs_boot
+    def test_create_refuses_an_existing_sandbox(
+        self, runtime: Runtime, contract_image: str, created: Created, workspace: Path
+    ) -> None:
+        spec = self.spec(new_slug(), contract_image, workspace)
+        first = created.sandbox(spec)
+        with pytest.raises(SandboxError) as raised:
+            runtime.create_sandbox(spec)
+        assert not isinstance(raised.value, NotOurs)
+        again = runtime.get_sandbox(spec.name)
+        assert again is not None and again.status is SandboxStatus.RUNNING
+        assert again.created_at == first.created_at
+
+    def test_boot_failure_with_missing_image_leaves_nothing(
+        self, runtime: Runtime, created: Created, workspace: Path
+    ) -> None:
+        slug = new_slug()
+        missing = f"{IMAGE_REPOSITORY_PREFIX}{slug}:does-not-exist"
+        with pytest.raises(BootFailed) as raised:
+            created.sandbox(self.spec(slug, missing, workspace))
+        assert raised.value.hint
+        assert runtime.get_sandbox(vm_name(slug)) is None
+        assert vm_name(slug) not in {sandbox.name for sandbox in runtime.list_sandboxes()}
+
+    def test_boot_failure_with_missing_mount_source_leaves_nothing(
+        self, runtime: Runtime, contract_image: str, created: Created, tmp_path: Path
+    ) -> None:
+        slug = new_slug()
+        with pytest.raises(BootFailed):
+            created.sandbox(self.spec(slug, contract_image, tmp_path / "no-such-folder"))
+        assert runtime.get_sandbox(vm_name(slug)) is None
+
+    def test_create_with_missing_home_volume_leaves_nothing(
+        self, runtime: Runtime, contract_image: str, created: Created, workspace: Path
+    ) -> None:
+        slug = new_slug()
+        home = home_volume_name(slug)
+        with pytest.raises((NotFound, BootFailed)):
+            created.sandbox(self.spec(slug, contract_image, workspace, home=home))
+        assert runtime.get_sandbox(vm_name(slug)) is None
+        assert runtime.get_volume(home) is None
+
+    # --- processes -----------------------------------------------------------------------
+
+    @pytest.fixture
+    def running(
+        self, contract_image: str, created: Created, workspace: Path
+    ) -> SandboxInfo:
+        return created.sandbox(self.spec(new_slug(), contract_image, workspace))
+
+    @pytest.mark.needs_boot
+    def test_exec_exit_code_and_streams(self, runtime: Runtime, running: SandboxInfo) -> None:
+        result = runtime.exec(running.name, ["sh", "-c", "echo out; echo err >&2; exit 7"])
+        assert (result.exit_code, result.stdout, result.stderr) == (7, "out\n", "err\n")
+
+    @pytest.mark.needs_boot
+    def test_exec_defaults_to_dev_in_the_checkout(
+        self, runtime: Runtime, running: SandboxInfo
+    ) -> None:
+        assert runtime.exec(running.name, ["id", "-un"]).stdout == "dev\n"
+        assert runtime.exec(running.name, ["pwd"]).stdout == "/workspace\n"
+        readme = runtime.exec(running.name, ["cat", "README.md"])
+        assert (readme.exit_code, readme.stdout) == (0, "the checkout\n")
+
+    @pytest.mark.needs_boot
+    def test_exec_user_workdir_env_stdin(self, runtime: Runtime, running: SandboxInfo) -> None:
+        assert runtime.exec(running.name, ["id", "-un"], user="root").stdout == "root\n"
+        assert runtime.exec(running.name, ["pwd"], workdir="/tmp").stdout == "/tmp\n"
+        spec_env = runtime.exec(running.name, ["printenv", "PROJECT_GREETING"])
+        assert spec_env.stdout == "hi there\n"
+        extra = runtime.exec(running.name, ["printenv", "EXTRA"], env={"EXTRA": "a b=c"})
+        assert extra.stdout == "a b=c\n"
+        echoed = runtime.exec(running.name, ["cat"], stdin=b"line one\nline two\n")
+        assert echoed.stdout == "line one\nline two\n"
+
+    @pytest.mark.needs_boot
+    def test_exec_in_the_checkout_writes_to_the_host(
+        self, runtime: Runtime, running: SandboxInfo, workspace: Path
+    ) -> None:
+        result = runtime.exec(
+            running.name, ["sh", "-c", "echo from inside > made.txt"], user="root"
+        )
+        assert result.exit_code == 0
+        assert (workspace / "made.txt").read_text() == "from inside\n"
+
+    @pytest.mark.needs_boot
+    def test_exec_missing_command_fails_without_raising(
+        self, runtime: Runtime, running: SandboxInfo
+    ) -> None:
+        result = runtime.exec(running.name, ["cat", "/no/such/file"])
+        assert result.exit_code != 0
+        assert "No such file" in result.stderr
+
+    @pytest.mark.needs_boot
+    def test_host_port_only_on_loopback(
+        self, runtime: Runtime, contract_image: str, created: Created, workspace: Path
+    ) -> None:
+        spec = self.spec(new_slug(), contract_image, workspace, ports=(GUEST_PORT,))
+        created.sandbox(spec)
+        port = runtime.host_port(spec.name, GUEST_PORT)
+        assert 0 < port < 65536
+        assert _connects("127.0.0.1", port)
+        address = _local_address()
+        if address is not None:
+            assert not _connects(address, port)
+        with pytest.raises(NotFound):
+            runtime.host_port(spec.name, GUEST_PORT + 1)
+
+    # --- volumes -------------------------------------------------------------------------
+
+    def test_volume_create_get_list_remove(self, runtime: Runtime, created: Created) -> None:
+        slug = new_slug()
+        name = created.volume(slug)
+        info = runtime.get_volume(name)
+        assert info is not None
+        assert info.name == name
+        assert info.labels[LABEL_MANAGED] == "true"
+        assert info.labels[LABEL_SLUG] == slug
+        assert info.created_at is not None and info.created_at.tzinfo is not None
+        assert name in {volume.name for volume in runtime.list_volumes()}
+
+        runtime.remove_volume(name)
+        assert runtime.get_volume(name) is None
+        assert name not in {volume.name for volume in runtime.list_volumes()}
+        with pytest.raises(NotFound):
+            runtime.remove_volume(name)
+
+    def test_duplicate_volume_is_refused(self, runtime: Runtime, created: Created) -> None:
+        name = created.volume(new_slug())
+        with pytest.raises(SandboxError) as raised:
+            runtime.create_volume(name, managed_labels("other"))
+        assert not isinstance(raised.value, NotOurs)
+        kept = runtime.get_volume(name)
+        assert kept is not None and kept.labels[LABEL_MANAGED] == "true"
+
+    def test_missing_volume(self, runtime: Runtime) -> None:
+        name = home_volume_name(new_slug())
+        assert runtime.get_volume(name) is None
+        with pytest.raises(NotFound):
+            runtime.remove_volume(name)
+        with pytest.raises(NotFound):
+            runtime.copy_volume(name, name)
+
+    def _check_image_home(
+        self, runtime: Runtime, name: str, greeting: str = "hello from the image\n"
+    ) -> None:
+        def run(*argv: str) -> str:
+            result = runtime.exec(name, list(argv))
+            assert result.exit_code == 0, result.stderr
+            return result.stdout
+
+        assert run("cat", "/home/dev/.config/greeting") == greeting
+        assert run("stat", "-c", "%U %a", "/home/dev/.config/greeting") == "dev 600\n"
+        assert run("stat", "-c", "%U %a", "/home/dev/.config") == "dev 700\n"
+        assert run("stat", "-c", "%U %a", "/home/dev/system.txt") == "root 644\n"
+        assert run("readlink", "/home/dev/greeting.link") == ".config/greeting\n"
+        assert run("cat", "/home/dev/greeting.link") == greeting
+
+    @pytest.mark.needs_boot
+    def test_fill_volume_from_image_keeps_owners_modes_links(
+        self, runtime: Runtime, contract_image: str, created: Created, workspace: Path
+    ) -> None:
+        slug = new_slug()
+        home = created.volume(slug)
+        runtime.fill_volume_from_image(home, contract_image, "/home/dev")
+        info = created.sandbox(self.spec(slug, contract_image, workspace, home=home))
+        self._check_image_home(runtime, info.name)
+
+    def test_fill_volume_needs_existing_volume_and_image(
+        self, runtime: Runtime, contract_image: str, created: Created
+    ) -> None:
+        slug = new_slug()
+        with pytest.raises(NotFound):
+            runtime.fill_volume_from_image(home_volume_name(slug), contract_image)
+        home = created.volume(slug)
+        with pytest.raises(NotFound):
+            runtime.fill_volume_from_image(home, f"{IMAGE_REPOSITORY_PREFIX}{slug}:missing")
+
+    @pytest.mark.needs_boot
+    def test_copy_volume_on_top_keeps_owners_modes_links(
+        self, runtime: Runtime, contract_image: str, created: Created, workspace: Path
+    ) -> None:
+        slug = new_slug()
+        source = created.volume(slug, minute=1)
+        target = created.volume(slug, minute=2)
+        runtime.fill_volume_from_image(source, contract_image, "/home/dev")
+        runtime.fill_volume_from_image(target, contract_image, "/home/dev")
+
+        writer = created.sandbox(self.spec(slug, contract_image, workspace, home=source))
+        write = runtime.exec(
+            writer.name,
+            [
+                "sh",
+                "-c",
+                "echo notes > /home/dev/notes.txt && chmod 640 /home/dev/notes.txt"
+                " && echo changed > /home/dev/.config/greeting",
+            ],
+        )
+        assert write.exit_code == 0, write.stderr
+        runtime.remove_sandbox(writer.name)
+
+        target_writer = created.sandbox(self.spec(slug, contract_image, workspace, home=target))
+        own = runtime.exec(target_writer.name, ["sh", "-c", "echo mine > /home/dev/own.txt"])
+        assert own.exit_code == 0, own.stderr
+        runtime.remove_sandbox(target_writer.name)
+
+        runtime.copy_volume(source, target)
+        reader = created.sandbox(self.spec(slug, contract_image, workspace, home=target))
+        self._check_image_home(runtime, reader.name, greeting="changed\n")
+        notes = runtime.exec(reader.name, ["stat", "-c", "%U %a", "/home/dev/notes.txt"])
+        assert notes.stdout == "dev 640\n"
+        assert runtime.exec(reader.name, ["cat", "/home/dev/own.txt"]).stdout == "mine\n"
+        assert runtime.get_volume(source) is not None
+
+    @pytest.mark.needs_boot
+    def test_home_survives_stop_start_and_sandbox_removal(
+        self, runtime: Runtime, contract_image: str, created: Created, workspace: Path
+    ) -> None:
+        slug = new_slug()
+        home = created.volume(slug)
+        runtime.fill_volume_from_image(home, contract_image, "/home/dev")
+        spec = self.spec(slug, contract_image, workspace, home=home)
+        created.sandbox(spec)
+        wrote = runtime.exec(spec.name, ["sh", "-c", "echo kept > /home/dev/state.txt"])
+        assert wrote.exit_code == 0, wrote.stderr
+
+        runtime.stop_sandbox(spec.name)
+        runtime.start_sandbox(spec.name)
+        assert runtime.exec(spec.name, ["cat", "/home/dev/state.txt"]).stdout == "kept\n"
+
+        runtime.remove_sandbox(spec.name)
+        assert runtime.get_volume(home) is not None
+        created.sandbox(spec)
+        assert runtime.exec(spec.name, ["cat", "/home/dev/state.txt"]).stdout == "kept\n"
+
+    @pytest.mark.needs_boot
+    def test_volume_used_by_a_sandbox_is_not_removed(
+        self, runtime: Runtime, contract_image: str, created: Created, workspace: Path
+    ) -> None:
+        slug = new_slug()
+        home = created.volume(slug)
+        spec = self.spec(slug, contract_image, workspace, home=home)
+        created.sandbox(spec)
+        runtime.stop_sandbox(spec.name)
+        with pytest.raises(SandboxError):
+            runtime.remove_volume(home)
+        assert runtime.get_volume(home) is not None
+
+    # --- foreign look-alikes -------------------------------------------------------------
+
+    def test_foreign_sandbox_is_never_listed_nor_touched(
+        self,
+        runtime: Runtime,
+        contract_image: str,
+        foreign: ForeignArtifacts,
+        created: Created,
+        workspace: Path,
+    ) -> None:
+        slug = new_slug()
+        name = vm_name(slug)
+        foreign.sandbox(name)
+        assert name not in {sandbox.name for sandbox in runtime.list_sandboxes()}
+        with pytest.raises(NotOurs):
+            runtime.get_sandbox(name)
+        with pytest.raises(NotOurs):
+            runtime.remove_sandbox(name)
+        with pytest.raises(NotOurs):
+            runtime.stop_sandbox(name)
+        with pytest.raises(NotOurs):
+            created.sandbox(self.spec(slug, contract_image, workspace))
+        assert foreign.sandbox_exists(name)
+
+    def test_foreign_volumes_are_never_listed_nor_removed(
+        self, runtime: Runtime, foreign: ForeignArtifacts
+    ) -> None:
+        token = uuid.uuid4().hex[:8]
+        unlabelled = home_volume_name(new_slug())
+        without_slug = f"{HOME_PREFIX.rstrip('-')}-{token}"
+        foreign.volume(unlabelled, {})
+        foreign.volume(without_slug, {LABEL_MANAGED: "true"})
+        listed = {volume.name for volume in runtime.list_volumes()}
+        for name in (unlabelled, without_slug):
+            assert name not in listed
+            with pytest.raises(NotOurs):
+                runtime.remove_volume(name)
+            assert foreign.volume_exists(name)
+        with pytest.raises(NotOurs):
+            runtime.create_volume(unlabelled, managed_labels("x"))
+
+    # --- images --------------------------------------------------------------------------
+
+    def test_images_load_list_remove(self, runtime: Runtime, spare_image: str) -> None:
+        info = runtime.load_image(spare_image)
+        assert info.reference == spare_image
+        assert info.digest.startswith("sha256:") and len(info.digest) == 71
+        again = runtime.load_image(spare_image)
+        assert again.digest == info.digest
+
+        listed = {image.reference: image for image in runtime.list_images()}
+        assert listed[spare_image].digest == info.digest
+        assert all(ref.startswith(IMAGE_REPOSITORY_PREFIX) for ref in listed)
+
+        runtime.remove_image(spare_image)
+        assert spare_image not in {image.reference for image in runtime.list_images()}
+
+    def test_missing_and_foreign_images(self, runtime: Runtime) -> None:
+        missing = f"{IMAGE_REPOSITORY_PREFIX}{new_slug()}:missing"
+        with pytest.raises(NotFound):
+            runtime.load_image(missing)
+        with pytest.raises(NotFound):
+            runtime.remove_image(missing)
+        with pytest.raises(NotOurs):
+            runtime.remove_image("debian:trixie-slim")

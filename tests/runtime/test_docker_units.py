@@ -1,0 +1,112 @@
+"""Pure parts of the docker backend: statuses, timestamps, ports and argument lists."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from opencode_sandbox.runtime.docker_args import run_args, sandbox_labels
+from opencode_sandbox.runtime.docker_parse import (
+    container_status,
+    parse_time,
+    published_host_port,
+    sandbox_info,
+)
+from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec, SandboxStatus
+
+
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [
+        ({"Status": "running"}, SandboxStatus.RUNNING),
+        ({"Status": "created"}, SandboxStatus.CREATED),
+        ({"Status": "restarting"}, SandboxStatus.STARTING),
+        ({"Status": "paused"}, SandboxStatus.PAUSED),
+        ({"Status": "removing"}, SandboxStatus.DRAINING),
+        ({"Status": "dead"}, SandboxStatus.CRASHED),
+        ({"Status": "exited", "ExitCode": 0}, SandboxStatus.STOPPED),
+        ({"Status": "exited", "ExitCode": 143}, SandboxStatus.STOPPED),
+        ({"Status": "exited", "ExitCode": 137}, SandboxStatus.STOPPED),
+        ({"Status": "exited", "ExitCode": 137, "OOMKilled": True}, SandboxStatus.CRASHED),
+        ({"Status": "exited", "ExitCode": 139}, SandboxStatus.CRASHED),
+        ({"Status": "exited", "ExitCode": 0, "Error": "mount failed"}, SandboxStatus.CRASHED),
+        ({"Status": "weird"}, SandboxStatus.UNKNOWN),
+    ],
+)
+def test_container_status(state: dict[str, object], expected: SandboxStatus) -> None:
+    assert container_status(state) is expected
+
+
+def test_parse_time_nanoseconds_zones_and_zero() -> None:
+    assert parse_time("2026-01-02T03:04:05.123456789Z") == datetime(
+        2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC
+    )
+    assert parse_time("2026-01-02T05:04:05+02:00") == datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    assert parse_time("0001-01-01T00:00:00Z") is None
+    assert parse_time("") is None
+    assert parse_time(None) is None
+
+
+def test_last_activity_is_the_latest_moment() -> None:
+    info = sandbox_info(
+        {
+            "Name": "/opencode-sandbox-vm-a-0123456789abcd",
+            "Created": "2026-01-01T00:00:00Z",
+            "State": {
+                "Status": "exited",
+                "ExitCode": 0,
+                "StartedAt": "2026-01-02T00:00:00Z",
+                "FinishedAt": "2026-01-03T00:00:00Z",
+            },
+            "Config": {"Image": "img:1", "Labels": {"a": "b"}},
+        }
+    )
+    assert info.name == "opencode-sandbox-vm-a-0123456789abcd"
+    assert info.created_at == datetime(2026, 1, 1, tzinfo=UTC)
+    assert info.last_activity_at == datetime(2026, 1, 3, tzinfo=UTC)
+    assert info.labels == {"a": "b"}
+
+
+def test_only_loopback_bindings_count() -> None:
+    document = {
+        "NetworkSettings": {
+            "Ports": {
+                "4096/tcp": [{"HostIp": "0.0.0.0", "HostPort": "1111"}],
+                "5000/tcp": [{"HostIp": "127.0.0.1", "HostPort": "2222"}],
+                "6000/tcp": None,
+            }
+        }
+    }
+    assert published_host_port(document, 4096) is None
+    assert published_host_port(document, 5000) == 2222
+    assert published_host_port(document, 6000) is None
+
+
+def test_run_args() -> None:
+    spec = SandboxSpec(
+        name="opencode-sandbox-vm-a-0123456789abcd",
+        image="img:1",
+        cpus=2,
+        memory_mib=4096,
+        env={"K": "v w"},
+        mounts=(
+            Mount(MountKind.VOLUME, "home", "/home/dev"),
+            Mount(MountKind.BIND, "/src", "/workspace", readonly=True),
+        ),
+        published_ports=(4096,),
+    )
+    labels = sandbox_labels({"x": "y"}, "a-0123456789abcd")
+    args = run_args(spec, labels, privileged=True)
+    joined = " ".join(args)
+    assert args[:2] == ["run", "--detach"]
+    assert "--init" in args and "--privileged" in args
+    assert "--entrypoint sleep" in joined and args[-2:] == ["img:1", "infinity"]
+    assert "--cpus 2" in joined and "--memory 4096m" in joined
+    assert "--publish 127.0.0.1::4096/tcp" in joined
+    assert "type=volume,source=home,target=/home/dev,volume-nocopy" in args
+    assert "type=bind,source=/src,target=/workspace,readonly" in args
+    assert args[args.index("-e") : args.index("-e") + 2] == ["-e", "K=v w"]
+    assert "org.opencode-sandbox.managed=true" in args
+    assert "org.opencode-sandbox.slug=a-0123456789abcd" in args
+    assert "--privileged" not in run_args(spec, labels, privileged=False)

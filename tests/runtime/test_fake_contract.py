@@ -1,0 +1,61 @@
+"""The runtime contract, run against the in-memory fake so it stays a faithful stand-in."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.fakes.runtime import FakeNode, FakeRuntime, Tree, dev_home_files
+from tests.runtime.contract import CONTRACT_FILES, RuntimeContract
+
+
+def contract_tree() -> Tree:
+    files = dev_home_files()
+    for item in CONTRACT_FILES:
+        files[item.path] = FakeNode(item.kind, item.owner, item.mode, item.content)
+    return files
+
+
+class FakeForeignArtifacts:
+    def __init__(self, runtime: FakeRuntime) -> None:
+        self.runtime = runtime
+
+    def sandbox(self, name: str) -> None:
+        self.runtime.add_foreign_sandbox(name)
+
+    def volume(self, name: str, labels: dict[str, str]) -> None:
+        self.runtime.add_foreign_volume(name, labels)
+
+    def sandbox_exists(self, name: str) -> bool:
+        return name in self.runtime.sandboxes
+
+    def volume_exists(self, name: str) -> bool:
+        return name in self.runtime.volumes
+
+
+class TestFakeContract(RuntimeContract):
+    @pytest.fixture
+    def runtime(self) -> Iterator[FakeRuntime]:
+        fake = FakeRuntime()
+        try:
+            yield fake
+        finally:
+            fake.close()
+
+    @pytest.fixture
+    def contract_image(self, runtime: FakeRuntime) -> str:
+        reference = "fake-registry/contract:latest"
+        runtime.add_docker_image(reference, contract_tree())
+        return reference
+
+    @pytest.fixture
+    def spare_image(self, runtime: FakeRuntime) -> str:
+        reference = f"opencode-sandbox/runner-contract-{uuid.uuid4().hex[:14]}:spare"
+        runtime.add_docker_image(reference, contract_tree())
+        return reference
+
+    @pytest.fixture
+    def foreign(self, runtime: FakeRuntime) -> FakeForeignArtifacts:
+        return FakeForeignArtifacts(runtime)
