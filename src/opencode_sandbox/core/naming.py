@@ -98,4 +98,7 @@ def is_ours(name: str, labels: Mapping[str, str] | None) -> bool:
     """Our prefix alone is not enough: another tool may use a look-alike name."""
     if labels is None or labels.get(LABEL_MANAGED) != "true":
         return False
-    return bool(slug_of_vm(name) or slug_of_task(name) or slug_of_home_volume(name))
+    slug = slug_of_vm(name) or slug_of_task(name) or slug_of_home_volume(name)
+    # A sandbox inherits its image's labels, so `managed` alone can come from our image;
+    # the slug label must also name the same project as the name does.
+    return slug is not None and labels.get(LABEL_SLUG) == slug

@@ -1,0 +1,470 @@
+"""The default runtime: one microsandbox microVM per project, driven through the bundled msb."""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from opencode_sandbox.core.naming import (
+    IMAGE_REPOSITORY_PREFIX,
+    LABEL_MANAGED,
+    is_ours,
+    slug_of_home_volume,
+    slug_of_task,
+    slug_of_vm,
+)
+from opencode_sandbox.errors import BootFailed, NotFound, NotOurs, RuntimeUnavailable, SandboxError
+from opencode_sandbox.runtime import msb_parse
+from opencode_sandbox.runtime.kvm import KvmCheck, probe_kvm
+from opencode_sandbox.runtime.msb_cli import MsbCli
+from opencode_sandbox.runtime.msb_sdk_worker import call_sdk
+from opencode_sandbox.runtime.msb_volume_files import (
+    copy_tree_onto,
+    extract_image_path,
+    is_empty_folder,
+)
+from opencode_sandbox.runtime.types import (
+    ExecResult,
+    ImageInfo,
+    MountKind,
+    RuntimeKind,
+    SandboxInfo,
+    SandboxSpec,
+    VolumeInfo,
+)
+
+_DOCTOR_HINT = "run `msb doctor` to check the runtime"
+_DOCKER_RUNTIME_HINT = "use `--runtime docker` on this host (the project then runs in a container)"
+_BOOT_TIMEOUT_S = 600.0
+
+
+def image_is_ours(reference: str) -> bool:
+    """Runner images: references under our repository prefix (the Docker backend's rule too)."""
+    repository = reference.split("/", 1)[1] if reference.startswith("docker.io/") else reference
+    return repository.startswith(IMAGE_REPOSITORY_PREFIX)
+
+
+class MicrosandboxRuntime:
+    kind = RuntimeKind.MICROSANDBOX
+
+    def __init__(self, cli: MsbCli | None = None, kvm_probe: Callable[[], KvmCheck] = probe_kvm) -> None:
+        self._cli = cli or MsbCli()
+        self._kvm_probe = kvm_probe
+
+    # availability
+    def kvm(self) -> KvmCheck:
+        return self._kvm_probe()
+
+    def version(self) -> str:
+        return self._cli.version()
+
+    def check_available(self) -> None:
+        self._cli.version()
+        check = self.kvm()
+        if not check.ok:
+            raise RuntimeUnavailable(f"microVMs cannot run here: {check.cause}", hint=check.fix or _DOCKER_RUNTIME_HINT)
+
+    # sandboxes
+    def _inspect(self, name: str) -> dict[str, Any] | None:
+        inspected = self._cli.json(["inspect", name])
+        return inspected if isinstance(inspected, dict) else None
+
+    def _inspect_ours(self, name: str) -> dict[str, Any]:
+        inspected = self._inspect(name)
+        if inspected is None:
+            raise NotFound(f"sandbox {name} does not exist", hint="run `opencode-sandbox list`")
+        info = msb_parse.sandbox_info(inspected)
+        if not is_ours(name, info.labels):
+            raise NotOurs(
+                f"sandbox {name} was not created by opencode-sandbox",
+                hint=f"leave it alone, or remove it yourself with `msb remove {name}`",
+            )
+        return inspected
+
+    def get_sandbox(self, name: str) -> SandboxInfo | None:
+        inspected = self._inspect(name)
+        if inspected is None:
+            return None
+        info = msb_parse.sandbox_info(inspected)
+        if not is_ours(name, info.labels):
+            raise NotOurs(
+                f"sandbox {name} exists but was not created by opencode-sandbox",
+                hint=f"remove or rename it with msb (`msb remove {name}`) if it is not needed",
+            )
+        return info
+
+    def list_sandboxes(self) -> list[SandboxInfo]:
+        listed = self._cli.json(["list", "--label", f"{LABEL_MANAGED}=true"]) or []
+        sandboxes: list[SandboxInfo] = []
+        for entry in listed:
+            name = str(entry.get("name", ""))
+            if not (slug_of_vm(name) or slug_of_task(name)):
+                continue
+            inspected = self._inspect(name)
+            if inspected is None:
+                continue
+            info = msb_parse.sandbox_info(inspected)
+            if is_ours(name, info.labels):
+                sandboxes.append(info)
+        return sandboxes
+
+    def create_sandbox(self, spec: SandboxSpec) -> SandboxInfo:
+        if self.get_sandbox(spec.name) is not None:  # raises NotOurs for a look-alike
+            raise SandboxError(
+                f"sandbox {spec.name} already exists",
+                hint="remove it first (`opencode-sandbox rm`) or start the existing one",
+            )
+        if self._cli.json(["image", "inspect", spec.image]) is None:
+            raise BootFailed(
+                f"sandbox {spec.name} cannot boot: image {spec.image} is not loaded into microsandbox",
+                hint="run `opencode-sandbox build` to build and load the runner image",
+            )
+        for mount in spec.mounts:
+            if mount.kind is MountKind.VOLUME:
+                self._our_volume_path(mount.source)
+            elif not Path(mount.source).is_dir():
+                raise BootFailed(
+                    f"sandbox {spec.name} cannot boot: folder {mount.source} does not exist",
+                    hint="run from inside the project's checkout",
+                )
+        result = self._cli.run(self._create_args(spec), timeout_s=_BOOT_TIMEOUT_S)
+        if not result.ok:
+            raise self._boot_failure(spec.name, result.error_text)
+        info = self.get_sandbox(spec.name)
+        if info is None:
+            raise BootFailed(f"sandbox {spec.name} vanished after it was created", hint="try again")
+        return info
+
+    def _create_args(self, spec: SandboxSpec) -> list[str]:
+        args = [
+            "create", spec.image, "--name", spec.name, "--pull", "never", "--quiet",
+            "--cpus", str(spec.cpus), "--memory", f"{spec.memory_mib}M", "--workdir", spec.workdir,
+        ]  # fmt: skip
+        for key, value in spec.env.items():
+            args += ["--env", f"{key}={value}"]
+        for key, value in spec.labels.items():
+            args += ["--label", f"{key}={value}"]
+        for mount in spec.mounts:
+            option = ":ro" if mount.readonly else ""
+            flag = "--mount-named" if mount.kind is MountKind.VOLUME else "--mount-dir"
+            args += [flag, f"{mount.source}:{mount.target}{option}"]
+        for guest_port in spec.published_ports:
+            args += ["--port", f"127.0.0.1:{_free_local_port()}:{guest_port}"]
+        return args
+
+    def _boot_failure(self, name: str, error_text: str) -> BootFailed:
+        cause = self._boot_log_error(name) or error_text
+        if self._inspect(name) is not None:
+            self._cli.run(["remove", "--force", "--quiet", name])
+        check = self.kvm()
+        if not check.ok:
+            return BootFailed(
+                f"sandbox {name} could not boot: {cause} ({check.cause})",
+                hint=f"{_DOCKER_RUNTIME_HINT}; or {check.fix}" if check.fix else _DOCKER_RUNTIME_HINT,
+            )
+        return BootFailed(
+            f"sandbox {name} could not boot: {cause}",
+            hint="run `msb doctor`; if microVMs cannot run on this host, " + _DOCKER_RUNTIME_HINT,
+        )
+
+    def _boot_log_error(self, name: str) -> str | None:
+        logs = self._cli.run(["logs", "--source", "system", "--tail", "200", name])
+        errors = [line for line in logs.stdout.splitlines() if " ERROR " in f" {line} "]
+        # e.g. "ERROR msb_krun_vmm::linux::vstate: Received KVM_EXIT_INTERNAL_ERROR signal"
+        return errors[-1].split(": ", 1)[-1].strip() if errors else None
+
+    def start_sandbox(self, name: str) -> None:
+        self._inspect_ours(name)
+        result = self._cli.run(["start", "--quiet", name], timeout_s=_BOOT_TIMEOUT_S)
+        if not result.ok:
+            cause = self._boot_log_error(name) or result.error_text
+            check = self.kvm()
+            hint = _DOCKER_RUNTIME_HINT if not check.ok else "run `msb doctor` and `msb logs " + name + "`"
+            raise BootFailed(f"sandbox {name} could not start: {cause}", hint=hint)
+
+    def stop_sandbox(self, name: str, timeout_s: float = 10.0) -> None:
+        inspected = self._inspect_ours(name)
+        if not msb_parse.parse_status(inspected.get("status")).is_active:
+            return
+        timeout = str(max(1, math.ceil(timeout_s)))
+        result = self._cli.run(["stop", "--quiet", "--timeout", timeout, name], timeout_s=timeout_s + 30)
+        if not result.ok:
+            self._stop_forced(name)
+
+    def kill_sandbox(self, name: str) -> None:
+        self._inspect_ours(name)
+        self._stop_forced(name)
+
+    def _stop_forced(self, name: str) -> None:
+        result = self._cli.run(["stop", "--force", "--quiet", name])
+        if not result.ok and "not running" not in result.error_text:
+            raise SandboxError(f"cannot stop sandbox {name}: {result.error_text}", hint=_DOCTOR_HINT)
+
+    def remove_sandbox(self, name: str) -> None:
+        self._inspect_ours(name)
+        result = self._cli.run(["remove", "--force", "--quiet", name], timeout_s=180.0)
+        if not result.ok and not result.not_found:
+            raise SandboxError(f"cannot remove sandbox {name}: {result.error_text}", hint=_DOCTOR_HINT)
+
+    def host_port(self, name: str, guest_port: int) -> int:
+        port = msb_parse.published_host_port(self._inspect_ours(name), guest_port)
+        if port is None:
+            raise NotFound(
+                f"port {guest_port} of sandbox {name} is not published",
+                hint="recreate the sandbox (`opencode-sandbox rm`, then run again)",
+            )
+        return port
+
+    # processes
+    def _exec_args(self, user: str, workdir: str, env: Mapping[str, str] | None) -> list[str]:
+        args = ["exec", "--quiet", "--user", user, "--workdir", workdir]
+        for key, value in (env or {}).items():
+            args += ["--env", f"{key}={value}"]
+        return args
+
+    def exec(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        user: str = "dev",
+        workdir: str = "/workspace",
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        timeout_s: float | None = None,
+    ) -> ExecResult:
+        args = [*self._exec_args(user, workdir, env), "--no-tty"]
+        if stdin is None:
+            args.append("--no-stdin")
+        if timeout_s is not None:
+            args += ["--timeout", f"{max(1, math.ceil(timeout_s))}s"]
+        args += [name, "--", *argv]
+        wait = None if timeout_s is None else timeout_s + 30
+        result = self._cli.run(args, stdin=stdin, timeout_s=wait)
+        if result.returncode != 0 and result.not_found and not result.stdout:
+            raise NotFound(f"sandbox {name} does not exist", hint="run `opencode-sandbox list`")
+        return ExecResult(result.returncode, result.stdout, result.stderr)
+
+    def attach(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        user: str = "dev",
+        workdir: str = "/workspace",
+        env: Mapping[str, str] | None = None,
+        tty: bool = True,
+    ) -> int:
+        args = self._exec_args(user, workdir, env)
+        args += ["--tty" if tty else "--no-tty", name, "--", *argv]
+        # The terminal belongs to msb for the whole session: it handles resizes and signals.
+        return subprocess.call(self._cli.command(*args))
+
+    # volumes
+    def _volume_fields(self, name: str) -> dict[str, str] | None:
+        result = self._cli.run(["volume", "inspect", name])
+        if not result.ok:
+            if result.not_found:
+                return None
+            raise RuntimeUnavailable(f"msb volume inspect failed: {result.error_text}", hint=_DOCTOR_HINT)
+        return msb_parse.volume_inspect_fields(result.stdout)
+
+    def _listed_volumes(self) -> list[dict[str, Any]]:
+        listed = self._cli.json(["volume", "list"]) or []
+        return [entry for entry in listed if isinstance(entry, dict)]
+
+    def _volume_info(self, entry: Mapping[str, Any]) -> VolumeInfo | None:
+        """Our volume's info, or None when a volume of that name is not ours."""
+        name = str(entry.get("name", ""))
+        if slug_of_home_volume(name) is None:
+            return None
+        fields = self._volume_fields(name)
+        if fields is None:
+            return None
+        labels = msb_parse.parse_label_list(fields.get("labels", ""))
+        return msb_parse.volume_info(entry, labels) if is_ours(name, labels) else None
+
+    def _our_volume_path(self, name: str) -> Path:
+        fields = self._volume_fields(name)
+        if fields is None:
+            raise NotFound(f"volume {name} does not exist", hint="run `opencode-sandbox volume list`")
+        if not is_ours(name, msb_parse.parse_label_list(fields.get("labels", ""))):
+            raise NotOurs(
+                f"volume {name} was not created by opencode-sandbox",
+                hint="leave it alone, or manage it yourself with `msb volume`",
+            )
+        if fields.get("kind") not in (None, "dir"):
+            raise SandboxError(f"volume {name} is not a directory volume", hint="use a directory volume")
+        if fields.get("path"):
+            return Path(fields["path"])
+        home = Path(os.environ.get("MSB_HOME", "~/.microsandbox")).expanduser()
+        return home / "volumes" / name
+
+    def create_volume(self, name: str, labels: Mapping[str, str]) -> VolumeInfo:
+        fields = self._volume_fields(name)
+        if fields is not None:
+            if not is_ours(name, msb_parse.parse_label_list(fields.get("labels", ""))):
+                raise NotOurs(
+                    f"volume {name} already exists and was not created by opencode-sandbox",
+                    hint="leave it alone, or remove it yourself with `msb volume remove`",
+                )
+            raise SandboxError(
+                f"volume {name} already exists",
+                hint="pick another name or remove the existing volume first",
+            )
+        call_sdk("create-volume", {"name": name, "labels": dict(labels)})
+        info = self.get_volume(name)
+        if info is None:
+            raise SandboxError(f"volume {name} was not created", hint=_DOCTOR_HINT)
+        return info
+
+    def get_volume(self, name: str) -> VolumeInfo | None:
+        for entry in self._listed_volumes():
+            if entry.get("name") == name:
+                info = self._volume_info(entry)
+                if info is None:
+                    raise NotOurs(
+                        f"volume {name} exists but was not created by opencode-sandbox",
+                        hint="leave it alone, or manage it yourself with `msb volume`",
+                    )
+                return info
+        return None
+
+    def list_volumes(self) -> list[VolumeInfo]:
+        volumes = [self._volume_info(entry) for entry in self._listed_volumes()]
+        return [volume for volume in volumes if volume is not None]
+
+    def remove_volume(self, name: str) -> None:
+        self._our_volume_path(name)
+        users = [
+            str(sandbox.get("name", ""))
+            for sandbox in self._all_sandbox_configs()
+            if name in msb_parse.named_volumes_of(sandbox)
+        ]
+        if users:
+            raise SandboxError(
+                f"volume {name} is used by sandbox {', '.join(users)}",
+                hint="remove the sandbox first (`opencode-sandbox rm`)",
+            )
+        result = self._cli.run(["volume", "remove", "--quiet", name])
+        if not result.ok and not result.not_found:
+            raise SandboxError(f"cannot remove volume {name}: {result.error_text}", hint=_DOCTOR_HINT)
+
+    def _all_sandbox_configs(self) -> list[dict[str, Any]]:
+        """Every sandbox, ours or not: any of them may mount the volume."""
+        listed = self._cli.json(["list"]) or []
+        configs = [self._inspect(str(entry.get("name", ""))) for entry in listed]
+        return [config for config in configs if config is not None]
+
+    def fill_volume_from_image(self, volume: str, image: str, path: str = "/home/dev") -> None:
+        folder = self._our_volume_path(volume)
+        if not is_empty_folder(folder):
+            raise SandboxError(
+                f"volume {volume} is not empty",
+                hint="fill only a fresh volume; create a new one instead",
+            )
+        extract_image_path(image, path, folder)
+
+    def copy_volume(self, source: str, target: str) -> None:
+        copy_tree_onto(self._our_volume_path(source), self._our_volume_path(target))
+
+    # images
+    def _image(self, reference: str) -> ImageInfo | None:
+        inspected = self._cli.json(["image", "inspect", reference])
+        return msb_parse.image_info(inspected) if isinstance(inspected, dict) else None
+
+    def load_image(self, docker_reference: str) -> ImageInfo:
+        wanted = _docker_image_id(docker_reference)
+        present = self._image(docker_reference)
+        if present is not None and present.digest == wanted:
+            return present
+        _stream_docker_image(docker_reference, self._cli.command("load", "--quiet", "--tag", docker_reference))
+        loaded = self._image(docker_reference)
+        if loaded is None or loaded.digest != wanted:
+            raise SandboxError(
+                f"image {docker_reference} did not load into microsandbox intact",
+                hint="run `opencode-sandbox build` again",
+            )
+        return loaded
+
+    def list_images(self) -> list[ImageInfo]:
+        listed = self._cli.json(["image", "list"]) or []
+        images: list[ImageInfo] = []
+        for entry in listed:
+            reference = str(entry.get("reference", ""))
+            if not image_is_ours(reference):
+                continue
+            info = self._image(reference)
+            if info is not None and image_is_ours(info.reference):
+                images.append(info)
+        return images
+
+    def remove_image(self, reference: str) -> None:
+        if not image_is_ours(reference):
+            raise NotOurs(
+                f"image {reference} was not built by opencode-sandbox",
+                hint=f"remove it yourself with `msb image remove {reference}` if it is not needed",
+            )
+        if self._image(reference) is None:
+            raise NotFound(f"image {reference} is not loaded", hint="run `opencode-sandbox image list`")
+        result = self._cli.run(["image", "remove", "--quiet", reference])
+        if not result.ok:
+            raise SandboxError(
+                f"cannot remove image {reference}: {result.error_text}",
+                hint="remove the sandboxes that use it first",
+            )
+
+
+def _free_local_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _docker_image_id(reference: str) -> str:
+    try:
+        completed = subprocess.run(
+            ["docker", "image", "inspect", "--format", "{{.Id}}", reference],
+            capture_output=True,
+            check=False,
+        )
+    except FileNotFoundError as error:
+        raise RuntimeUnavailable("docker is not installed", hint="install Docker: images are built with it") from error
+    if completed.returncode != 0:
+        message = completed.stderr.decode(errors="replace").strip()
+        if "No such image" in message:
+            raise NotFound(
+                f"image {reference} is not in the Docker engine",
+                hint="run `opencode-sandbox build`",
+            )
+        raise RuntimeUnavailable(f"docker image inspect failed: {message}", hint="check `docker info`")
+    return completed.stdout.decode().strip()
+
+
+def _stream_docker_image(reference: str, load_command: list[str]) -> None:
+    """`docker save REF | msb load`: the archive flows between the two processes only."""
+    with subprocess.Popen(["docker", "save", reference], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as saver:
+        with subprocess.Popen(
+            load_command, stdin=saver.stdout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        ) as loader:
+            if saver.stdout is not None:
+                saver.stdout.close()  # the loader holds the only read end now
+            _, load_errors = loader.communicate()
+        _, save_errors = saver.communicate()
+    if saver.returncode != 0:
+        raise SandboxError(
+            f"docker save {reference} failed: {save_errors.decode(errors='replace').strip()}",
+            hint="check `docker info` and that the image exists",
+        )
+    if loader.returncode != 0:
+        lines = [line for line in load_errors.decode(errors="replace").splitlines() if line.strip()]
+        raise SandboxError(
+            f"msb load of {reference} failed: {lines[0] if lines else loader.returncode}",
+            hint="check free disk space under MSB_HOME and run `msb doctor`",
+        )

@@ -1,0 +1,136 @@
+"""Finding and running the `msb` binary that the microsandbox wheel bundles."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from opencode_sandbox.errors import RuntimeUnavailable
+
+_INSTALL_HINT = "reinstall opencode-sandbox (its `microsandbox` dependency ships msb), or use `--runtime docker`"
+
+
+def locate_msb() -> Path:
+    """The msb binary: `MSB_PATH` if set, else the wheel's bundled copy, found without importing
+    the SDK (its import costs a tenth of a second), else whatever the SDK itself resolves."""
+    override = os.environ.get("MSB_PATH")
+    if override:
+        return Path(override)
+    spec = importlib.util.find_spec("microsandbox")
+    if spec is not None and spec.submodule_search_locations:
+        for folder in spec.submodule_search_locations:
+            candidate = Path(folder) / "_bundled" / "bin" / "msb"
+            if candidate.is_file():
+                return candidate
+    try:
+        from microsandbox._microsandbox import resolved_cli_msb_path
+    except ImportError as error:
+        raise RuntimeUnavailable("the microsandbox package is not installed", hint=_INSTALL_HINT) from error
+    try:
+        return Path(resolved_cli_msb_path())
+    except Exception as error:
+        raise RuntimeUnavailable(f"msb not found: {error}", hint=_INSTALL_HINT) from error
+
+
+@dataclass(frozen=True)
+class MsbResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    @property
+    def error_text(self) -> str:
+        """The first `error:` line msb printed, without the prefix."""
+        lines = [line.strip() for line in self.stderr.splitlines() if line.strip()]
+        for line in lines:
+            if line.startswith("error:"):
+                return line[len("error:") :].strip()
+        return lines[-1] if lines else f"msb exited with status {self.returncode}"
+
+    @property
+    def not_found(self) -> bool:
+        return "not found" in self.error_text
+
+
+class MsbCli:
+    """Runs msb subcommands and decodes their JSON output."""
+
+    def __init__(self, binary: Path | None = None) -> None:
+        self._binary = binary
+
+    @property
+    def binary(self) -> Path:
+        if self._binary is None:
+            self._binary = locate_msb()
+        return self._binary
+
+    def command(self, *args: str) -> list[str]:
+        return [str(self.binary), *args]
+
+    def run(
+        self,
+        args: Sequence[str],
+        *,
+        stdin: bytes | None = None,
+        timeout_s: float | None = 120.0,
+    ) -> MsbResult:
+        try:
+            completed = subprocess.run(
+                self.command(*args),
+                input=stdin,
+                stdin=None if stdin is not None else subprocess.DEVNULL,
+                capture_output=True,
+                timeout=timeout_s,
+                check=False,
+            )
+        except FileNotFoundError as error:
+            raise RuntimeUnavailable(f"msb not found at {self.binary}", hint=_INSTALL_HINT) from error
+        except subprocess.TimeoutExpired as error:
+            raise RuntimeUnavailable(
+                f"msb {' '.join(args[:2])} did not answer within {timeout_s:.0f} s",
+                hint="check the host's load and `msb doctor`, then try again",
+            ) from error
+        return MsbResult(
+            completed.returncode,
+            completed.stdout.decode("utf-8", errors="replace"),
+            completed.stderr.decode("utf-8", errors="replace"),
+        )
+
+    def json(self, args: Sequence[str]) -> Any | None:
+        """Decoded `--format json` output, or None when msb reports the object as not found."""
+        result = self.run([*args, "--format", "json"])
+        if not result.ok:
+            if result.not_found:
+                return None
+            raise RuntimeUnavailable(
+                f"msb {' '.join(args[:2])} failed: {result.error_text}",
+                hint="run `msb doctor` to check the runtime",
+            )
+        try:
+            return json.loads(result.stdout)
+        except json.JSONDecodeError as error:
+            raise RuntimeUnavailable(
+                f"msb {' '.join(args[:2])} printed output that is not JSON",
+                hint="check that the installed microsandbox version is supported",
+            ) from error
+
+    def version(self) -> str:
+        result = self.run(["--version"], timeout_s=15.0)
+        if not result.ok:
+            raise RuntimeUnavailable(f"msb does not answer: {result.error_text}", hint=_INSTALL_HINT)
+        return result.stdout.strip().removeprefix("msb").strip()
+
+
+def msb_version(binary: Path | None = None) -> str:
+    """The version of the msb binary that would be used, e.g. `0.7.11`."""
+    return MsbCli(binary).version()

@@ -1,0 +1,110 @@
+"""Filling a directory volume's host folder: from a Docker image or from another volume.
+
+Owners are kept where this process may set them (as root); modes, symlinks, hard links
+and times are kept always. Nothing here needs a running VM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import tarfile
+import uuid
+from pathlib import Path, PurePosixPath
+from typing import IO
+
+from opencode_sandbox.core.naming import LABEL_MANAGED, TOOL
+from opencode_sandbox.errors import NotFound, SandboxError
+
+_DOCKER_HINT = "check that Docker is running (`docker info`) and the image exists (`docker images`)"
+
+
+def extract_image_path(image: str, path: str, destination: Path) -> None:
+    """Copy the contents of `path` in a Docker image into `destination`, streamed as tar."""
+    present = subprocess.run(["docker", "image", "inspect", image], capture_output=True, check=False)
+    if present.returncode != 0:
+        raise NotFound(f"image {image} is not in the Docker engine", hint="build the runner image first")
+    container = f"{TOOL}-fill-{uuid.uuid4().hex[:12]}"
+    created = subprocess.run(
+        ["docker", "create", "--pull", "never", "--name", container, "--label",
+         f"{LABEL_MANAGED}=true", image, "true"],
+        capture_output=True,
+        check=False,
+    )  # fmt: skip
+    if created.returncode != 0:
+        message = created.stderr.decode(errors="replace").strip()
+        raise SandboxError(f"cannot read image {image}: {message}", hint=_DOCKER_HINT)
+    try:
+        with subprocess.Popen(
+            ["docker", "cp", f"{container}:{path.rstrip('/') or '/'}", "-"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        ) as copier:
+            assert copier.stdout is not None
+            # An empty or broken stream: the exit status below tells which.
+            with contextlib.suppress(tarfile.ReadError):
+                _extract_stream(copier.stdout, destination)
+            copier.stdout.close()
+            errors = copier.stderr.read().decode(errors="replace").strip() if copier.stderr else ""
+            if copier.wait() != 0:
+                raise SandboxError(f"cannot copy {path} out of image {image}: {errors}", hint=_DOCKER_HINT)
+    finally:
+        subprocess.run(["docker", "rm", "-f", container], capture_output=True, check=False)
+
+
+def _extract_stream(stream: IO[bytes], destination: Path) -> None:
+    root = destination.resolve()
+    with tarfile.open(fileobj=stream, mode="r|") as archive:
+        for member in archive:
+            relative = _strip_first(member.name)
+            if relative is None:
+                if member.isdir():
+                    _apply_folder_metadata(member, root)
+                continue
+            _refuse_escape(root, relative)
+            member.name = str(relative)
+            if member.islnk():
+                link = _strip_first(member.linkname)
+                if link is None:
+                    continue
+                member.linkname = str(link)
+            archive.extract(member, root, numeric_owner=True, filter="fully_trusted")
+
+
+def _apply_folder_metadata(member: tarfile.TarInfo, root: Path) -> None:
+    """The copied folder itself becomes the volume's root: its owner and mode carry over."""
+    if os.geteuid() == 0:
+        os.chown(root, member.uid, member.gid)
+        root.chmod(member.mode & 0o7777)
+    else:
+        # Owners cannot be set here; the folder must stay usable by this user.
+        root.chmod((member.mode & 0o7777) | 0o700)
+
+
+def _strip_first(name: str) -> PurePosixPath | None:
+    """`docker cp SRC -` names every entry below the source folder's own name; drop it."""
+    parts = PurePosixPath(name).parts
+    return PurePosixPath(*parts[1:]) if len(parts) > 1 else None
+
+
+def _refuse_escape(root: Path, relative: PurePosixPath) -> None:
+    if relative.is_absolute() or ".." in relative.parts:
+        raise SandboxError(f"refusing archive entry outside the volume: {relative}")
+    parent = root
+    for part in relative.parts[:-1]:
+        parent = parent / part
+        if parent.is_symlink():
+            raise SandboxError(f"refusing archive entry below a symlink: {relative}")
+
+
+def copy_tree_onto(source: Path, target: Path) -> None:
+    """Copy every file of `source` on top of `target` (`cp -a`: owners, modes, symlinks, xattrs)."""
+    completed = subprocess.run(["cp", "-a", f"{source}/.", f"{target}/"], capture_output=True, check=False)
+    if completed.returncode != 0:
+        message = completed.stderr.decode(errors="replace").strip()
+        raise SandboxError(f"copying {source} to {target} failed: {message}", hint="check free disk space")
+
+
+def is_empty_folder(folder: Path) -> bool:
+    return not any(folder.iterdir())
