@@ -79,23 +79,34 @@ class StateStore:
         return self.root / LOCK_DIR / f"{slug}.lock"
 
     @contextmanager
-    def first_boot_lock(self, slug: str, timeout_s: float = 600.0) -> Iterator[None]:
-        """Serialise VM creation for one project across processes."""
-        from filelock import FileLock, Timeout
+    def first_boot_lock(self, slug: str, timeout_s: float = 900.0) -> Iterator[None]:
+        """Serialise setting up one project's VM across processes.
+
+        An `flock` is released by the kernel when its holder dies, so a killed launcher
+        never leaves the project locked.
+        """
+        import fcntl
+        import os
+        import time
 
         from opencode_sandbox.errors import SandboxError
 
         path = self.lock_path(slug)
         ensure_private_dir(path.parent)
-        lock = FileLock(str(path), mode=0o600)
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            lock.acquire(timeout=timeout_s)
-        except Timeout:
-            raise SandboxError(
-                f"another opencode-sandbox is still setting up this project (lock {path})",
-                hint="wait for it to finish, or stop it and run again",
-            ) from None
-        try:
+            deadline = time.monotonic() + timeout_s
+            while True:
+                try:
+                    fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise SandboxError(
+                            f"another opencode-sandbox is still setting up this project (lock {path})",
+                            hint="wait for it to finish, or stop it and run again",
+                        ) from None
+                    time.sleep(0.05)
             yield
         finally:
-            lock.release()
+            os.close(descriptor)

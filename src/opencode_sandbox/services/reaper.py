@@ -1,0 +1,379 @@
+"""The idle reaper: stops a project VM once no client is attached and its sessions are quiet.
+
+One detached process per project (`python -m opencode_sandbox.services.reaper --state-root
+DIR --slug SLUG`, started by `spawn_reaper`) watches the client leases. When none is left
+it waits `auto-stop-timeout` on the monotonic clock, then, in wait mode, polls the daemon
+until no session is working, and stops the VM gracefully. A client that attaches meanwhile
+cancels the stop; a VM stopped by other means ends the reaper. Every decision goes to
+`<state_root>/<slug>/reaper.log`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import io
+import os
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from opencode_sandbox.core.quiescence import DaemonActivity, StopDecision, StopMode, decide_stop
+from opencode_sandbox.errors import NotFound, SandboxError
+from opencode_sandbox.runtime.kind import RuntimeKind
+from opencode_sandbox.runtime.types import SandboxStatus
+from opencode_sandbox.services.reaper_settings import (
+    LOCK_FILE,
+    LOG_FILE,
+    ReaperSettings,
+    load_settings,
+    save_settings,
+    settings_path,
+)
+from opencode_sandbox.state.files import UnreadableState, ensure_private_dir
+from opencode_sandbox.state.leases import count_live_leases, stop_guard
+
+if TYPE_CHECKING:
+    from opencode_sandbox.daemon.client import DaemonClient
+    from opencode_sandbox.runtime.base import Runtime
+
+MAX_LOG_BYTES = 512 * 1024
+_STILL_UP = (SandboxStatus.RUNNING, SandboxStatus.STARTING, SandboxStatus.DRAINING, SandboxStatus.UNKNOWN)
+
+ActivityReader = Callable[[ReaperSettings], DaemonActivity]
+"""Everything the daemon is doing; raises `DaemonError` when its API cannot be read."""
+
+
+class ReaperOutcome(StrEnum):
+    STOPPED = "stopped"
+    VM_GONE = "vm-gone"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Timing:
+    poll_s: float = 0.5
+    """How often leases are counted."""
+    daemon_poll_s: float = 2.0
+    """How often the daemon is asked again while sessions hold the VM."""
+    vm_check_s: float = 5.0
+    """How often the runtime is asked whether the VM still runs."""
+
+
+class ReaperLog:
+    """Appends `<local time with offset> <message>` lines; starts afresh past MAX_LOG_BYTES."""
+
+    def __init__(self, path: Path, wall_clock: Callable[[], datetime] = lambda: datetime.now().astimezone()) -> None:
+        self.path = path
+        self._wall_clock = wall_clock
+        ensure_private_dir(path.parent)
+        with contextlib.suppress(FileNotFoundError):
+            if path.stat().st_size > MAX_LOG_BYTES:
+                os.replace(path, path.with_name(path.name + ".1"))
+
+    def __call__(self, message: str) -> None:
+        stamp = self._wall_clock().isoformat(timespec="seconds")
+        descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        with os.fdopen(descriptor, "a", encoding="utf-8") as handle:
+            handle.write(f"{stamp} [{os.getpid()}] {message}\n")
+
+
+@contextlib.contextmanager
+def reaper_lock(state_root: Path, slug: str) -> Iterator[bool]:
+    """Yields whether this process is the project's one reaper; held until the block ends."""
+    folder = state_root / slug
+    ensure_private_dir(folder)
+    descriptor = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(descriptor)
+
+
+class Reaper:
+    """The watching loop; every collaborator is passed in."""
+
+    def __init__(
+        self,
+        settings: Callable[[], ReaperSettings],
+        runtime: Callable[[RuntimeKind], Runtime],
+        read_activity: ActivityReader,
+        log: Callable[[str], None],
+        timing: Timing = Timing(),
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._settings = settings
+        self._runtime = runtime
+        self._read_activity = read_activity
+        self._log = log
+        self._timing = timing
+        self._clock = clock
+        self._sleep = sleep
+        self._runtime_trouble: str | None = None
+
+    def run(self) -> ReaperOutcome:
+        current = self._settings()
+        self._log(
+            f"watching {current.vm_name}: stop {current.timeout_s:g}s after the last client leaves "
+            f"({_mode_text(current.mode, current.max_retries)})"
+        )
+        generation = current.generation
+        idle_since: float | None = None
+        clients_seen = False
+        decision: StopDecision | None = None
+        held_for = ""
+        next_vm_check = self._clock()
+        next_daemon_poll = next_vm_check
+        while True:
+            now = self._clock()
+            current = self._settings()
+            if current.generation != generation:
+                generation = current.generation
+                if idle_since is not None:
+                    self._log("a client left again; the idle timer starts over")
+                idle_since, decision, held_for = None, None, ""
+            if now >= next_vm_check:
+                next_vm_check = now + self._timing.vm_check_s
+                gone = self._vm_gone(current)
+                if gone is not None:
+                    self._log(gone)
+                    return ReaperOutcome.VM_GONE
+            clients = count_live_leases(current.state_root, current.slug)
+            if clients:
+                if idle_since is not None:
+                    self._log("a client attached; the stop is cancelled")
+                elif not clients_seen:
+                    self._log(f"{clients} client(s) attached; waiting for the last one to leave")
+                clients_seen = True
+                idle_since, decision, held_for = None, None, ""
+                self._sleep(self._timing.poll_s)
+                continue
+            clients_seen = False
+            if idle_since is None:
+                idle_since = now
+                self._log(f"no client attached; stopping in {current.timeout_s:g}s unless one attaches")
+            remaining = idle_since + current.timeout_s - now
+            if remaining > 0:
+                self._sleep(min(self._timing.poll_s, remaining))
+                continue
+            if decision is None or (not decision.stop and now >= next_daemon_poll):
+                decision = self._decide(current)
+                next_daemon_poll = now + self._timing.daemon_poll_s
+                if not decision.stop and decision.reason != held_for:
+                    held_for = decision.reason
+                    self._log(f"holding {current.vm_name}: {decision.reason}")
+            if not decision.stop:
+                self._sleep(self._timing.poll_s)
+                continue
+            outcome = self._stop(current, decision)
+            if outcome is not None:
+                return outcome
+            idle_since, decision, held_for = None, None, ""
+
+    def _decide(self, current: ReaperSettings) -> StopDecision:
+        from opencode_sandbox.daemon.errors import DaemonError
+
+        if current.mode is StopMode.STOP_IMMEDIATELY:
+            return decide_stop(None, current.mode, current.max_retries)
+        try:
+            activity = self._read_activity(current)
+        except DaemonError as error:
+            return decide_stop(None, current.mode, current.max_retries, error.message)
+        return decide_stop(activity, current.mode, current.max_retries)
+
+    def _vm_gone(self, current: ReaperSettings) -> str | None:
+        """Why there is nothing left to watch, None while the VM runs (or cannot be asked about)."""
+        try:
+            info = self._runtime(current.runtime_kind).get_sandbox(current.vm_name)
+        except SandboxError as error:
+            if error.message != self._runtime_trouble:
+                self._runtime_trouble = error.message
+                self._log(f"cannot ask the runtime about {current.vm_name}: {error.message}")
+            return None
+        self._runtime_trouble = None
+        if info is None:
+            return f"{current.vm_name} no longer exists; nothing to stop"
+        if info.status not in _STILL_UP:
+            return f"{current.vm_name} is {info.status.value} (stopped by other means); nothing to do"
+        return None
+
+    def _stop(self, current: ReaperSettings, decision: StopDecision) -> ReaperOutcome | None:
+        """Stop unless a client attached at the last moment (then None)."""
+        with stop_guard(current.state_root, current.slug):
+            if count_live_leases(current.state_root, current.slug):
+                self._log("a client attached; the stop is cancelled")
+                return None
+            self._log(f"stopping {current.vm_name}: {decision.reason}")
+            try:
+                self._runtime(current.runtime_kind).stop_sandbox(current.vm_name)
+            except NotFound as error:
+                self._log(f"{current.vm_name} is gone: {error.message}")
+                return ReaperOutcome.VM_GONE
+            except SandboxError as error:
+                self._log(f"stopping {current.vm_name} failed: {error.message}")
+                return ReaperOutcome.FAILED
+        self._log(f"stopped {current.vm_name}")
+        return ReaperOutcome.STOPPED
+
+
+def _mode_text(mode: StopMode, max_retries: int) -> str:
+    if mode is StopMode.STOP_IMMEDIATELY:
+        return "stop-immediately mode: busy sessions do not hold the VM"
+    return f"wait mode: busy sessions hold the VM, except those asking a question or retried over {max_retries} times"
+
+
+# the real collaborators
+
+
+class SettingsFile:
+    """The saved settings, read again whenever the file changes; damaged files are logged and skipped."""
+
+    def __init__(self, state_root: Path, slug: str, log: Callable[[str], None]) -> None:
+        self._state_root = state_root
+        self._slug = slug
+        self._log = log
+        self._seen: tuple[int, int] | None = None
+        self._current: ReaperSettings | None = None
+
+    def __call__(self) -> ReaperSettings:
+        path = settings_path(self._state_root, self._slug)
+        try:
+            status = path.stat()
+            stamp = (status.st_mtime_ns, status.st_size)
+        except FileNotFoundError:
+            stamp = None
+        if stamp != self._seen or self._current is None:
+            self._seen = stamp
+            try:
+                loaded = load_settings(self._state_root, self._slug)
+            except UnreadableState as error:
+                self._log(f"ignoring damaged settings: {error}")
+                loaded = None
+            if loaded is not None:
+                self._current = loaded
+        if self._current is None:
+            raise SandboxError(f"no reaper settings in {path}", hint="start the reaper with spawn_reaper")
+        return self._current
+
+
+class RuntimeCache:
+    def __init__(self) -> None:
+        self._runtimes: dict[RuntimeKind, Runtime] = {}
+
+    def __call__(self, kind: RuntimeKind) -> Runtime:
+        if kind not in self._runtimes:
+            from opencode_sandbox.runtime.select import make_runtime
+            from opencode_sandbox.ui.console import Console, LogLevel
+
+            self._runtimes[kind] = make_runtime(kind, Console(LogLevel.ERROR, io.StringIO()))
+        return self._runtimes[kind]
+
+
+class DaemonActivityReader:
+    """Reads the daemon's activity through one client, made anew when the URL or password changes."""
+
+    def __init__(self, log: Callable[[str], None], timeout_s: float = 5.0) -> None:
+        self._log = log
+        self._timeout_s = timeout_s
+        self._client: DaemonClient | None = None
+        self._target: tuple[str, str | None] | None = None
+
+    def __call__(self, settings: ReaperSettings) -> DaemonActivity:
+        from opencode_sandbox.daemon.activity import read_activity
+        from opencode_sandbox.daemon.client import DaemonClient
+
+        target = (settings.daemon_url, settings.password)
+        if self._client is None or target != self._target:
+            self.close()
+            self._client = DaemonClient(
+                settings.daemon_url, settings.password, timeout_s=self._timeout_s, log=self._log
+            )
+            self._target = target
+        return read_activity(self._client)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+def run_exclusively(
+    state_root: Path, slug: str, log: Callable[[str], None], work: Callable[[], ReaperOutcome]
+) -> ReaperOutcome | None:
+    """Run `work` as the project's one reaper; None (at once) when another reaper runs."""
+    with reaper_lock(state_root, slug) as mine:
+        if not mine:
+            log("another reaper already watches this project; leaving it to that one")
+            return None
+        return work()
+
+
+def spawn_reaper(settings: ReaperSettings) -> int:
+    """Save the settings and start a detached reaper; returns its process id.
+
+    Call it when a client detaches. When a reaper already watches the project, the new
+    process exits at once and the running one picks the new settings up.
+    """
+    save_settings(settings.with_new_generation())
+    log_path = settings.project_dir() / LOG_FILE
+    descriptor = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        process = subprocess.Popen(
+            reaper_command(settings.state_root, settings.slug),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=descriptor,
+            start_new_session=True,
+            close_fds=True,
+            cwd="/",
+        )
+    finally:
+        os.close(descriptor)
+    return process.pid
+
+
+def reaper_command(state_root: Path, slug: str) -> list[str]:
+    return [sys.executable, "-m", "opencode_sandbox.services.reaper", "--state-root", str(state_root), "--slug", slug]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="opencode_sandbox.services.reaper", description=__doc__)
+    parser.add_argument("--state-root", type=Path, required=True)
+    parser.add_argument("--slug", required=True)
+    arguments = parser.parse_args(argv)
+    state_root: Path = arguments.state_root
+    slug: str = arguments.slug
+    log = ReaperLog(state_root / slug / LOG_FILE)
+    reader = DaemonActivityReader(log)
+    try:
+        reaper = Reaper(SettingsFile(state_root, slug, log), RuntimeCache(), reader, log)
+        outcome = run_exclusively(state_root, slug, log, reaper.run)
+    except SandboxError as error:
+        log(f"giving up: {error.message}")
+        return 1
+    except Exception:
+        log("unexpected failure:\n" + traceback.format_exc().rstrip())
+        return 1
+    finally:
+        reader.close()
+    if outcome is None:
+        return 0
+    log(f"done ({outcome.value})")
+    return 1 if outcome is ReaperOutcome.FAILED else 0
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""What the idle reaper of one project works with, kept in `<state_root>/<slug>/reaper.yaml`.
+
+The launcher writes the file each time a client detaches and then spawns a reaper; a reaper
+that already runs picks the new values up (the daemon's port or password may have changed),
+so at most one reaper per project ever runs and it never works with stale values. The file
+holds the daemon password, so it is private (0600) like every state file.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from opencode_sandbox.core.quiescence import StopMode
+from opencode_sandbox.runtime.kind import RuntimeKind
+from opencode_sandbox.state.files import UnreadableState, read_yaml_mapping, write_yaml
+
+SETTINGS_FILE = "reaper.yaml"
+LOG_FILE = "reaper.log"
+LOCK_FILE = "reaper.lock"
+
+
+@dataclass(frozen=True)
+class ReaperSettings:
+    slug: str
+    vm_name: str
+    runtime_kind: RuntimeKind
+    daemon_url: str
+    """The daemon as reached from the host, such as `http://127.0.0.1:49213`."""
+    timeout_s: float
+    """`auto-stop-timeout`: how long no client may be attached before the stop."""
+    mode: StopMode
+    max_retries: int
+    """`auto-stop-max-session-retries`."""
+    state_root: Path
+    password: str | None = field(default=None, repr=False)
+    generation: str = ""
+    """New for every detach: a reaper that sees it change restarts its idle timer."""
+
+    def project_dir(self) -> Path:
+        return self.state_root / self.slug
+
+    def with_new_generation(self) -> ReaperSettings:
+        return replace(self, generation=uuid.uuid4().hex)
+
+
+def settings_path(state_root: Path, slug: str) -> Path:
+    return state_root / slug / SETTINGS_FILE
+
+
+def save_settings(settings: ReaperSettings) -> None:
+    write_yaml(
+        settings_path(settings.state_root, settings.slug),
+        {
+            "vm_name": settings.vm_name,
+            "runtime": settings.runtime_kind.value,
+            "daemon_url": settings.daemon_url,
+            "password": settings.password or "",
+            "timeout_s": settings.timeout_s,
+            "mode": settings.mode.value,
+            "max_retries": settings.max_retries,
+            "generation": settings.generation,
+        },
+    )
+
+
+def load_settings(state_root: Path, slug: str) -> ReaperSettings | None:
+    """The saved settings; None when there are none; UnreadableState when they are damaged."""
+    data = read_yaml_mapping(settings_path(state_root, slug))
+    if data is None:
+        return None
+    try:
+        return ReaperSettings(
+            slug=slug,
+            vm_name=_text(data, "vm_name"),
+            runtime_kind=RuntimeKind(_text(data, "runtime")),
+            daemon_url=_text(data, "daemon_url"),
+            timeout_s=float(data["timeout_s"]),
+            mode=StopMode(_text(data, "mode")),
+            max_retries=int(data["max_retries"]),
+            state_root=state_root,
+            password=str(data.get("password") or "") or None,
+            generation=str(data.get("generation") or ""),
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise UnreadableState(f"{settings_path(state_root, slug)}: {error}") from None
+
+
+def _text(data: dict[str, Any], key: str) -> str:
+    value = data[key]
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"'{key}' is not a text value")
+    return value

@@ -1,0 +1,116 @@
+"""Client leases: one locked file per attached client, so that a dead client's lease is gone.
+
+Each client holds an exclusive `flock` on its own file in `<state_root>/<slug>/leases/`. The
+kernel drops the lock when the process dies, however it dies, so a lease file whose lock can
+be taken belongs to nobody and is removed by whoever counts. A lease file is locked under a
+temporary name first and only then renamed into place, so a counter never sees an unlocked
+live lease.
+
+Taking a lease and stopping the VM exclude each other through `stop_guard`: the reaper
+counts leases and stops the VM while holding it, and `client_lease` waits for it, so a
+client that attaches during a stop finds the VM stopped (and starts it) instead of losing it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from opencode_sandbox.state.files import ensure_private_dir
+
+LEASE_DIR = "leases"
+LEASE_SUFFIX = ".lease"
+STOP_GUARD = "stop.lock"
+
+
+def leases_dir(state_root: Path, slug: str) -> Path:
+    return state_root / slug / LEASE_DIR
+
+
+@dataclass(frozen=True)
+class Lease:
+    path: Path
+    descriptor: int
+
+
+def acquire_lease(state_root: Path, slug: str) -> Lease:
+    """Take a new lease for this process; release it with `release_lease`."""
+    folder = leases_dir(state_root, slug)
+    ensure_private_dir(folder)
+    token = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    staging = folder / f".{token}.new"
+    descriptor = os.open(staging, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.write(descriptor, f"{os.getpid()}\n".encode())
+        path = folder / f"{token}{LEASE_SUFFIX}"
+        os.rename(staging, path)
+    except BaseException:
+        os.close(descriptor)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(staging)
+        raise
+    return Lease(path, descriptor)
+
+
+def release_lease(lease: Lease) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(lease.path)
+    with contextlib.suppress(OSError):
+        os.close(lease.descriptor)
+
+
+@contextlib.contextmanager
+def client_lease(state_root: Path, slug: str) -> Iterator[Lease]:
+    """Hold a lease while the block runs; waits while the VM is being stopped for idleness."""
+    with stop_guard(state_root, slug):
+        lease = acquire_lease(state_root, slug)
+    try:
+        yield lease
+    finally:
+        release_lease(lease)
+
+
+def count_live_leases(state_root: Path, slug: str) -> int:
+    """The leases whose holder is alive; leases of dead holders are removed on the way."""
+    folder = leases_dir(state_root, slug)
+    try:
+        candidates = [path for path in folder.iterdir() if path.name.endswith(LEASE_SUFFIX)]
+    except FileNotFoundError:
+        return 0
+    return sum(1 for path in candidates if _is_live(path))
+
+
+def _is_live(path: Path) -> bool:
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return False
+    finally:
+        os.close(descriptor)
+
+
+@contextlib.contextmanager
+def stop_guard(state_root: Path, slug: str) -> Iterator[None]:
+    """Held while leases are taken, and while the reaper decides and stops the VM."""
+    folder = state_root / slug
+    ensure_private_dir(folder)
+    descriptor = os.open(folder / STOP_GUARD, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
