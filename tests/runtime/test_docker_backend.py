@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from opencode_sandbox.core.naming import home_volume_name, managed_labels, vm_name
+from opencode_sandbox.core.naming import LABEL_SLUG, home_volume_name, managed_labels, vm_name
 from opencode_sandbox.errors import BootFailed, NotFound, RuntimeUnavailable, SandboxError
+from opencode_sandbox.runtime import docker_api
 from opencode_sandbox.runtime.docker_backend import DockerRuntime
 from opencode_sandbox.runtime.docker_cli import MANAGEMENT_TIMEOUT_S, DockerCli
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec, SandboxStatus
@@ -154,7 +155,21 @@ def test_warm_path_costs_one_inspect_and_one_exec(
     info = runtime.get_sandbox(vm_name(slug))
     assert info is not None and info.status is SandboxStatus.RUNNING
     assert runtime.exec(vm_name(slug), ["true"]).exit_code == 0
-    assert cli.commands == ["inspect", "exec"]
+    # The inspection goes over the engine's socket; the exec is the only process started.
+    assert cli.commands == ["exec"]
+
+
+def test_socket_inspection_matches_the_command(
+    docker_contract_image: str, slug: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    DockerRuntime().create_sandbox(make_spec(slug, docker_contract_image, tmp_path))
+    through_socket = DockerRuntime().get_sandbox(vm_name(slug))
+    monkeypatch.setattr(docker_api, "local_socket", lambda: None)
+    cli = CountingCli()
+    through_command = DockerRuntime(cli).get_sandbox(vm_name(slug))
+    assert cli.commands == ["inspect"]
+    assert through_socket == through_command
+    assert through_socket is not None and through_socket.labels[LABEL_SLUG] == slug
 
 
 def test_attach_returns_the_exit_code(

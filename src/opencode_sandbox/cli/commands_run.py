@@ -6,8 +6,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-from opencode_sandbox.cli.unavailable import not_available
-
 if TYPE_CHECKING:
     from opencode_sandbox.cli.app import App
 
@@ -29,13 +27,20 @@ CPUS_HELP = "Virtual CPUs of the VM (default: config 'cpus', 2)."
 @click.argument("opencode_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- OPENCODE_ARGS]...")
 @click.pass_obj
 def run(app: App, worktree: str | None, rebuild: bool, dry_run: bool, cpus: int | None,
-        memory: str | None, serve_only: bool, opencode_args: tuple[str, ...]) -> None:
+        memory: str | None, serve_only: bool, opencode_args: tuple[str, ...]) -> int:
     """Start or reuse the project's VM and attach opencode to it (the default command).
 
     Arguments after `--` are passed to `opencode attach`.
     """
     app.with_flags({"cpus": cpus, "memory": memory})
-    not_available("run")
+    if dry_run:
+        _print_plan(app)
+        return 0
+    from opencode_sandbox.services.clients import parse_worktree, run_attached
+
+    if worktree:
+        parse_worktree(worktree)
+    return run_attached(app, rebuild, worktree, serve_only, opencode_args, _wait_forever)
 
 
 @click.command()
@@ -47,13 +52,31 @@ def run(app: App, worktree: str | None, rebuild: bool, dry_run: bool, cpus: int 
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD...]")
 @click.pass_obj
 def shell(app: App, root: bool, rebuild: bool, dry_run: bool, cpus: int | None,
-          memory: str | None, command: tuple[str, ...]) -> None:
+          memory: str | None, command: tuple[str, ...]) -> int:
     """Open a shell in the project's VM, or run CMD there as dev in /workspace.
 
     With CMD, exits with its exit code.
     """
     app.with_flags({"cpus": cpus, "memory": memory})
-    not_available("shell")
+    if dry_run:
+        _print_plan(app)
+        return 0
+    from opencode_sandbox.services.clients import run_shell
+
+    return run_shell(app, rebuild, root, command)
+
+
+def _print_plan(app: App) -> None:
+    from opencode_sandbox.services.run import describe_plan
+
+    for line in describe_plan(app):
+        click.echo(line)
+
+
+def _wait_forever() -> None:
+    import threading
+
+    threading.Event().wait()
 
 
 def register(group: click.Group) -> None:

@@ -82,7 +82,8 @@ class DockerRuntime:
         """An image with `cp` for volume copies; by default this tool's base image or Debian."""
 
     def check_available(self) -> None:
-        self.cli.run(["version", "--format", "{{.Server.Version}}"])
+        if not self.cli.engine_answers_ping():
+            self.cli.run(["version", "--format", "{{.Server.Version}}"])
 
     # sandboxes
     def get_sandbox(self, name: str) -> SandboxInfo | None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from opencode_sandbox.errors import RuntimeUnavailable, SandboxError
+from opencode_sandbox.runtime.docker_api import ApiUnavailable, DockerApi
 
 ENGINE_HINT = "Start the Docker engine, then check with `opencode-sandbox doctor`."
 MANAGEMENT_TIMEOUT_S = 120.0
@@ -58,6 +59,7 @@ class DockerCli:
 
     def __init__(self, executable: str = "docker") -> None:
         self.executable = executable
+        self._api: DockerApi | Literal[False] | None = None
 
     def command(self, args: Sequence[str]) -> list[str]:
         return [self.executable, *args]
@@ -110,6 +112,9 @@ class DockerCli:
         """`docker inspect` of existing objects; [] when the (single) name is missing."""
         if not names:
             return []
+        fast = self._inspect_through_api(kind, names)
+        if fast is not None:
+            return fast
         command = ["volume", "inspect"] if kind == "volume" else ["inspect", "--type", kind]
         args = [*command, *names]
         completed = self.run_raw(args)
@@ -122,6 +127,36 @@ class DockerCli:
                 raise failure
         parsed = json.loads(stdout) if stdout.startswith("[") else []
         return [entry for entry in parsed if isinstance(entry, dict)]
+
+    def engine_answers_ping(self) -> bool:
+        """True when the local engine's socket answers; False means: ask the command."""
+        api = self._socket_api()
+        if api is None:
+            return False
+        try:
+            status, _ = api.get("/_ping")
+        except ApiUnavailable:
+            return False
+        return status == 200
+
+    def _socket_api(self) -> DockerApi | None:
+        if self.executable != "docker" or self._api is False:
+            return None
+        if self._api is None:
+            self._api = DockerApi.for_environment() or False
+        return self._api or None
+
+    def _inspect_through_api(self, kind: str, names: Sequence[str]) -> list[dict[str, Any]] | None:
+        """The same documents over the engine's socket; None to use the command instead."""
+        api = self._socket_api()
+        if api is None:
+            return None
+        try:
+            documents = [api.inspect(kind, name) for name in names]
+        except ApiUnavailable:
+            self._api = False
+            return None
+        return [document for document in documents if document is not None]
 
     def lines(self, args: Sequence[str]) -> list[str]:
         return [line.strip() for line in self.run(args).splitlines() if line.strip()]

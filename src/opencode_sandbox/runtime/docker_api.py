@@ -1,0 +1,96 @@
+"""Read-only Docker Engine API calls over the local socket, for the inspections on hot paths.
+
+Each `docker inspect` process costs tens of milliseconds; the same answer over the socket
+costs about one. Only plain local engines qualify: with a `DOCKER_HOST` that is not a unix
+socket, or a Docker context other than the default, callers use the `docker` command.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+DEFAULT_SOCKET = "/var/run/docker.sock"
+_KIND_PATHS = {"container": "/containers/{}/json", "image": "/images/{}/json", "volume": "/volumes/{}"}
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, socket_path: str, timeout_s: float) -> None:
+        super().__init__("localhost", timeout=timeout_s)
+        self._socket_path = socket_path
+
+    def connect(self) -> None:
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.settimeout(self.timeout)
+        connection.connect(self._socket_path)
+        self.sock = connection
+
+
+class ApiUnavailable(Exception):
+    """The socket cannot be used; the caller falls back to the `docker` command."""
+
+
+def _uses_other_context() -> bool:
+    if os.environ.get("DOCKER_CONTEXT", "default") != "default":
+        return True
+    config_dir = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
+    try:
+        config = json.loads((config_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and config.get("currentContext", "default") not in ("default", "", None)
+
+
+def local_socket() -> str | None:
+    """The engine's unix socket when plain local access applies, else None."""
+    host = os.environ.get("DOCKER_HOST", "")
+    if host and not host.startswith("unix://"):
+        return None
+    if _uses_other_context():
+        return None
+    path = host.removeprefix("unix://") or DEFAULT_SOCKET
+    return path if os.path.exists(path) else None
+
+
+class DockerApi:
+    def __init__(self, socket_path: str, timeout_s: float = 10.0) -> None:
+        self.socket_path = socket_path
+        self.timeout_s = timeout_s
+
+    @classmethod
+    def for_environment(cls) -> DockerApi | None:
+        path = local_socket()
+        return cls(path) if path else None
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        connection = _UnixConnection(self.socket_path, self.timeout_s)
+        try:
+            connection.request("GET", path, headers={"Host": "docker"})
+            response = connection.getresponse()
+            body = response.read()
+        except OSError as error:
+            raise ApiUnavailable(str(error)) from None
+        finally:
+            connection.close()
+        return response.status, body
+
+    def get_json(self, path: str) -> tuple[int, Any]:
+        status, body = self.get(path)
+        try:
+            return status, json.loads(body) if body else None
+        except ValueError:
+            raise ApiUnavailable(f"unreadable answer from {path}") from None
+
+    def inspect(self, kind: str, name: str) -> dict[str, Any] | None:
+        """The same document `docker inspect --type KIND NAME` prints; None when missing."""
+        status, document = self.get_json(_KIND_PATHS[kind].format(quote(name, safe="/:@")))
+        if status == 404:
+            return None
+        if status != 200 or not isinstance(document, dict):
+            raise ApiUnavailable(f"{kind} {name}: HTTP {status}")
+        return document

@@ -1,0 +1,132 @@
+"""A client of the project VM: holds a lease while attached; leaves the reaper watching."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+from opencode_sandbox.cli.app import App
+from opencode_sandbox.errors import SandboxError, UsageError
+from opencode_sandbox.services.daemon_control import GUEST_URL
+from opencode_sandbox.services.run import ReadyVm, RunLifecycle
+
+_WORKTREE_NAME = re.compile(r"^[a-z0-9]+(?:[-/][a-z0-9]+)*$")
+
+
+def parse_worktree(value: str) -> tuple[str, str | None]:
+    """`NAME[:BASE]`: NAME a slug (`feature/foo` allowed), BASE any git ref."""
+    name, _, base = value.partition(":")
+    if not _WORKTREE_NAME.match(name) or len(name) > 60:
+        raise UsageError(
+            f"invalid worktree name '{name}'",
+            hint="use lower-case letters, digits, '-' and '/', for example -w feature/login:main",
+        )
+    if ":" in value and not base:
+        raise UsageError(f"no base after ':' in '{value}'", hint="write -w NAME:BASE, for example -w fix:main")
+    return name, base or None
+
+
+def other_clients(app: App) -> int:
+    from opencode_sandbox.state.leases import count_live_leases
+
+    return count_live_leases(app.paths.state_dir, app.project.slug)
+
+
+@contextmanager
+def client_of_vm(app: App, rebuild: bool) -> Iterator[ReadyVm]:
+    """Hold a lease from before the VM is ensured until the client leaves, then hand the
+    VM to the idle reaper. Taking the lease first means a reaper stopping the VM for
+    idleness finishes before this client looks at it, and then finds it stopped."""
+    from opencode_sandbox.state.leases import client_lease
+
+    others = other_clients(app)
+    ready: ReadyVm | None = None
+    try:
+        with client_lease(app.paths.state_dir, app.project.slug):
+            ready = RunLifecycle(app).prepare(rebuild, others)
+            yield ready
+    finally:
+        if ready is not None:
+            _leave_to_reaper(app, ready)
+
+
+def _leave_to_reaper(app: App, ready: ReadyVm) -> None:
+    from opencode_sandbox.core.quiescence import StopMode
+    from opencode_sandbox.services.reaper import spawn_reaper
+    from opencode_sandbox.services.reaper_settings import LOG_FILE, ReaperSettings
+
+    settings = app.settings
+    reaper = ReaperSettings(
+        slug=app.project.slug,
+        vm_name=ready.name,
+        runtime_kind=settings.runtime,
+        daemon_url=ready.host_url,
+        timeout_s=settings.auto_stop_timeout.total_seconds(),
+        mode=StopMode.from_setting(settings.auto_stop_on_active_sessions),
+        max_retries=settings.auto_stop_max_session_retries,
+        state_root=app.paths.state_dir,
+        password=ready.password,
+    )
+    try:
+        spawn_reaper(reaper)
+    except OSError as error:
+        app.console.warn(f"cannot start the idle reaper ({error}); stop the VM with `opencode-sandbox stop`")
+        return
+    app.console.verbose(f"idle reaper log: {app.paths.state_dir / app.project.slug / LOG_FILE}")
+
+
+def resolve_worktree(app: App, ready: ReadyVm, worktree: str) -> str:
+    """The VM-internal directory of the worktree, created through the daemon when new."""
+    from opencode_sandbox.daemon.client import DaemonClient
+    from opencode_sandbox.daemon.errors import DaemonError
+
+    name, base = parse_worktree(worktree)
+    client = DaemonClient(ready.host_url, ready.password)
+    try:
+        existing = client.find_worktree(name.replace("/", "-"))
+        if existing is not None:
+            if base:
+                app.console.warn(f"worktree {existing.name} exists already; ignoring the base {base}")
+            return existing.directory
+        created = client.create_worktree(name.replace("/", "-"), base)
+        app.console.info(f"Created the worktree {created.name} at {created.directory}")
+        return created.directory
+    except DaemonError as error:
+        raise SandboxError(f"worktree {name}: {error}", hint="check the name and the base ref") from None
+    finally:
+        client.close()
+
+
+def run_attached(app: App, rebuild: bool, worktree: str | None, serve_only: bool,
+                 opencode_args: Sequence[str], wait_forever: Callable[[], None]) -> int:
+    if not serve_only and not sys.stdin.isatty():
+        raise UsageError(
+            "opencode attach needs a terminal, and standard input is not one",
+            hint="run it in a terminal, or use `--serve-only` or `opencode-sandbox shell -- CMD`",
+        )
+    with client_of_vm(app, rebuild) as ready:
+        directory = resolve_worktree(app, ready, worktree) if worktree else None
+        if serve_only:
+            print(f"URL:      {ready.host_url}", flush=True)
+            print("user:     opencode", flush=True)
+            print(f"password: {ready.password}", flush=True)
+            app.console.info("Serving; press Ctrl-C to detach (the VM then stops when idle).")
+            wait_forever()
+            return 0
+        argv = ["opencode", "attach", GUEST_URL, *(["--dir", directory] if directory else []), *opencode_args]
+        return app.runtime.attach(ready.name, argv, env={"OPENCODE_SERVER_PASSWORD": ready.password})
+
+
+def run_shell(app: App, rebuild: bool, root: bool, command: Sequence[str]) -> int:
+    user = "root" if root else "dev"
+    interactive = sys.stdin.isatty()
+    if not command and not interactive:
+        raise UsageError(
+            "an interactive shell needs a terminal, and standard input is not one",
+            hint="give a command: opencode-sandbox shell -- CMD",
+        )
+    argv = list(command) if command else ["bash", "-l"]
+    with client_of_vm(app, rebuild) as ready:
+        return app.runtime.attach(ready.name, argv, user=user, workdir="/workspace", tty=interactive)

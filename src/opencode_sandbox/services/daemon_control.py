@@ -1,0 +1,75 @@
+"""Starting, restarting and checking `opencode serve` inside the VM."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from opencode_sandbox.errors import SandboxError
+from opencode_sandbox.runtime.base import Runtime
+from opencode_sandbox.state.files import ensure_private_dir, write_atomic
+
+DAEMON_PORT = 4096
+GUEST_URL = f"http://127.0.0.1:{DAEMON_PORT}"
+DAEMON_LOG = "/home/dev/.local/state/opencode-sandbox/daemon.log"
+START_TIMEOUT_S = 90.0
+_SERVE = f"opencode serve --hostname 0.0.0.0 --port {DAEMON_PORT}"
+_START_SCRIPT = (
+    f'mkdir -p "$(dirname {DAEMON_LOG})" && '
+    f"setsid -f sh -c 'exec {_SERVE} >>{DAEMON_LOG} 2>&1' </dev/null >/dev/null 2>&1"
+)
+_STOP_SCRIPT = "pkill -KILL -f '^opencode serve' ; pkill -KILL -f 'opencode serve --hostname' ; true"
+
+
+def password_path(project_state_dir: Path) -> Path:
+    return project_state_dir / "daemon-password"
+
+
+def read_password(project_state_dir: Path) -> str | None:
+    try:
+        value = password_path(project_state_dir).read_text(encoding="utf-8").strip()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
+    return value or None
+
+
+def new_password(project_state_dir: Path) -> str:
+    """A fresh per-VM password, kept with mode 0600 in the project's state folder."""
+    ensure_private_dir(project_state_dir)
+    value = secrets.token_urlsafe(24)
+    write_atomic(password_path(project_state_dir), value + "\n")
+    return value
+
+
+def start_daemon(runtime: Runtime, vm: str, password: str) -> None:
+    result = runtime.exec(
+        vm, ["sh", "-c", _START_SCRIPT], env={"OPENCODE_SERVER_PASSWORD": password}, timeout_s=60
+    )
+    if result.exit_code != 0:
+        raise SandboxError(
+            f"cannot start opencode serve in {vm}: {result.stderr.strip() or result.stdout.strip()}",
+            hint="check that the runner image has opencode on the PATH (`opencode-sandbox build -r`)",
+        )
+
+
+def stop_daemon(runtime: Runtime, vm: str) -> None:
+    runtime.exec(vm, ["sh", "-c", _STOP_SCRIPT], timeout_s=30)
+
+
+def daemon_log_tail(runtime: Runtime, vm: str, lines: int = 30) -> str:
+    result = runtime.exec(vm, ["tail", "-n", str(lines), DAEMON_LOG], timeout_s=30)
+    return result.stdout.strip() or result.stderr.strip() or "(the log is empty)"
+
+
+def wait_until_healthy(check: Callable[[], bool], timeout_s: float = START_TIMEOUT_S) -> bool:
+    """Poll a health check until it answers True or the time is up."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.1
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(delay)
+        delay = min(delay * 1.5, 1.0)
+    return bool(check())

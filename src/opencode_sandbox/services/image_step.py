@@ -1,0 +1,98 @@
+"""The image step of run and shell: verify or build, load into the runtime, offer upgrades."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from opencode_sandbox.cli.app import App
+from opencode_sandbox.images import updater
+from opencode_sandbox.runtime.types import ImageInfo
+
+
+@dataclass(frozen=True)
+class ReadyImage:
+    reference: str
+    """What the runtime runs (for docker: the Docker image; for microsandbox: as loaded)."""
+    digest: str
+    env: dict[str, str]
+    opencode_version: str | None
+    built: bool
+
+
+class UpdateCheck:
+    """The release check, run in the background so an offline machine never makes a start wait.
+
+    Its answer is recorded in updater.yaml; a run that ends first leaves it to the next run.
+    """
+
+    def __init__(self, app: App) -> None:
+        self._app = app
+        self._thread = threading.Thread(target=self._refresh, name="opencode-update-check", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _refresh(self) -> None:
+        try:
+            updater.refresh_latest(self._app.paths.state_dir, self._app.settings.releases_url)
+        except Exception as error:  # a background check never fails the run
+            self._app.console.verbose(f"opencode update check failed: {error}")
+
+    def pending_version(self, baked: str | None) -> str | None:
+        """The newer release to offer or mention now, recording that it was shown."""
+        self._thread.join(timeout=0)
+        state_root = self._app.paths.state_dir
+        state = updater.load_state(state_root, self._app.console.warn)
+        baked = baked or state.baked_version
+        action = updater.decide_update(state, baked, self._app.interactive)
+        if action is updater.UpdateAction.NOTHING or state.latest_version is None:
+            return None
+        decision = updater.UpdateDecision(
+            action=action, baked_version=baked, latest_version=state.latest_version, checked=False
+        )
+        updater.record_shown(state_root, decision)
+        if action is updater.UpdateAction.OFFER_REBUILD:
+            return state.latest_version
+        self._app.console.info(
+            f"opencode {state.latest_version} is available (this image has {baked}); "
+            "run `opencode-sandbox build` to upgrade"
+        )
+        return None
+
+
+def opencode_version_for_run(app: App, upgrade_to: str | None) -> str:
+    """The baked version, reused so the image identity stays stable across runs."""
+    if upgrade_to:
+        return upgrade_to
+    baked = updater.baked_version(app.paths.state_dir)
+    if baked:
+        return baked
+    return updater.resolve_opencode_version(None, app.settings.releases_url)
+
+
+def ensure_image(app: App, rebuild: bool, upgrade_to: str | None = None) -> ReadyImage:
+    from opencode_sandbox.images.builder import ensure_project_image
+
+    version = opencode_version_for_run(app, upgrade_to)
+    settings = app.settings
+    result = ensure_project_image(
+        project_dir=app.project.root,
+        slug=app.project.slug,
+        dind=settings.dind,
+        opencode_version=version,
+        trust_host_ca=settings.trust_host_ca,
+        extra_ca_certificates=settings.extra_ca_certificates,
+        rebuild=rebuild,
+        verbose=app.console.verbose_enabled,
+    )
+    if result.built or updater.baked_version(app.paths.state_dir) != version:
+        updater.record_baked_version(app.paths.state_dir, version)
+    loaded: ImageInfo = app.runtime.load_image(result.reference)
+    return ReadyImage(
+        reference=loaded.reference,
+        digest=loaded.digest,
+        env=dict(result.env),
+        opencode_version=result.opencode_version,
+        built=result.built,
+    )

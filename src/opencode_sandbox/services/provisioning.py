@@ -1,0 +1,114 @@
+"""Copying the user's opencode configuration into the VM home, only what changed."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tarfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+VM_HOME = "/home/dev"
+DEV_UID = 1000
+DEV_GID = 1000
+
+
+@dataclass(frozen=True)
+class ProvisionSource:
+    host: Path
+    """A file or folder on the host."""
+    target: str
+    """Its path relative to the VM home."""
+
+
+def default_sources(home: Path, config_home: Path, data_home: Path, project_root: Path) -> list[ProvisionSource]:
+    """The user's opencode config and auth, then the project's overrides merged on top."""
+    return [
+        ProvisionSource(config_home / "opencode", ".config/opencode"),
+        ProvisionSource(data_home / "opencode" / "auth.json", ".local/share/opencode/auth.json"),
+        ProvisionSource(data_home / "opencode" / "mcp-auth.json", ".local/share/opencode/mcp-auth.json"),
+        ProvisionSource(project_root / ".opencode-sandbox" / "opencode", ".config/opencode"),
+    ]
+
+
+def sources_for_environment(project_root: Path) -> list[ProvisionSource]:
+    home = Path.home()
+    config_home = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+    data_home = Path(os.environ.get("XDG_DATA_HOME") or home / ".local/share")
+    return default_sources(home, config_home, data_home, project_root)
+
+
+def _walk(source: ProvisionSource) -> Iterator[tuple[str, Path]]:
+    if source.host.is_file():
+        yield source.target, source.host
+        return
+    if not source.host.is_dir():
+        return
+    for folder, directories, files in os.walk(source.host):
+        directories.sort()
+        for name in sorted(files):
+            path = Path(folder) / name
+            if path.is_file():
+                relative = path.relative_to(source.host).as_posix()
+                yield f"{source.target}/{relative}", path
+
+
+def collect_files(sources: list[ProvisionSource]) -> dict[str, Path]:
+    """Target path -> host file; later sources win (the project folder merges on top)."""
+    files: dict[str, Path] = {}
+    for source in sources:
+        for target, path in _walk(source):
+            files[target] = path
+    return files
+
+
+def manifest(files: Mapping[str, Path]) -> dict[str, str]:
+    """Target path -> content digest (and mode), the record of what was provisioned."""
+    result: dict[str, str] = {}
+    for target, path in sorted(files.items()):
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:32]
+        result[target] = f"{digest}:{path.stat().st_mode & 0o777:o}"
+    return result
+
+
+def manifest_fingerprint(entries: Mapping[str, str]) -> str:
+    return hashlib.sha256(json.dumps(dict(sorted(entries.items()))).encode()).hexdigest()[:16]
+
+
+def changed_files(files: Mapping[str, Path], current: Mapping[str, str], provisioned: Mapping[str, str]) -> list[str]:
+    return [target for target in sorted(files) if provisioned.get(target) != current[target]]
+
+
+def tar_archive(files: Mapping[str, Path], targets: list[str]) -> bytes:
+    """A tar of `targets` owned by dev, with the parent folders, to unpack in the VM home."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        folders: set[str] = set()
+        for target in targets:
+            parts = target.split("/")[:-1]
+            for depth in range(1, len(parts) + 1):
+                folder = "/".join(parts[:depth])
+                if folder not in folders:
+                    folders.add(folder)
+                    info = tarfile.TarInfo(folder)
+                    info.type = tarfile.DIRTYPE
+                    info.mode = 0o700 if folder.startswith(".local") else 0o755
+                    info.mtime = int(time.time())
+                    info.uid, info.gid, info.uname, info.gname = DEV_UID, DEV_GID, "dev", "dev"
+                    archive.addfile(info)
+            path = files[target]
+            data = path.read_bytes()
+            info = tarfile.TarInfo(target)
+            info.size = len(data)
+            info.mode = path.stat().st_mode & 0o777
+            info.mtime = int(path.stat().st_mtime)
+            info.uid, info.gid, info.uname, info.gname = DEV_UID, DEV_GID, "dev", "dev"
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+UNPACK_COMMAND = ["tar", "-x", "--no-overwrite-dir", "-C", VM_HOME, "-f", "-"]

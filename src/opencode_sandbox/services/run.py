@@ -1,0 +1,362 @@
+"""The run lifecycle: from a checkout to a VM with opencode serving, ready to attach."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+from opencode_sandbox.cli.app import App
+from opencode_sandbox.core import naming
+from opencode_sandbox.core.lifecycle import (
+    ApplyChoice,
+    HomeAction,
+    HomeChoice,
+    VmAction,
+    VmPlan,
+    fingerprint,
+    needs_apply_prompt,
+    plan_home_volume,
+    plan_vm,
+)
+from opencode_sandbox.core.units import format_duration
+from opencode_sandbox.errors import BootFailed, SandboxError
+from opencode_sandbox.runtime.types import Mount, MountKind, SandboxInfo, SandboxSpec, SandboxStatus
+from opencode_sandbox.services import daemon_control, provisioning
+from opencode_sandbox.services.image_step import ReadyImage, UpdateCheck, ensure_image
+from opencode_sandbox.state.files import UnreadableState, ensure_private_dir, read_yaml_mapping, write_yaml
+from opencode_sandbox.state.store import ProjectState
+from opencode_sandbox.ui.progress import slow_step
+from opencode_sandbox.ui.prompts import choose, confirm
+
+WAIT_FOR_START_S = 60.0
+AUTO_PRUNE_STAMP = "auto-prune.last"
+AUTO_PRUNE_INTERVAL_S = 3600.0
+
+
+@dataclass(frozen=True)
+class ReadyVm:
+    name: str
+    host_url: str
+    """The daemon on the host's loopback."""
+    password: str
+
+
+class RunLifecycle:
+    """The steps of `run` and `shell`, in the spec's order; `attach` is the caller's."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.console = app.console
+        self.slug = app.project.slug
+        self.vm = naming.vm_name(self.slug)
+        self.store = app.state
+        self.project_dir = self.store.project_dir(self.slug)
+
+    # the whole sequence -------------------------------------------------------------------
+
+    def prepare(self, rebuild: bool, other_clients: int) -> ReadyVm:
+        update_check = UpdateCheck(self.app)
+        update_check.start()
+        self._auto_prune()
+        self._doctor()
+        with self.store.first_boot_lock(self.slug):
+            upgrade_to = self._ask_upgrade(update_check)
+            image = ensure_image(self.app, rebuild, upgrade_to)
+            self.console.verbose(f"image {image.reference} ({image.digest})")
+            state = self.store.load(self.slug)
+            existing = self.app.runtime.get_sandbox(self.vm)
+            vm_plan, home_volume = self._decide(state, existing, image, other_clients)
+            recreated = self._apply_vm(vm_plan, existing, image, home_volume, state)
+            password = self._password(recreated or vm_plan.action is VmAction.CREATE)
+            state.home_volume = home_volume
+            state.project_root = str(self.app.project.root)
+            if vm_plan.action is not VmAction.CONNECT or existing is None:
+                state.image_reference = image.reference
+                state.image_digest = image.digest
+            self.store.save(self.slug, state)
+            host_url = f"http://127.0.0.1:{self.app.runtime.host_port(self.vm, daemon_control.DAEMON_PORT)}"
+            config_fingerprint = self._provision(home_volume)
+            self._ensure_daemon(state, host_url, password, config_fingerprint, other_clients)
+        return ReadyVm(self.vm, host_url, password)
+
+    # steps ---------------------------------------------------------------------------------
+
+    def _auto_prune(self) -> None:
+        """At most once an hour: nothing turns stale in a way that matters faster than that."""
+        import time
+
+        stamp = self.app.paths.state_dir / AUTO_PRUNE_STAMP
+        try:
+            if time.time() - stamp.stat().st_mtime < AUTO_PRUNE_INTERVAL_S:
+                return
+        except FileNotFoundError:
+            pass
+        ensure_private_dir(stamp.parent)
+        stamp.touch()
+        from opencode_sandbox.services.prune import auto_prune
+
+        auto_prune(self.app)
+
+    def _doctor(self) -> None:
+        self.app.runtime.check_available()
+
+    def _ask_upgrade(self, update_check: UpdateCheck) -> str | None:
+        from opencode_sandbox.images import updater
+
+        baked = updater.baked_version(self.app.paths.state_dir)
+        newer = update_check.pending_version(baked)
+        if newer and confirm(
+            f"opencode {newer} is available (this image has {baked}). Rebuild the image now?",
+            default=False,
+            interactive=self.app.interactive,
+        ):
+            return newer
+        return None
+
+    def _spec(self, image: ReadyImage, home_volume: str) -> SandboxSpec:
+        settings = self.app.settings
+        mounts = (
+            Mount(MountKind.VOLUME, home_volume, "/home/dev"),
+            Mount(MountKind.BIND, str(self.app.project.root), "/workspace"),
+        )
+        values = {
+            "runtime": settings.runtime.value,
+            "cpus": settings.cpus,
+            "memory_mib": settings.memory_mib,
+            "env": image.env,
+            "mounts": [[m.kind.value, m.source, m.target] for m in mounts],
+            "ports": [daemon_control.DAEMON_PORT],
+        }
+        labels = {
+            **naming.managed_labels(self.slug),
+            naming.LABEL_IMAGE: image.reference,
+            naming.LABEL_IMAGE_DIGEST: image.digest,
+            naming.LABEL_FINGERPRINT: fingerprint(values),
+        }
+        return SandboxSpec(
+            name=self.vm,
+            image=image.reference,
+            cpus=settings.cpus,
+            memory_mib=settings.memory_mib,
+            env=image.env,
+            labels=labels,
+            mounts=mounts,
+            workdir="/workspace",
+            published_ports=(daemon_control.DAEMON_PORT,),
+        )
+
+    def _plan(self, existing: SandboxInfo | None, spec: SandboxSpec, image: ReadyImage) -> VmPlan:
+        labels = existing.labels if existing else {}
+        return plan_vm(
+            existing,
+            labels.get(naming.LABEL_IMAGE_DIGEST),
+            image.digest,
+            labels.get(naming.LABEL_FINGERPRINT),
+            spec.labels[naming.LABEL_FINGERPRINT],
+        )
+
+    def _decide(
+        self, state: ProjectState, existing: SandboxInfo | None, image: ReadyImage, other_clients: int
+    ) -> tuple[VmPlan, str]:
+        runtime = self.app.runtime
+        recorded = state.home_volume
+        recorded_exists = recorded is not None and runtime.get_volume(recorded) is not None
+        first_plan = self._plan(existing, self._spec(image, recorded or ""), image)
+        if first_plan.action is VmAction.RECREATE and needs_apply_prompt(other_clients, True):
+            choice = self._ask_apply(f"{first_plan.reason}: the VM must be recreated", other_clients)
+            if choice is ApplyChoice.DEFER and recorded and recorded_exists and existing is not None:
+                self.console.info("Keeping the running VM; the change applies once no client is attached.")
+                return VmPlan(VmAction.CONNECT, "deferred"), recorded
+        home = plan_home_volume(recorded, {recorded} if recorded_exists and recorded else set(), first_plan)
+        if home.warning:
+            self.console.warn(home.warning)
+        if home.action is HomeAction.USE and home.volume:
+            volume = home.volume
+        elif home.action is HomeAction.ASK and home.volume:
+            volume = self._image_changed_home(home.volume, image)
+        else:
+            volume = self._new_home_volume(image, copy_from=None)
+        return self._plan(existing, self._spec(image, volume), image), volume
+
+    def _ask_apply(self, what: str, other_clients: int) -> ApplyChoice:
+        answer = choose(
+            f"{what}, but {other_clients} other client(s) are attached. "
+            "Keep the running VM for now (defer), apply it now (proceed), or quit?",
+            [choice.value for choice in ApplyChoice],
+            ApplyChoice.DEFER.value,
+            self.app.interactive,
+        )
+        choice = ApplyChoice(answer)
+        if choice is ApplyChoice.QUIT:
+            raise SandboxError("stopped at your request; nothing was changed",
+                               hint="run again when the other clients have detached")
+        return choice
+
+    def _image_changed_home(self, current: str, image: ReadyImage) -> str:
+        if not self.app.interactive:
+            self.console.info(
+                f"The runner image changed; keeping the home volume {current} "
+                "(`opencode-sandbox volume migrate` or `volume reset` build one from the new image)."
+            )
+            return current
+        answer = choose(
+            f"The runner image changed and the VM is rebuilt. Home volume {current}: "
+            "keep it, reset it from the new image, or migrate (new image, your files on top)?",
+            [choice.value for choice in HomeChoice],
+            HomeChoice.KEEP.value,
+            True,
+        )
+        choice = HomeChoice(answer)
+        if choice is HomeChoice.KEEP:
+            return current
+        return self._new_home_volume(image, copy_from=current if choice is HomeChoice.MIGRATE else None)
+
+    def _new_home_volume(self, image: ReadyImage, copy_from: str | None) -> str:
+        """A complete new home volume, or nothing at all: a failure removes the half-made one."""
+        runtime = self.app.runtime
+        name = naming.home_volume_name(self.slug)
+        with slow_step(self.console, f"Creating the home volume {name}"):
+            runtime.create_volume(name, naming.managed_labels(self.slug))
+            try:
+                runtime.fill_volume_from_image(name, image.reference)
+                if copy_from:
+                    runtime.copy_volume(copy_from, name)
+            except BaseException:
+                with contextlib.suppress(SandboxError):
+                    runtime.remove_volume(name)
+                raise
+        return name
+
+    def _apply_vm(
+        self, plan: VmPlan, existing: SandboxInfo | None, image: ReadyImage, home_volume: str,
+        state: ProjectState,
+    ) -> bool:
+        """Carry the VM plan out; True when a new VM was made."""
+        runtime = self.app.runtime
+        self.console.verbose(f"VM {self.vm}: {plan.action.value} ({plan.reason})")
+        if plan.action is VmAction.CONNECT:
+            return False
+        if plan.action is VmAction.WAIT and self._wait_running():
+            return False
+        if plan.action in (VmAction.START, VmAction.WAIT):
+            with slow_step(self.console, f"Starting {self.vm}"):
+                runtime.start_sandbox(self.vm)
+            return False
+        if plan.action is VmAction.RECREATE and existing is not None:
+            with slow_step(self.console, f"Recreating {self.vm} ({plan.reason})"):
+                if existing.status.is_active:
+                    runtime.stop_sandbox(self.vm)
+                runtime.remove_sandbox(self.vm)
+        spec = self._spec(image, home_volume)
+        with slow_step(self.console, f"Creating {self.vm}"):
+            runtime.create_sandbox(spec)
+        state.config_fingerprint = None
+        return True
+
+    def _wait_running(self) -> bool:
+        import time
+
+        deadline = time.monotonic() + WAIT_FOR_START_S
+        while time.monotonic() < deadline:
+            info = self.app.runtime.get_sandbox(self.vm)
+            if info is None:
+                raise BootFailed(f"{self.vm} disappeared while starting", hint="run the command again")
+            if info.status is SandboxStatus.RUNNING:
+                return True
+            if not info.status.is_active:
+                return False
+            time.sleep(0.5)
+        return False
+
+    def _password(self, new_vm: bool) -> str:
+        existing = daemon_control.read_password(self.project_dir)
+        if existing and not new_vm:
+            return existing
+        return daemon_control.new_password(self.project_dir)
+
+    def _provision(self, home_volume: str) -> str:
+        """Copy what changed of the user's opencode config into the VM; its fingerprint."""
+        sources = provisioning.sources_for_environment(self.app.project.root)
+        files = provisioning.collect_files(sources)
+        current = provisioning.manifest(files)
+        record_path = self.project_dir / "provisioned.yaml"
+        try:
+            record = read_yaml_mapping(record_path) or {}
+        except UnreadableState:
+            record = {}
+        provisioned = record.get("files") if record.get("home_volume") == home_volume else None
+        previous: dict[str, str] = provisioned if isinstance(provisioned, dict) else {}
+        changed = provisioning.changed_files(files, current, previous)
+        if changed:
+            self.console.verbose(f"provisioning {len(changed)} file(s): {', '.join(changed)}")
+            result = self.app.runtime.exec(
+                self.vm, provisioning.UNPACK_COMMAND, workdir="/home/dev",
+                stdin=provisioning.tar_archive(files, changed), timeout_s=120,
+            )
+            if result.exit_code != 0:
+                raise SandboxError(
+                    f"copying the opencode configuration into {self.vm} failed: {result.stderr.strip()}",
+                    hint="check the files under ~/.config/opencode, then run again",
+                )
+            write_yaml(record_path, {"home_volume": home_volume, "files": current})
+        return provisioning.manifest_fingerprint(current)
+
+    def _ensure_daemon(
+        self, state: ProjectState, host_url: str, password: str, config_fingerprint: str, other_clients: int
+    ) -> None:
+        from opencode_sandbox.daemon.health import is_serving
+
+        def healthy_now() -> bool:
+            return is_serving(host_url, password)
+
+        healthy = healthy_now()
+        if healthy and state.config_fingerprint not in (None, config_fingerprint):
+            restart = True
+            if needs_apply_prompt(other_clients, True):
+                choice = self._ask_apply("the opencode configuration changed: the server must restart",
+                                         other_clients)
+                restart = choice is ApplyChoice.PROCEED
+            if restart:
+                daemon_control.stop_daemon(self.app.runtime, self.vm)
+                healthy = False
+        if healthy:
+            return
+        with slow_step(self.console, "Starting opencode serve"):
+            daemon_control.stop_daemon(self.app.runtime, self.vm)
+            daemon_control.start_daemon(self.app.runtime, self.vm, password)
+            if not daemon_control.wait_until_healthy(healthy_now):
+                tail = daemon_control.daemon_log_tail(self.app.runtime, self.vm)
+                raise BootFailed(
+                    f"opencode serve did not come up in {self.vm}; the end of its log:\n{tail}",
+                    hint="fix the cause above (often the opencode configuration), then run again",
+                )
+        state.config_fingerprint = config_fingerprint
+        self.store.save(self.slug, state)
+
+
+def describe_plan(app: App) -> list[str]:
+    """What a run would do, step by step, changing nothing (`--dry-run`)."""
+    from opencode_sandbox.images.builder import plan_project_image
+    from opencode_sandbox.images.updater import baked_version
+
+    lines = [f"auto-prune: remove artifacts unused for {format_duration(app.settings.auto_prune_age)}"]
+    lines.append(f"doctor: check the {app.settings.runtime.value} runtime")
+    version = baked_version(app.paths.state_dir) or "the latest release"
+    plan = plan_project_image(
+        project_dir=app.project.root, slug=app.project.slug, dind=app.settings.dind,
+        opencode_version=version if version != "the latest release" else "latest",
+        trust_host_ca=app.settings.trust_host_ca, extra_ca_certificates=app.settings.extra_ca_certificates,
+    )
+    for image in plan.images:
+        lines.append(f"image: {image.action.value} {image.reference} ({image.reason})")
+    vm = naming.vm_name(app.project.slug)
+    existing = app.runtime.get_sandbox(vm)
+    state = app.state.load(app.project.slug)
+    if existing is None:
+        lines.append(f"vm: create {vm}")
+    else:
+        lines.append(f"vm: {vm} is {existing.status.value}; reuse, start or recreate it as the image requires")
+    lines.append(f"home volume: {state.home_volume or 'create a new one from the image'}")
+    lines.append("provisioning: copy changed opencode configuration files into the VM home")
+    lines.append("daemon: verify or start opencode serve")
+    return lines
