@@ -1,0 +1,523 @@
+"""Building the runner images through the `docker` CLI, skipping builds that change nothing.
+
+Every image carries the content hash of what shaped it as a label; an image whose label
+matches the hash of the current inputs is used as it is and `docker build` is not run.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from opencode_sandbox.core.naming import (
+    BASE_IMAGE,
+    BASE_IMAGE_DIND,
+    LABEL_CONTENT_HASH,
+    LABEL_KIND,
+    LABEL_MANAGED,
+    LABEL_OPENCODE_VERSION,
+    LABEL_SLUG,
+    runner_image,
+)
+from opencode_sandbox.errors import SandboxError
+from opencode_sandbox.images.certificates import CaCertificate, collect_ca_certificates
+from opencode_sandbox.images.compose import (
+    DIND_START_SCRIPT,
+    base_dockerfile,
+    effective_dockerfile,
+    packaged_file,
+)
+from opencode_sandbox.images.context import ContextFile, context_files, write_build_context
+from opencode_sandbox.images.docker_cli import DockerCli
+from opencode_sandbox.images.dockerfile import external_bases, parse_stages
+from opencode_sandbox.images.hashing import content_hash, short_hash
+from opencode_sandbox.images.progress import BuildProgress, RichBuildProgress, SilentProgress
+
+LOG_TAIL_LINES = 15
+
+
+class ImageKind(StrEnum):
+    BASE = "base"
+    PROJECT = "project"
+
+
+class BuildAction(StrEnum):
+    BUILD = "build"
+    SKIP = "skip"
+
+
+@dataclass(frozen=True)
+class ImageBuildResult:
+    reference: str
+    image_id: str
+    """Docker's image ID, `sha256:<64 hex>`."""
+    content_hash: str
+    env: Mapping[str, str]
+    """The image's ENV, to apply to the running sandbox."""
+    opencode_version: str | None
+    built: bool
+    """False when the existing image was up to date and no build ran."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PlannedImage:
+    reference: str
+    action: BuildAction
+    reason: str
+    content_hash: str | None
+    """None when it depends on a base image that is itself still to be built."""
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    images: tuple[PlannedImage, ...]
+
+    @property
+    def builds_anything(self) -> bool:
+        return any(image.action is BuildAction.BUILD for image in self.images)
+
+
+class BuildFailed(SandboxError):
+    """A `docker build` that failed; the image it would have replaced is left as it was."""
+
+    def __init__(self, reference: str, step: str | None, exit_code: int, log: Sequence[str]) -> None:
+        self.reference = reference
+        self.step = step
+        self.log_tail = [line for line in log if line.strip()][-LOG_TAIL_LINES:]
+        shown = step if step is None or len(step) <= 90 else step[:87] + "..."
+        where = f" at {shown}" if shown else ""
+        tail = "\n".join("  " + line for line in self.log_tail)
+        super().__init__(
+            f"building {reference} failed{where} (exit code {exit_code})",
+            hint=f"Last build output:\n{tail}\n"
+            "Fix the step and run `opencode-sandbox build` again;"
+            " the previous image stays in use until a build succeeds.",
+        )
+
+
+@dataclass(frozen=True)
+class _Job:
+    kind: ImageKind
+    dockerfile: str
+    context: tuple[ContextFile, ...]
+    certificates: tuple[CaCertificate, ...]
+    opencode_version: str | None
+    slug: str | None = None
+    fixed_reference: str | None = None
+    packaged: Mapping[str, str] = field(default_factory=dict)
+    build_args: Mapping[str, str] = field(default_factory=dict)
+
+    def reference(self, full_hash: str) -> str:
+        if self.fixed_reference is not None:
+            return self.fixed_reference
+        assert self.slug is not None
+        return runner_image(self.slug, short_hash(full_hash))
+
+    def labels(self, full_hash: str) -> dict[str, str]:
+        labels = {LABEL_MANAGED: "true", LABEL_CONTENT_HASH: full_hash, LABEL_KIND: self.kind.value}
+        if self.slug is not None:
+            labels[LABEL_SLUG] = self.slug
+        return labels
+
+
+@dataclass(frozen=True)
+class _Evaluation:
+    reference: str
+    content_hash: str
+    existing: Mapping[str, Any] | None
+    action: BuildAction
+    reason: str
+
+
+def decide(existing_labels: Mapping[str, str] | None, full_hash: str, rebuild: bool) -> tuple[BuildAction, str]:
+    """Whether an image must be built, and why, from the labels of the image present now."""
+    if rebuild:
+        return BuildAction.BUILD, "a rebuild was requested"
+    if existing_labels is None:
+        return BuildAction.BUILD, "the image does not exist yet"
+    recorded = existing_labels.get(LABEL_CONTENT_HASH)
+    if recorded is None:
+        return BuildAction.BUILD, "the existing image has no content hash"
+    if recorded != full_hash:
+        return (
+            BuildAction.BUILD,
+            "its Dockerfile, build context, base image, opencode version or CA certificates changed",
+        )
+    return BuildAction.SKIP, "up to date"
+
+
+def _labels_of(document: Mapping[str, Any] | None) -> dict[str, str] | None:
+    if document is None:
+        return None
+    return dict((document.get("Config") or {}).get("Labels") or {})
+
+
+def _env_of(document: Mapping[str, Any]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for entry in (document.get("Config") or {}).get("Env") or []:
+        name, _, value = entry.partition("=")
+        env[name] = value
+    return env
+
+
+def _result(evaluation: _Evaluation, document: Mapping[str, Any], built: bool) -> ImageBuildResult:
+    labels = _labels_of(document) or {}
+    return ImageBuildResult(
+        reference=evaluation.reference,
+        image_id=str(document["Id"]),
+        content_hash=evaluation.content_hash,
+        env=_env_of(document),
+        opencode_version=labels.get(LABEL_OPENCODE_VERSION) or None,
+        built=built,
+        labels=labels,
+    )
+
+
+def _base_job(dind: bool, opencode_version: str, certificates: Sequence[CaCertificate]) -> _Job:
+    return _Job(
+        kind=ImageKind.BASE,
+        dockerfile=base_dockerfile(dind),
+        context=(),
+        certificates=tuple(certificates),
+        opencode_version=opencode_version,
+        fixed_reference=BASE_IMAGE_DIND if dind else BASE_IMAGE,
+        packaged={DIND_START_SCRIPT: packaged_file(DIND_START_SCRIPT)} if dind else {},
+        build_args={} if dind else {"OPENCODE_VERSION": opencode_version},
+    )
+
+
+class ImageBuilder:
+    """Ensures images exist and are current; one per command, reusing what it inspected."""
+
+    def __init__(
+        self,
+        docker: DockerCli | None = None,
+        progress: BuildProgress | None = None,
+        verbose: bool = False,
+    ) -> None:
+        self.docker = docker or DockerCli()
+        self.progress: BuildProgress = progress or SilentProgress()
+        self.verbose = verbose
+        self._ids: dict[str, str] = {}
+
+    # facts -----------------------------------------------------------------------------
+    def _base_ids(
+        self, bases: Sequence[str], also: Sequence[str] = (), pull: bool = True
+    ) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+        wanted = [reference for reference in bases if reference not in self._ids]
+        documents = self.docker.inspect_images([*wanted, *also])
+        for reference in wanted:
+            if reference in documents:
+                self._ids[reference] = str(documents[reference]["Id"])
+            elif pull and reference not in (BASE_IMAGE, BASE_IMAGE_DIND):
+                self.progress.note(f"Pulling {reference}")
+                self.docker.pull(reference)
+                pulled = self.docker.inspect_images([reference])
+                if reference not in pulled:
+                    raise SandboxError(
+                        f"the base image {reference} is not available after pulling it",
+                        hint=f"Check the image name in the Dockerfile's FROM line ({reference}).",
+                    )
+                self._ids[reference] = str(pulled[reference]["Id"])
+        ids = {reference: self._ids[reference] for reference in bases if reference in self._ids}
+        return ids, documents
+
+    def _evaluate(self, job: _Job, rebuild: bool, pull: bool = True) -> _Evaluation | None:
+        """None when a base image of the job is missing (it will be built first)."""
+        bases = external_bases(parse_stages(job.dockerfile))
+        also = [job.fixed_reference] if job.fixed_reference else []
+        ids, documents = self._base_ids(bases, also, pull=pull)
+        if any(base not in ids for base in bases):
+            return None
+        full_hash = content_hash(
+            dockerfile=job.dockerfile,
+            context=job.context,
+            base_image_ids=ids,
+            opencode_version=job.opencode_version,
+            ca_certificates=job.certificates,
+            packaged=job.packaged,
+        )
+        reference = job.reference(full_hash)
+        if reference not in also:
+            documents = self.docker.inspect_images([reference])
+        existing = documents.get(reference)
+        action, reason = decide(_labels_of(existing), full_hash, rebuild)
+        return _Evaluation(reference, full_hash, existing, action, reason)
+
+    # doing -----------------------------------------------------------------------------
+    def _ensure(self, job: _Job, rebuild: bool) -> ImageBuildResult:
+        evaluation = self._evaluate(job, rebuild)
+        if evaluation is None:
+            missing = [b for b in external_bases(parse_stages(job.dockerfile)) if b not in self._ids]
+            raise SandboxError(
+                f"the base image {missing[0]} is missing",
+                hint="Run `opencode-sandbox build` to build the base images.",
+            )
+        if evaluation.action is BuildAction.SKIP and evaluation.existing is not None:
+            self._ids[evaluation.reference] = str(evaluation.existing["Id"])
+            return _result(evaluation, evaluation.existing, built=False)
+        image_id = self._build(job, evaluation, no_cache=rebuild)
+        document = self.docker.inspect_images([image_id]).get(image_id)
+        if document is None:
+            raise SandboxError(
+                f"the image just built for {evaluation.reference} cannot be found",
+                hint="Run the build again; `opencode-sandbox doctor` checks the Docker setup.",
+            )
+        self._ids[evaluation.reference] = image_id
+        return _result(evaluation, document, built=True)
+
+    def _build(self, job: _Job, evaluation: _Evaluation, no_cache: bool) -> str:
+        with tempfile.TemporaryDirectory(prefix="opencode-sandbox-build-") as temporary:
+            root = Path(temporary)
+            context_dir = root / "context"
+            context_dir.mkdir()
+            write_build_context(context_dir, job.dockerfile, job.context, job.certificates, dict(job.packaged))
+            iid_file = root / "image-id"
+            args = [
+                "build",
+                "--rm",
+                "--force-rm",
+                "--iidfile",
+                str(iid_file),
+                "-t",
+                evaluation.reference,
+            ]
+            for name, value in sorted(job.labels(evaluation.content_hash).items()):
+                args += ["--label", f"{name}={value}"]
+            for name, value in sorted(job.build_args.items()):
+                args += ["--build-arg", f"{name}={value}"]
+            if no_cache:
+                args.append("--no-cache")
+            args.append(str(context_dir))
+            log: list[str] = []
+            step: list[str] = []
+
+            def on_line(text: str) -> None:
+                log.append(text)
+                current = _step_of(text)
+                if current:
+                    step[:] = [current]
+                self.progress.line(text)
+
+            self.progress.start(f"Building {evaluation.reference} ({evaluation.reason})")
+            exit_code = self.docker.stream(args, on_line, extra_env={"BUILDKIT_PROGRESS": "plain"})
+            succeeded = exit_code == 0 and iid_file.is_file()
+            self.progress.finish(succeeded, log)
+            if not succeeded:
+                raise BuildFailed(evaluation.reference, step[0] if step else None, exit_code, log)
+            return iid_file.read_text().strip()
+
+    # public ----------------------------------------------------------------------------
+    def ensure_base_image(
+        self,
+        *,
+        dind: bool,
+        opencode_version: str,
+        certificates: Sequence[CaCertificate],
+        rebuild: bool = False,
+    ) -> ImageBuildResult:
+        result = self._ensure(_base_job(False, opencode_version, certificates), rebuild)
+        if dind:
+            result = self._ensure(_base_job(True, opencode_version, certificates), rebuild)
+        return result
+
+    def ensure_project_image(
+        self,
+        *,
+        project_dir: Path,
+        slug: str,
+        dind: bool,
+        opencode_version: str,
+        certificates: Sequence[CaCertificate],
+        rebuild: bool = False,
+        rebuild_base: bool = False,
+    ) -> ImageBuildResult:
+        job = _project_job(project_dir, slug, dind, opencode_version, certificates)
+        needs = _our_bases(job.dockerfile)
+        if needs:
+            self.ensure_base_image(
+                dind=BASE_IMAGE_DIND in needs,
+                opencode_version=opencode_version,
+                certificates=certificates,
+                rebuild=rebuild_base,
+            )
+        return self._ensure(job, rebuild)
+
+    def plan_project_image(
+        self,
+        *,
+        project_dir: Path,
+        slug: str,
+        dind: bool,
+        opencode_version: str,
+        certificates: Sequence[CaCertificate],
+        rebuild: bool = False,
+        rebuild_base: bool = False,
+    ) -> BuildPlan:
+        job = _project_job(project_dir, slug, dind, opencode_version, certificates)
+        needs = _our_bases(job.dockerfile)
+        planned: list[PlannedImage] = []
+        jobs = [_base_job(False, opencode_version, certificates)] if needs else []
+        if BASE_IMAGE_DIND in needs:
+            jobs.append(_base_job(True, opencode_version, certificates))
+        base_changes = False
+        for base_job in jobs:
+            assert base_job.fixed_reference is not None
+            evaluation = None if base_changes else self._evaluate(base_job, rebuild_base, pull=False)
+            if evaluation is None:
+                planned.append(
+                    PlannedImage(base_job.fixed_reference, BuildAction.BUILD, _after_base(base_changes), None)
+                )
+                base_changes = True
+                continue
+            planned.append(
+                PlannedImage(
+                    evaluation.reference,
+                    evaluation.action,
+                    evaluation.reason,
+                    evaluation.content_hash,
+                )
+            )
+            base_changes = base_changes or evaluation.action is BuildAction.BUILD
+        evaluation = None if base_changes else self._evaluate(job, rebuild, pull=False)
+        if evaluation is None:
+            planned.append(
+                PlannedImage(f"{job.reference('?' * 16)}", BuildAction.BUILD, _after_base(base_changes), None)
+            )
+        else:
+            planned.append(
+                PlannedImage(
+                    evaluation.reference,
+                    evaluation.action,
+                    evaluation.reason,
+                    evaluation.content_hash,
+                )
+            )
+        return BuildPlan(tuple(planned))
+
+
+def _after_base(base_changes: bool) -> str:
+    return "its base image is built first" if base_changes else "its base image is missing"
+
+
+def _our_bases(dockerfile: str) -> list[str]:
+    return [base for base in external_bases(parse_stages(dockerfile)) if base in (BASE_IMAGE, BASE_IMAGE_DIND)]
+
+
+def _project_job(
+    project_dir: Path,
+    slug: str,
+    dind: bool,
+    opencode_version: str,
+    certificates: Sequence[CaCertificate],
+) -> _Job:
+    effective = effective_dockerfile(project_dir, dind)
+    return _Job(
+        kind=ImageKind.PROJECT,
+        dockerfile=effective.text,
+        context=tuple(context_files(effective.context_dir)),
+        certificates=tuple(certificates),
+        opencode_version=opencode_version,
+        slug=slug,
+    )
+
+
+def _step_of(line: str) -> str | None:
+    """The build step a log line announces (classic builder or BuildKit plain output)."""
+    if line.startswith("Step ") and " : " in line:
+        return line.split(" : ", 1)[0].replace("Step ", "step ") + ": " + line.split(" : ", 1)[1]
+    if line.startswith("#") and "] " in line and "[internal]" not in line:
+        bracket = line.index("[")
+        return line[bracket:].strip()
+    return None
+
+
+# Plain-argument entry points ---------------------------------------------------------------
+
+
+def _builder(progress: BuildProgress | None, verbose: bool, docker: DockerCli | None) -> ImageBuilder:
+    return ImageBuilder(docker=docker, progress=progress or RichBuildProgress(verbose=verbose), verbose=verbose)
+
+
+def ensure_base_image(
+    *,
+    dind: bool,
+    opencode_version: str,
+    trust_host_ca: bool,
+    extra_ca_certificates: Sequence[Path] = (),
+    rebuild: bool = False,
+    verbose: bool = False,
+    progress: BuildProgress | None = None,
+    docker: DockerCli | None = None,
+) -> ImageBuildResult:
+    """Build `opencode-sandbox/runner-base[-dind]:latest` unless it is up to date."""
+    certificates = collect_ca_certificates(trust_host_ca, extra_ca_certificates)
+    return _builder(progress, verbose, docker).ensure_base_image(
+        dind=dind, opencode_version=opencode_version, certificates=certificates, rebuild=rebuild
+    )
+
+
+def ensure_project_image(
+    *,
+    project_dir: Path,
+    slug: str,
+    dind: bool,
+    opencode_version: str,
+    trust_host_ca: bool,
+    extra_ca_certificates: Sequence[Path] = (),
+    rebuild: bool = False,
+    rebuild_base: bool = False,
+    verbose: bool = False,
+    progress: BuildProgress | None = None,
+    docker: DockerCli | None = None,
+) -> ImageBuildResult:
+    """The project's runner image `opencode-sandbox/runner-<slug>:<hash>`, built if needed.
+
+    The base images it starts from are ensured first. `rebuild` forces a clean
+    (`--no-cache`) build of the project image, `rebuild_base` of the base images too.
+    """
+    certificates = collect_ca_certificates(trust_host_ca, extra_ca_certificates)
+    return _builder(progress, verbose, docker).ensure_project_image(
+        project_dir=project_dir,
+        slug=slug,
+        dind=dind,
+        opencode_version=opencode_version,
+        certificates=certificates,
+        rebuild=rebuild,
+        rebuild_base=rebuild_base,
+    )
+
+
+def plan_project_image(
+    *,
+    project_dir: Path,
+    slug: str,
+    dind: bool,
+    opencode_version: str,
+    trust_host_ca: bool,
+    extra_ca_certificates: Sequence[Path] = (),
+    rebuild: bool = False,
+    rebuild_base: bool = False,
+    docker: DockerCli | None = None,
+) -> BuildPlan:
+    """What `ensure_project_image` would build and why, without building or pulling."""
+    certificates = collect_ca_certificates(trust_host_ca, extra_ca_certificates)
+    return ImageBuilder(docker=docker).plan_project_image(
+        project_dir=project_dir,
+        slug=slug,
+        dind=dind,
+        opencode_version=opencode_version,
+        certificates=certificates,
+        rebuild=rebuild,
+        rebuild_base=rebuild_base,
+    )
+
+
+def effective_dockerfile_text(project_dir: Path, dind: bool) -> str:
+    """What `build dockerfile` prints: the Dockerfile the project image is built from."""
+    return effective_dockerfile(project_dir, dind).text

@@ -1,0 +1,328 @@
+"""Which opencode version to build with, and whether to offer an upgrade on run/shell.
+
+The update check is quiet by design: the releases endpoint is asked at most once per 24 h
+machine-wide (a failed check does not count), each newer version is offered once, and the
+answer is data for the caller to act on. Its state lives in `<state_root>/updater.yaml`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from opencode_sandbox.errors import SandboxError, UsageError
+
+DEFAULT_RELEASES_URL = "https://api.github.com/repos/sst/opencode/releases/latest"
+NPM_LATEST_URL = "https://registry.npmjs.org/opencode-ai/latest"
+CHECK_INTERVAL = timedelta(hours=24)
+CHECK_TIMEOUT_S = 2.0
+RESOLVE_TIMEOUT_S = 10.0
+STATE_FILE = "updater.yaml"
+
+_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
+_log = logging.getLogger(__name__)
+
+
+class LookupFailed(Exception):
+    """The releases endpoint gave no usable answer (offline, error status, bad document)."""
+
+
+class UpdateAction(StrEnum):
+    OFFER_REBUILD = "offer-rebuild"
+    """Interactive: ask whether to rebuild the image with the newer version."""
+    NOTICE = "notice"
+    """Non-interactive: print that a newer version exists and `opencode-sandbox build` takes it."""
+    NOTHING = "nothing"
+
+
+@dataclass(frozen=True)
+class UpdaterState:
+    last_check: datetime | None = None
+    """When the releases endpoint last answered usefully."""
+    latest_version: str | None = None
+    baked_version: str | None = None
+    """The opencode version in the current runner image, reused on run/shell."""
+    offered: tuple[str, ...] = ()
+    noticed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class UpdateDecision:
+    action: UpdateAction
+    baked_version: str | None
+    latest_version: str | None
+    checked: bool
+    """Whether the releases endpoint was asked this time."""
+    warnings: tuple[str, ...] = field(default=())
+
+
+# versions ------------------------------------------------------------------------------
+
+
+def normalize_version(value: str) -> str | None:
+    """`v1.2.3` -> `1.2.3`; None for anything that is not a release version."""
+    match = _VERSION_RE.match(value.strip())
+    return value.strip().removeprefix("v") if match else None
+
+
+def version_key(version: str) -> tuple[int, int, int, int, str]:
+    match = _VERSION_RE.match(version)
+    if not match:
+        return (-1, -1, -1, -1, version)
+    major, minor, patch, prerelease = match.groups()
+    # A release sorts after its own pre-releases.
+    return (int(major), int(minor), int(patch), 0 if prerelease else 1, prerelease or "")
+
+
+def is_newer(candidate: str, current: str | None) -> bool:
+    return current is None or version_key(candidate) > version_key(current)
+
+
+def version_from_document(document: Any) -> str:
+    """The version in a GitHub release (`tag_name`) or a `{"version": ...}` document."""
+    if isinstance(document, dict):
+        for key in ("tag_name", "version"):
+            value = document.get(key)
+            if isinstance(value, str):
+                version = normalize_version(value)
+                if version:
+                    return version
+    raise LookupFailed("the answer holds no version")
+
+
+def fetch_latest_version(url: str, timeout_s: float) -> str:
+    import httpx
+
+    try:
+        response = httpx.get(
+            url,
+            timeout=timeout_s,
+            follow_redirects=True,
+            headers={"Accept": "application/json", "User-Agent": "opencode-sandbox"},
+        )
+    except httpx.HTTPError as error:
+        raise LookupFailed(f"{url}: {error.__class__.__name__}") from None
+    if response.status_code != 200:
+        raise LookupFailed(f"{url}: HTTP {response.status_code}")
+    try:
+        document = response.json()
+    except ValueError:
+        raise LookupFailed(f"{url}: not JSON") from None
+    return version_from_document(document)
+
+
+def resolve_opencode_version(
+    pinned: str | None,
+    releases_url: str = DEFAULT_RELEASES_URL,
+    npm_url: str = NPM_LATEST_URL,
+    timeout_s: float = RESOLVE_TIMEOUT_S,
+) -> str:
+    """The version a build installs: the pinned one, else the latest release.
+
+    The releases endpoint is asked first, npm's `latest` dist-tag second.
+    """
+    if pinned:
+        version = normalize_version(pinned)
+        if version is None:
+            raise UsageError(
+                f"not an opencode version: {pinned}",
+                hint="Give a release version such as --opencode-version 1.2.3.",
+            )
+        return version
+    failures = []
+    for url in (releases_url, npm_url):
+        try:
+            return fetch_latest_version(url, timeout_s)
+        except LookupFailed as failure:
+            failures.append(str(failure))
+    raise SandboxError(
+        "cannot find the latest opencode release (" + "; ".join(failures) + ")",
+        hint="Check the network, or pin a version: opencode-sandbox build --opencode-version X.Y.Z",
+    )
+
+
+# state file ----------------------------------------------------------------------------
+
+
+def state_path(state_root: Path) -> Path:
+    return state_root / STATE_FILE
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if isinstance(value, str | int | float) and str(value) else None
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str):
+        moment = datetime.fromisoformat(value)
+    else:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _versions(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        return ()
+    return tuple(str(item) for item in value if isinstance(item, str | int | float))
+
+
+def load_state(state_root: Path, warn: Callable[[str], None] | None = None) -> UpdaterState:
+    """The recorded state; a missing file is a fresh state, a corrupt one warns and is too."""
+    import yaml
+
+    path = state_path(state_root)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return UpdaterState()
+    except (OSError, UnicodeDecodeError) as error:
+        (warn or _log.warning)(f"ignoring unreadable {path} ({error}); starting fresh")
+        return UpdaterState()
+    try:
+        document = yaml.safe_load(text)
+        if document is None:
+            return UpdaterState()
+        if not isinstance(document, dict):
+            raise ValueError("not a mapping")
+        return UpdaterState(
+            last_check=_parse_time(document.get("last_check")),
+            latest_version=_text(document.get("latest_version")),
+            baked_version=_text(document.get("baked_version")),
+            offered=_versions(document.get("offered")),
+            noticed=_versions(document.get("noticed")),
+        )
+    except (yaml.YAMLError, ValueError, TypeError) as error:
+        (warn or _log.warning)(f"ignoring corrupt {path} ({str(error).splitlines()[0]}); starting fresh")
+        return UpdaterState()
+
+
+def save_state(state_root: Path, state: UpdaterState) -> None:
+    """Atomic write (temporary file + rename); folder 0700, file 0600."""
+    import yaml
+
+    state_root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(state_root, 0o700)
+    document = {
+        "last_check": state.last_check.isoformat() if state.last_check else None,
+        "latest_version": state.latest_version,
+        "baked_version": state.baked_version,
+        "offered": list(state.offered),
+        "noticed": list(state.noticed),
+    }
+    descriptor, temporary = tempfile.mkstemp(prefix=".updater-", suffix=".yaml", dir=state_root)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), 0o600)
+            yaml.safe_dump(document, handle, sort_keys=False)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, state_path(state_root))
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+# deciding ------------------------------------------------------------------------------
+
+
+def check_due(state: UpdaterState, now: datetime) -> bool:
+    return state.last_check is None or now - state.last_check >= CHECK_INTERVAL or state.last_check > now
+
+
+def decide_update(state: UpdaterState, baked_version: str | None, interactive: bool) -> UpdateAction:
+    """Pure: what to tell the user, given what is known about the latest release."""
+    latest = state.latest_version
+    if latest is None or baked_version is None or not is_newer(latest, baked_version):
+        return UpdateAction.NOTHING
+    if interactive:
+        return UpdateAction.NOTHING if latest in state.offered else UpdateAction.OFFER_REBUILD
+    return UpdateAction.NOTHING if latest in state.noticed else UpdateAction.NOTICE
+
+
+def _add(versions: Iterable[str], version: str) -> tuple[str, ...]:
+    existing = tuple(versions)
+    return existing if version in existing else (*existing, version)
+
+
+# applying ------------------------------------------------------------------------------
+
+
+def refresh_latest(
+    state_root: Path,
+    releases_url: str = DEFAULT_RELEASES_URL,
+    *,
+    now: datetime | None = None,
+    timeout_s: float = CHECK_TIMEOUT_S,
+    warn: Callable[[str], None] | None = None,
+) -> bool:
+    """Ask the releases endpoint if the 24 h window allows it; True when it answered.
+
+    Safe to run in the background: only a successful answer is written.
+    """
+    moment = now or datetime.now(UTC)
+    state = load_state(state_root, warn)
+    if not check_due(state, moment):
+        return False
+    try:
+        latest = fetch_latest_version(releases_url, timeout_s)
+    except LookupFailed as failure:
+        _log.info("opencode update check failed: %s", failure)
+        return False
+    current = load_state(state_root, warn)
+    save_state(state_root, replace(current, last_check=moment, latest_version=latest))
+    return True
+
+
+def check_for_update(
+    state_root: Path,
+    baked_version: str | None,
+    *,
+    interactive: bool,
+    releases_url: str = DEFAULT_RELEASES_URL,
+    now: datetime | None = None,
+    timeout_s: float = CHECK_TIMEOUT_S,
+) -> UpdateDecision:
+    """Refresh (at most once per 24 h) and decide. Record what was shown with `record_shown`."""
+    warnings: list[str] = []
+    checked = refresh_latest(state_root, releases_url, now=now, timeout_s=timeout_s, warn=warnings.append)
+    state = load_state(state_root, warnings.append)
+    baked = baked_version or state.baked_version
+    return UpdateDecision(
+        action=decide_update(state, baked, interactive),
+        baked_version=baked,
+        latest_version=state.latest_version,
+        checked=checked,
+        warnings=tuple(dict.fromkeys(warnings)),
+    )
+
+
+def record_shown(state_root: Path, decision: UpdateDecision) -> None:
+    """Remember that the offer (or notice) for this version was shown, so it is not again."""
+    if decision.action is UpdateAction.NOTHING or decision.latest_version is None:
+        return
+    state = load_state(state_root)
+    if decision.action is UpdateAction.OFFER_REBUILD:
+        state = replace(state, offered=_add(state.offered, decision.latest_version))
+    else:
+        state = replace(state, noticed=_add(state.noticed, decision.latest_version))
+    save_state(state_root, state)
+
+
+def record_baked_version(state_root: Path, version: str) -> None:
+    """Called after a build: the version run/shell reuse without asking the network."""
+    state = load_state(state_root)
+    save_state(state_root, replace(state, baked_version=version))
+
+
+def baked_version(state_root: Path) -> str | None:
+    return load_state(state_root).baked_version
