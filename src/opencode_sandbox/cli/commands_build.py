@@ -49,7 +49,9 @@ def image() -> None:
 @click.pass_obj
 def image_list(app: App, output_format: str) -> None:
     """List this tool's runner images."""
-    not_available("image list")
+    from opencode_sandbox.services.listing import render_images
+
+    click.echo(render_images(app.runtime.list_images(), output_format))
 
 
 @image.command(name="prune")
@@ -57,7 +59,10 @@ def image_list(app: App, output_format: str) -> None:
 @click.pass_obj
 def image_prune(app: App, age: str | None, dry_run: bool, force: bool) -> None:
     """Remove cached runner images no project needs."""
-    not_available("image prune")
+    from opencode_sandbox.core.prune_plan import Scope
+    from opencode_sandbox.services.prune import prune
+
+    prune(app, age, Scope.IMAGES, dry_run, force, echo=click.echo)
 
 
 image.add_command(_build_command("build"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 import click
@@ -19,7 +20,13 @@ def _list_command(name: str) -> click.Command:
     @click.pass_obj
     def list_vms(app: App, running: bool, stopped: bool, names: bool, output_format: str) -> None:
         """List this tool's VMs across all projects."""
-        not_available("list")
+        from opencode_sandbox.services.listing import render_sandboxes, select_sandboxes
+        from opencode_sandbox.ui.table import wants_color
+
+        sandboxes = select_sandboxes(app.runtime, running, stopped)
+        text = render_sandboxes(sandboxes, output_format, names, wants_color(sys.stdout))
+        if text:
+            click.echo(text)
 
     return list_vms
 
@@ -45,7 +52,7 @@ def kill(app: App) -> None:
 @click.pass_obj
 def prune(app: App, age: str | None, dry_run: bool, force: bool) -> None:
     """Remove stale VMs, their home volumes, and runner images no project needs."""
-    not_available("prune")
+    _prune(app, age, dry_run, force, "all")
 
 
 @click.group()
@@ -58,7 +65,7 @@ def sandbox() -> None:
 @click.pass_obj
 def sandbox_prune(app: App, age: str | None, dry_run: bool, force: bool) -> None:
     """Remove stale VMs and leftover task sandboxes."""
-    not_available("sandbox prune")
+    _prune(app, age, dry_run, force, "sandboxes")
 
 
 sandbox.add_command(_list_command("list"))
@@ -75,7 +82,9 @@ def volume() -> None:
 @click.pass_obj
 def volume_list(app: App, output_format: str) -> None:
     """List this tool's home volumes."""
-    not_available("volume list")
+    from opencode_sandbox.services.listing import render_volumes
+
+    click.echo(render_volumes(app.runtime.list_volumes(), output_format))
 
 
 def _volume_change_command(name: str, summary: str) -> click.Command:
@@ -86,7 +95,13 @@ def _volume_change_command(name: str, summary: str) -> click.Command:
     @click.option("-n", "--dry-run", is_flag=True, help="Say what would be done, change nothing.")
     @click.pass_obj
     def change(app: App, volume_name: str | None, remove_old: bool, dry_run: bool) -> None:
-        not_available(f"volume {name}")
+        from opencode_sandbox.errors import UsageError
+        from opencode_sandbox.services.volumes import VolumeAction, change_volume
+
+        if name == "edit" and not dry_run and not sys.stdin.isatty():
+            raise UsageError("volume edit opens an interactive shell and needs a terminal",
+                             hint="run it in a terminal, or use `volume migrate` to copy everything")
+        change_volume(app, VolumeAction(name), volume_name, remove_old, dry_run, echo=click.echo)
 
     return change
 
@@ -107,7 +122,14 @@ for _name, _summary in (
 @click.pass_obj
 def volume_prune(app: App, age: str | None, dry_run: bool, force: bool) -> None:
     """Remove home volumes of pruned VMs."""
-    not_available("volume prune")
+    _prune(app, age, dry_run, force, "volumes")
+
+
+def _prune(app: App, age: str | None, dry_run: bool, force: bool, scope: str) -> None:
+    from opencode_sandbox.core.prune_plan import Scope
+    from opencode_sandbox.services.prune import prune as run_prune
+
+    run_prune(app, age, Scope(scope), dry_run, force, echo=click.echo)
 
 
 def register(group: click.Group) -> None:

@@ -1,0 +1,340 @@
+"""What pruning removes: a pure function from one inventory snapshot to a list of removals.
+
+Rules, in the order they are decided:
+
+1. Only this tool's artifacts are considered: a sandbox or volume needs one of our names
+   *and* our managed label with a slug label that matches its name; a runner image needs
+   the `opencode-sandbox/runner-<slug>` repository *and* our managed label; a dangling
+   Docker image needs our managed label. Anything else (a look-alike name without our
+   labels, `opencode-sandbox-home` without a slug, foreign images) is never planned.
+2. A sandbox is stale when it is not running, starting or draining and its last activity
+   (or, lacking that, its creation) is at or before `now - age`. A sandbox with no known
+   time at all is never stale. Age 0 makes every sandbox that is not active stale.
+3. A project is recent when any of its sandboxes (the project VM or a task sandbox) is not
+   stale. A recent project is left alone entirely: its VM, task sandboxes and home volumes
+   stay. Otherwise its VM and task sandboxes are pruned.
+4. Home volumes go only together with their project's VM pruned in this plan (all of that
+   project's home volumes, except one created after `now - age`). A project without a VM
+   keeps its volumes: they hold user data. A state file naming a volume that is gone
+   changes nothing here.
+5. Runner images (in the runtime and in the Docker engine) of a project without a VM after
+   this plan go: all of them when the VM is pruned in this plan, otherwise those created at
+   or before `now - age` that the project's state file does not name as its current image.
+6. For a project that keeps its VM, surplus runner images go: images of that slug created
+   before the VM's current image and at or before `now - age`. The image a VM references,
+   even a stopped one, and the state file's current image always stay; when the VM's image
+   cannot be found, nothing of that project is surplus.
+7. Dangling Docker images with our managed label go when created at or before `now - age`,
+   unless a remaining sandbox references them by digest (a build running right now may
+   leave a fresh one for a moment). Tagged base images are never runner images: they stay.
+
+Scope narrows what is removed, not how it is judged: `sandboxes` removes stale VMs and task
+sandboxes; `volumes` removes the home volumes of stale projects together with their VM
+(a VM cannot keep a removed home volume); `images` removes images only, judging projects
+whose stale VM stays as live; `all` does everything.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from opencode_sandbox.core.naming import (
+    LABEL_IMAGE,
+    LABEL_IMAGE_DIGEST,
+    LABEL_MANAGED,
+    LABEL_SLUG,
+    home_volume_time,
+    slug_of_home_volume,
+    slug_of_image,
+    slug_of_task,
+    slug_of_vm,
+)
+from opencode_sandbox.core.units import format_duration
+
+
+class ArtifactKind(StrEnum):
+    VM = "vm"
+    TASK_SANDBOX = "task sandbox"
+    HOME_VOLUME = "home volume"
+    RUNTIME_IMAGE = "runtime image"
+    DOCKER_IMAGE = "docker image"
+
+
+class Scope(StrEnum):
+    ALL = "all"
+    IMAGES = "images"
+    VOLUMES = "volumes"
+    SANDBOXES = "sandboxes"
+
+
+@dataclass(frozen=True)
+class SandboxFact:
+    name: str
+    active: bool
+    """Running, starting or draining: never stale."""
+    image: str
+    last_activity_at: datetime | None
+    created_at: datetime | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VolumeFact:
+    name: str
+    created_at: datetime | None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ImageFact:
+    """A runner image as the runtime holds it (reference and config digest)."""
+
+    reference: str
+    digest: str
+    created_at: datetime | None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DockerImageFact:
+    """An image in the Docker engine: tagged (one fact per tag) or dangling (by ID)."""
+
+    image_id: str
+    tag: str | None
+    """`None` for a dangling image."""
+    created_at: datetime | None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.tag or self.image_id
+
+
+@dataclass(frozen=True)
+class ProjectRecord:
+    """What a project's state file says."""
+
+    home_volume: str | None = None
+    image_reference: str | None = None
+    image_digest: str | None = None
+
+
+@dataclass(frozen=True)
+class Inventory:
+    sandboxes: tuple[SandboxFact, ...] = ()
+    volumes: tuple[VolumeFact, ...] = ()
+    runtime_images: tuple[ImageFact, ...] = ()
+    docker_images: tuple[DockerImageFact, ...] = ()
+    projects: Mapping[str, ProjectRecord] = field(default_factory=dict)
+    """Slug -> state file contents."""
+
+
+@dataclass(frozen=True)
+class Removal:
+    kind: ArtifactKind
+    name: str
+    reason: str
+    slug: str | None = None
+
+
+def sandbox_slug(sandbox: SandboxFact) -> str | None:
+    """The project slug of one of our sandboxes, None for anything else."""
+    slug = slug_of_vm(sandbox.name) or slug_of_task(sandbox.name)
+    if slug is None or not _labelled(sandbox.labels, slug):
+        return None
+    return slug
+
+
+def volume_slug(volume: VolumeFact) -> str | None:
+    slug = slug_of_home_volume(volume.name)
+    if slug is None or not _labelled(volume.labels, slug):
+        return None
+    return slug
+
+
+def image_slug(reference: str, labels: Mapping[str, str]) -> str | None:
+    slug = slug_of_image(reference)
+    if slug is None or labels.get(LABEL_MANAGED) != "true":
+        return None
+    return slug
+
+
+def _labelled(labels: Mapping[str, str], slug: str) -> bool:
+    return labels.get(LABEL_MANAGED) == "true" and labels.get(LABEL_SLUG) == slug
+
+
+def _is_stale(sandbox: SandboxFact, cutoff: datetime) -> bool:
+    if sandbox.active:
+        return False
+    moment = sandbox.last_activity_at or sandbox.created_at
+    return moment is not None and moment <= cutoff
+
+
+def _older(moment: datetime | None, cutoff: datetime) -> bool:
+    """Unknown times count as old: an image's age only ever protects it when known."""
+    return moment is None or moment <= cutoff
+
+
+@dataclass
+class _Project:
+    vm: SandboxFact | None = None
+    tasks: list[SandboxFact] = field(default_factory=list)
+    recent: bool = False
+
+
+def stale_vm_possible(sandboxes: Iterable[SandboxFact], now: datetime, age: timedelta) -> bool:
+    """Whether any project VM could be pruned: when none can, no home volume can go either,
+    and the volumes need not be listed at all."""
+    cutoff = now - age
+    return any(
+        slug_of_vm(sandbox.name) and sandbox_slug(sandbox) and _is_stale(sandbox, cutoff) for sandbox in sandboxes
+    )
+
+
+def plan_prune(inventory: Inventory, now: datetime, age: timedelta, scope: Scope = Scope.ALL) -> list[Removal]:
+    """The removals for `scope`, sandboxes first, then volumes, runtime and Docker images."""
+    cutoff = now - age
+    projects: dict[str, _Project] = defaultdict(_Project)
+    for sandbox in inventory.sandboxes:
+        slug = sandbox_slug(sandbox)
+        if slug is None:
+            continue
+        project = projects[slug]
+        if slug_of_vm(sandbox.name):
+            project.vm = sandbox
+        else:
+            project.tasks.append(sandbox)
+        if not _is_stale(sandbox, cutoff):
+            project.recent = True
+
+    stale = {slug for slug, project in projects.items() if not project.recent}
+    removes_sandboxes = scope in (Scope.ALL, Scope.SANDBOXES)
+    removes_vms = removes_sandboxes or scope is Scope.VOLUMES
+    pruned_vms = {slug for slug in stale if projects[slug].vm is not None} if removes_vms else set()
+
+    removals: list[Removal] = []
+    for slug in sorted(stale):
+        project = projects[slug]
+        if project.vm is not None and slug in pruned_vms:
+            removals.append(Removal(ArtifactKind.VM, project.vm.name, _stale_reason(project.vm, age), slug))
+        if removes_sandboxes:
+            for task in sorted(project.tasks, key=lambda item: item.name):
+                removals.append(Removal(ArtifactKind.TASK_SANDBOX, task.name, _stale_reason(task, age), slug))
+
+    if scope in (Scope.ALL, Scope.VOLUMES):
+        removals += _volume_removals(inventory.volumes, pruned_vms, cutoff)
+
+    if scope in (Scope.ALL, Scope.IMAGES):
+        remaining = [
+            sandbox
+            for sandbox in inventory.sandboxes
+            if (slug := sandbox_slug(sandbox)) is not None
+            and not (slug in stale and (removes_sandboxes or (slug in pruned_vms and slug_of_vm(sandbox.name))))
+        ]
+        judge = _ImageJudge(inventory, remaining, pruned_vms, cutoff)
+        for image in sorted(inventory.runtime_images, key=lambda item: item.reference):
+            verdict = judge.verdict(image.reference, image.digest, image.created_at, image.labels)
+            if verdict is not None:
+                removals.append(Removal(ArtifactKind.RUNTIME_IMAGE, image.reference, *verdict))
+        for tagged in sorted(inventory.docker_images, key=lambda item: item.name):
+            if tagged.tag is None:
+                verdict = judge.dangling_verdict(tagged)
+            else:
+                verdict = judge.verdict(tagged.tag, tagged.image_id, tagged.created_at, tagged.labels)
+            if verdict is not None:
+                removals.append(Removal(ArtifactKind.DOCKER_IMAGE, tagged.name, *verdict))
+    return removals
+
+
+def _stale_reason(sandbox: SandboxFact, age: timedelta) -> str:
+    if age <= timedelta(0):
+        return "not running"
+    return f"not active for more than {format_duration(age)}"
+
+
+def _volume_removals(volumes: Iterable[VolumeFact], pruned_vms: set[str], cutoff: datetime) -> list[Removal]:
+    removals: list[Removal] = []
+    for volume in sorted(volumes, key=lambda item: item.name):
+        slug = volume_slug(volume)
+        if slug is None or slug not in pruned_vms:
+            continue
+        created = volume.created_at or home_volume_time(volume.name)
+        if created is not None and created > cutoff:
+            continue
+        removals.append(Removal(ArtifactKind.HOME_VOLUME, volume.name, "its project's VM is pruned", slug))
+    return removals
+
+
+class _ImageJudge:
+    """Decides runner images against the sandboxes that remain after this plan."""
+
+    def __init__(
+        self, inventory: Inventory, remaining: list[SandboxFact], pruned_vms: set[str], cutoff: datetime
+    ) -> None:
+        self.cutoff = cutoff
+        self.pruned_vms = pruned_vms
+        self.projects = inventory.projects
+        self.referenced: set[str] = set()
+        self.live_vms: dict[str, SandboxFact] = {}
+        for sandbox in remaining:
+            self.referenced |= _references_of(sandbox)
+            slug = slug_of_vm(sandbox.name)
+            if slug is not None:
+                self.live_vms[slug] = sandbox
+        self.created: dict[str, datetime] = {}
+        for image in inventory.runtime_images:
+            self._remember(image.created_at, image.reference, image.digest)
+        for docker_image in inventory.docker_images:
+            self._remember(docker_image.created_at, docker_image.tag, docker_image.image_id)
+
+    def _remember(self, created: datetime | None, *keys: str | None) -> None:
+        if created is None:
+            return
+        for key in keys:
+            if key:
+                self.created.setdefault(key, created)
+
+    def _current_created(self, vm: SandboxFact) -> datetime | None:
+        for key in (vm.image, vm.labels.get(LABEL_IMAGE), vm.labels.get(LABEL_IMAGE_DIGEST)):
+            if key and key in self.created:
+                return self.created[key]
+        return None
+
+    def verdict(
+        self, reference: str, digest: str, created: datetime | None, labels: Mapping[str, str]
+    ) -> tuple[str, str | None] | None:
+        """Why the image goes and its project, or None when it stays."""
+        slug = image_slug(reference, labels)
+        if slug is None or reference in self.referenced or (digest and digest in self.referenced):
+            return None
+        record = self.projects.get(slug)
+        is_current = record is not None and reference == record.image_reference
+        vm = self.live_vms.get(slug)
+        if vm is None:
+            if slug in self.pruned_vms:
+                return "its project's VM is pruned", slug
+            if is_current or not _older(created, self.cutoff):
+                return None
+            return "its project has no VM", slug
+        if is_current or not _older(created, self.cutoff):
+            return None
+        current = self._current_created(vm)
+        if current is None or created is None or created >= current:
+            return None
+        return "older than the image of its project's VM", slug
+
+    def dangling_verdict(self, image: DockerImageFact) -> tuple[str, str | None] | None:
+        if image.labels.get(LABEL_MANAGED) != "true" or image.image_id in self.referenced:
+            return None
+        if not _older(image.created_at, self.cutoff):
+            return None
+        return "dangling (untagged by a rebuild)", None
+
+
+def _references_of(sandbox: SandboxFact) -> set[str]:
+    keys = {sandbox.image, sandbox.labels.get(LABEL_IMAGE, ""), sandbox.labels.get(LABEL_IMAGE_DIGEST, "")}
+    return {key for key in keys if key}

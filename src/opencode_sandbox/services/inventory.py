@@ -1,0 +1,75 @@
+"""One snapshot of everything pruning judges: the runtime, the Docker engine, the state files."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from opencode_sandbox.core.prune_plan import (
+    DockerImageFact,
+    ImageFact,
+    Inventory,
+    ProjectRecord,
+    SandboxFact,
+    VolumeFact,
+)
+from opencode_sandbox.errors import SandboxError
+from opencode_sandbox.runtime.base import Runtime
+from opencode_sandbox.runtime.types import RuntimeKind, SandboxInfo
+from opencode_sandbox.services.docker_images import DockerImageStore
+from opencode_sandbox.state.store import StateStore
+
+
+def aware(moment: datetime | None) -> datetime | None:
+    """Times without a zone are UTC: that is how Docker and msb write them."""
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=UTC)
+
+
+def sandbox_fact(info: SandboxInfo) -> SandboxFact:
+    return SandboxFact(
+        name=info.name,
+        active=info.status.is_active,
+        image=info.image,
+        last_activity_at=aware(info.last_activity_at),
+        created_at=aware(info.created_at),
+        labels=dict(info.labels),
+    )
+
+
+def gather_inventory(
+    runtime: Runtime,
+    docker: DockerImageStore | None,
+    store: StateStore,
+    warn: Callable[[str], None],
+    include_images: bool = True,
+    include_volumes: Callable[[tuple[SandboxFact, ...]], bool] = lambda _sandboxes: True,
+) -> Inventory:
+    """Ask each source once. The runtime must answer; the Docker engine may be missing (under
+    microsandbox it only holds build caches), which leaves its images out with a warning.
+    Volumes are listed only when `include_volumes` says the sandboxes make them matter."""
+    sandboxes = tuple(sandbox_fact(info) for info in runtime.list_sandboxes())
+    volumes: tuple[VolumeFact, ...] = ()
+    if include_volumes(sandboxes):
+        volumes = tuple(VolumeFact(v.name, aware(v.created_at), dict(v.labels)) for v in runtime.list_volumes())
+    runtime_images: tuple[ImageFact, ...] = ()
+    docker_images: tuple[DockerImageFact, ...] = ()
+    if include_images:
+        runtime_images = tuple(
+            ImageFact(i.reference, i.digest, aware(i.created_at), dict(i.labels)) for i in runtime.list_images()
+        )
+        if docker is not None:
+            try:
+                listed = docker.list_images(include_tagged=runtime.kind is not RuntimeKind.DOCKER)
+                docker_images = tuple(replace(image, created_at=aware(image.created_at)) for image in listed)
+            except SandboxError as error:
+                if runtime.kind is RuntimeKind.DOCKER:
+                    raise
+                warn(f"Docker images are left out: {error.message}")
+    projects = {}
+    for slug in store.slugs():
+        state = store.load(slug)
+        projects[slug] = ProjectRecord(state.home_volume, state.image_reference, state.image_digest)
+    return Inventory(sandboxes, volumes, runtime_images, docker_images, projects)

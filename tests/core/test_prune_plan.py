@@ -1,0 +1,432 @@
+"""The prune planner over hand-built inventories: every rule, and what each keeps."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from opencode_sandbox.core.naming import (
+    LABEL_IMAGE_DIGEST,
+    LABEL_MANAGED,
+    LABEL_SLUG,
+    home_volume_name,
+    managed_labels,
+    runner_image,
+    task_name,
+    vm_name,
+)
+from opencode_sandbox.core.prune_plan import (
+    ArtifactKind,
+    DockerImageFact,
+    ImageFact,
+    Inventory,
+    ProjectRecord,
+    Removal,
+    SandboxFact,
+    Scope,
+    VolumeFact,
+    plan_prune,
+    stale_vm_possible,
+)
+
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+AGE = timedelta(days=7)
+OLD = NOW - timedelta(days=30)
+RECENT = NOW - timedelta(days=1)
+SLUG_A = "alpha-0123456789abcd"
+SLUG_B = "beta-abcdefghijklmn"
+SLUG_C = "gamma-zyxwvutsrqponm"
+OURS = {LABEL_MANAGED: "true"}
+
+
+def vm(slug: str, *, when: datetime | None = OLD, active: bool = False, image: str = "",
+       labels: dict[str, str] | None = None) -> SandboxFact:
+    return SandboxFact(vm_name(slug), active, image, when, when, labels if labels is not None else managed_labels(slug))
+
+
+def task(slug: str, number: int, *, when: datetime = OLD, active: bool = False) -> SandboxFact:
+    return SandboxFact(task_name(slug, number), active, "", when, when, managed_labels(slug))
+
+
+def volume(slug: str, created: datetime = OLD, labels: dict[str, str] | None = None) -> VolumeFact:
+    return VolumeFact(home_volume_name(slug, created), created, labels if labels is not None else managed_labels(slug))
+
+
+def image(slug: str, tag: str, created: datetime = OLD, labels: dict[str, str] | None = None) -> ImageFact:
+    return ImageFact(runner_image(slug, tag), "sha256:" + tag.ljust(64, "0"), created,
+                     labels if labels is not None else OURS)
+
+
+def docker_tag(slug: str, tag: str, created: datetime = OLD) -> DockerImageFact:
+    return DockerImageFact("sha256:" + tag.ljust(64, "0"), runner_image(slug, tag), created, OURS)
+
+
+def dangling(hexdigits: str, created: datetime = OLD, labels: dict[str, str] | None = None) -> DockerImageFact:
+    return DockerImageFact("sha256:" + hexdigits.ljust(64, "0"), None, created, labels if labels is not None else OURS)
+
+
+def names(removals: list[Removal], kind: ArtifactKind | None = None) -> set[str]:
+    return {removal.name for removal in removals if kind is None or removal.kind is kind}
+
+
+def plan(inventory: Inventory, age: timedelta = AGE, scope: Scope = Scope.ALL) -> list[Removal]:
+    return plan_prune(inventory, NOW, age, scope)
+
+
+def test_empty_inventory_plans_nothing() -> None:
+    assert plan(Inventory()) == []
+
+
+def test_a_stale_vm_goes_with_its_volumes_and_images() -> None:
+    current = image(SLUG_A, "aaa")
+    inventory = Inventory(
+        sandboxes=(vm(SLUG_A, image=current.reference),),
+        volumes=(volume(SLUG_A), volume(SLUG_A, OLD - timedelta(days=3))),
+        runtime_images=(current, image(SLUG_A, "bbb")),
+        docker_images=(docker_tag(SLUG_A, "aaa"),),
+        projects={SLUG_A: ProjectRecord(home_volume=volume(SLUG_A).name, image_reference=current.reference)},
+    )
+    removals = plan(inventory)
+    assert [(r.kind, r.name) for r in removals] == [
+        (ArtifactKind.VM, vm_name(SLUG_A)),
+        (ArtifactKind.HOME_VOLUME, volume(SLUG_A, OLD - timedelta(days=3)).name),
+        (ArtifactKind.HOME_VOLUME, volume(SLUG_A).name),
+        (ArtifactKind.RUNTIME_IMAGE, runner_image(SLUG_A, "aaa")),
+        (ArtifactKind.RUNTIME_IMAGE, runner_image(SLUG_A, "bbb")),
+        (ArtifactKind.DOCKER_IMAGE, runner_image(SLUG_A, "aaa")),
+    ]
+    assert all(r.slug == SLUG_A for r in removals)
+    assert removals[0].reason == "not active for more than 7d"
+    assert removals[1].reason == "its project's VM is pruned"
+
+
+def test_an_active_vm_is_never_stale_however_old() -> None:
+    inventory = Inventory(sandboxes=(vm(SLUG_A, when=OLD - timedelta(days=900), active=True),),
+                          volumes=(volume(SLUG_A),))
+    assert plan(inventory, age=timedelta(0)) == []
+
+
+def test_a_project_with_recent_activity_is_left_alone_entirely() -> None:
+    inventory = Inventory(
+        sandboxes=(vm(SLUG_A, when=RECENT), task(SLUG_A, 1)),
+        volumes=(volume(SLUG_A), volume(SLUG_A, OLD - timedelta(days=60))),
+    )
+    assert plan(inventory) == []
+
+
+def test_a_recent_task_sandbox_keeps_the_whole_project() -> None:
+    inventory = Inventory(sandboxes=(vm(SLUG_A), task(SLUG_A, 1, when=RECENT)), volumes=(volume(SLUG_A),))
+    assert plan(inventory) == []
+
+
+def test_stale_task_sandboxes_count_with_the_vms() -> None:
+    inventory = Inventory(sandboxes=(vm(SLUG_A), task(SLUG_A, 1), task(SLUG_A, 2), task(SLUG_B, 1)))
+    removals = plan(inventory)
+    assert names(removals, ArtifactKind.VM) == {vm_name(SLUG_A)}
+    assert names(removals, ArtifactKind.TASK_SANDBOX) == {task_name(SLUG_A, 1), task_name(SLUG_A, 2),
+                                                         task_name(SLUG_B, 1)}
+
+
+def test_the_age_boundary_is_inclusive() -> None:
+    on_the_line = vm(SLUG_A, when=NOW - AGE)
+    just_inside = vm(SLUG_B, when=NOW - AGE + timedelta(seconds=1))
+    removals = plan(Inventory(sandboxes=(on_the_line, just_inside)))
+    assert names(removals) == {vm_name(SLUG_A)}
+
+
+def test_age_zero_makes_every_sandbox_that_is_not_active_stale() -> None:
+    inventory = Inventory(sandboxes=(vm(SLUG_A, when=NOW), vm(SLUG_B, when=NOW, active=True)))
+    removals = plan(inventory, age=timedelta(0))
+    assert names(removals) == {vm_name(SLUG_A)}
+    assert removals[0].reason == "not running"
+
+
+def test_a_sandbox_without_any_time_is_kept() -> None:
+    assert plan(Inventory(sandboxes=(vm(SLUG_A, when=None),)), age=timedelta(0)) == []
+
+
+def test_home_volumes_of_a_project_without_a_vm_are_never_pruned() -> None:
+    inventory = Inventory(
+        volumes=(volume(SLUG_A), volume(SLUG_B, OLD - timedelta(days=365))),
+        projects={SLUG_A: ProjectRecord(home_volume=volume(SLUG_A).name)},
+    )
+    assert plan(inventory, age=timedelta(0)) == []
+
+
+def test_a_home_volume_created_within_the_age_stays_with_a_pruned_vm() -> None:
+    fresh = volume(SLUG_A, RECENT)
+    inventory = Inventory(sandboxes=(vm(SLUG_A),), volumes=(volume(SLUG_A), fresh))
+    removals = plan(inventory)
+    assert names(removals, ArtifactKind.HOME_VOLUME) == {volume(SLUG_A).name}
+
+
+def test_a_state_file_naming_a_volume_that_is_gone_changes_nothing() -> None:
+    inventory = Inventory(
+        sandboxes=(vm(SLUG_A),),
+        volumes=(volume(SLUG_A),),
+        projects={SLUG_A: ProjectRecord(home_volume=home_volume_name(SLUG_A, OLD - timedelta(days=99)))},
+    )
+    removals = plan(inventory)
+    assert [(r.kind, r.name) for r in removals] == [
+        (ArtifactKind.VM, vm_name(SLUG_A)),
+        (ArtifactKind.HOME_VOLUME, volume(SLUG_A).name),
+    ]
+
+
+def test_runner_images_of_a_project_without_a_vm_go_once_older_than_the_age() -> None:
+    inventory = Inventory(
+        runtime_images=(image(SLUG_B, "old"), image(SLUG_B, "new", RECENT)),
+        docker_images=(docker_tag(SLUG_B, "old"), docker_tag(SLUG_B, "new", RECENT)),
+    )
+    removals = plan(inventory)
+    assert [(r.kind, r.name, r.reason) for r in removals] == [
+        (ArtifactKind.RUNTIME_IMAGE, runner_image(SLUG_B, "old"), "its project has no VM"),
+        (ArtifactKind.DOCKER_IMAGE, runner_image(SLUG_B, "old"), "its project has no VM"),
+    ]
+
+
+def test_the_current_image_in_a_state_file_stays_for_a_project_without_a_vm() -> None:
+    inventory = Inventory(
+        runtime_images=(image(SLUG_B, "cur"), image(SLUG_B, "old", OLD - timedelta(days=1))),
+        projects={SLUG_B: ProjectRecord(image_reference=runner_image(SLUG_B, "cur"))},
+    )
+    assert names(plan(inventory)) == {runner_image(SLUG_B, "old")}
+
+
+def test_a_pruned_vm_takes_even_fresh_and_current_images_along() -> None:
+    fresh = image(SLUG_A, "fresh", RECENT)
+    inventory = Inventory(
+        sandboxes=(vm(SLUG_A, image=fresh.reference),),
+        runtime_images=(fresh,),
+        projects={SLUG_A: ProjectRecord(image_reference=fresh.reference)},
+    )
+    assert names(plan(inventory), ArtifactKind.RUNTIME_IMAGE) == {fresh.reference}
+
+
+def test_surplus_images_of_a_live_project_are_those_older_than_the_vms_image() -> None:
+    current = image(SLUG_A, "cur", OLD)
+    older = image(SLUG_A, "older", OLD - timedelta(days=5))
+    newer = image(SLUG_A, "newer", OLD + timedelta(days=1))
+    inventory = Inventory(
+        sandboxes=(vm(SLUG_A, when=RECENT, image=current.reference),),
+        runtime_images=(current, older, newer),
+        docker_images=(docker_tag(SLUG_A, "older", OLD - timedelta(days=5)),),
+    )
+    removals = plan(inventory)
+    assert [(r.kind, r.name, r.reason) for r in removals] == [
+        (ArtifactKind.RUNTIME_IMAGE, older.reference, "older than the image of its project's VM"),
+        (ArtifactKind.DOCKER_IMAGE, older.reference, "older than the image of its project's VM"),
+    ]
+
+
+def test_surplus_images_younger_than_the_age_stay() -> None:
+    current = image(SLUG_A, "cur", NOW - timedelta(hours=1))
+    older = image(SLUG_A, "older", RECENT)
+    inventory = Inventory(sandboxes=(vm(SLUG_A, when=RECENT, image=current.reference),),
+                          runtime_images=(current, older))
+    assert plan(inventory) == []
+
+
+def test_the_image_a_stopped_vm_references_is_kept_even_when_older_than_the_current_one() -> None:
+    booted = image(SLUG_A, "booted", OLD - timedelta(days=10))
+    rebuilt = image(SLUG_A, "rebuilt", OLD)
+    inventory = Inventory(
+        sandboxes=(vm(SLUG_A, when=RECENT, image=booted.reference),),
+        runtime_images=(booted, rebuilt),
+        projects={SLUG_A: ProjectRecord(image_reference=rebuilt.reference)},
+    )
+    assert plan(inventory) == []
+
+
+def test_an_image_referenced_by_digest_label_is_kept() -> None:
+    current = image(SLUG_A, "cur")
+    older = image(SLUG_A, "older", OLD - timedelta(days=3))
+    labels = {**managed_labels(SLUG_A), LABEL_IMAGE_DIGEST: older.digest}
+    inventory = Inventory(sandboxes=(vm(SLUG_A, when=RECENT, image=current.reference, labels=labels),),
+                          runtime_images=(current, older))
+    assert plan(inventory) == []
+
+
+def test_when_the_vms_image_is_unknown_nothing_of_that_project_is_surplus() -> None:
+    inventory = Inventory(sandboxes=(vm(SLUG_A, when=RECENT, image="somewhere/else:1"),),
+                          runtime_images=(image(SLUG_A, "x"), image(SLUG_A, "y", OLD - timedelta(days=9))))
+    assert plan(inventory) == []
+
+
+def test_dangling_docker_images_of_this_tool_go_foreign_ones_stay() -> None:
+    inventory = Inventory(docker_images=(
+        dangling("aa"),
+        dangling("bb", labels={"maintainer": "someone"}),
+        dangling("cc", labels={LABEL_MANAGED: "false"}),
+        dangling("dd", created=RECENT),
+    ))
+    removals = plan(inventory)
+    assert [(r.kind, r.name) for r in removals] == [(ArtifactKind.DOCKER_IMAGE, "sha256:" + "aa".ljust(64, "0"))]
+    assert removals[0].slug is None
+
+
+def test_a_dangling_image_a_remaining_vm_runs_on_stays() -> None:
+    image_id = "sha256:" + "ee".ljust(64, "0")
+    inventory = Inventory(sandboxes=(vm(SLUG_A, when=RECENT, image=image_id),), docker_images=(dangling("ee"),))
+    assert plan(inventory) == []
+
+
+def test_base_images_and_foreign_images_are_never_planned() -> None:
+    base = ImageFact("opencode-sandbox/runner-base:latest", "sha256:1", OLD, OURS)
+    dind = DockerImageFact("sha256:2", "opencode-sandbox/runner-base-dind:latest", OLD, OURS)
+    unlabelled = image(SLUG_C, "nolabel", labels={})
+    foreign_repo = ImageFact("someone/runner-" + SLUG_C + ":x", "sha256:3", OLD, OURS)
+    inventory = Inventory(runtime_images=(base, unlabelled, foreign_repo), docker_images=(dind,))
+    assert plan(inventory, age=timedelta(0)) == []
+
+
+def test_look_alike_names_and_foreign_labels_are_never_planned() -> None:
+    inventory = Inventory(
+        sandboxes=(
+            vm(SLUG_A, labels={}),  # our name, no labels
+            vm(SLUG_B, labels={LABEL_MANAGED: "true", LABEL_SLUG: SLUG_C}),  # slug label of another project
+            SandboxFact("opencode-sandbox-vm-x", False, "", OLD, OLD, OURS),  # no valid slug
+            SandboxFact("other-vm", False, "", OLD, OLD, OURS),
+        ),
+        volumes=(
+            VolumeFact("opencode-sandbox-home", OLD, OURS),
+            VolumeFact("opencode-sandbox-home-" + SLUG_A, OLD, managed_labels(SLUG_A)),  # no timestamp
+            volume(SLUG_A, labels={}),
+        ),
+    )
+    assert plan(inventory, age=timedelta(0)) == []
+
+
+def test_sandbox_scope_removes_vms_and_tasks_only() -> None:
+    inventory = Inventory(
+        sandboxes=(vm(SLUG_A, image=runner_image(SLUG_A, "a")), task(SLUG_A, 3)),
+        volumes=(volume(SLUG_A),),
+        runtime_images=(image(SLUG_A, "a"),),
+        docker_images=(dangling("ab"),),
+    )
+    removals = plan(inventory, scope=Scope.SANDBOXES)
+    assert [(r.kind, r.name) for r in removals] == [
+        (ArtifactKind.VM, vm_name(SLUG_A)),
+        (ArtifactKind.TASK_SANDBOX, task_name(SLUG_A, 3)),
+    ]
+
+
+def test_volume_scope_takes_the_stale_vm_along_but_no_task_or_image() -> None:
+    inventory = Inventory(
+        sandboxes=(vm(SLUG_A), task(SLUG_A, 3), task(SLUG_B, 1)),
+        volumes=(volume(SLUG_A), volume(SLUG_B)),
+        runtime_images=(image(SLUG_A, "a"),),
+    )
+    removals = plan(inventory, scope=Scope.VOLUMES)
+    assert [(r.kind, r.name) for r in removals] == [
+        (ArtifactKind.VM, vm_name(SLUG_A)),
+        (ArtifactKind.HOME_VOLUME, volume(SLUG_A).name),
+    ]
+
+
+def test_image_scope_judges_a_stale_vm_that_stays_as_live() -> None:
+    current = image(SLUG_A, "cur", OLD)
+    older = image(SLUG_A, "older", OLD - timedelta(days=2))
+    inventory = Inventory(
+        sandboxes=(vm(SLUG_A, image=current.reference),),
+        volumes=(volume(SLUG_A),),
+        runtime_images=(current, older, image(SLUG_B, "gone")),
+        docker_images=(dangling("ff"),),
+    )
+    removals = plan(inventory, scope=Scope.IMAGES)
+    assert [(r.kind, r.name) for r in removals] == [
+        (ArtifactKind.RUNTIME_IMAGE, older.reference),
+        (ArtifactKind.RUNTIME_IMAGE, runner_image(SLUG_B, "gone")),
+        (ArtifactKind.DOCKER_IMAGE, "sha256:" + "ff".ljust(64, "0")),
+    ]
+
+
+def test_volumes_matter_only_when_a_project_vm_may_be_stale() -> None:
+    assert stale_vm_possible([vm(SLUG_A)], NOW, AGE)
+    assert not stale_vm_possible([vm(SLUG_A, when=RECENT), task(SLUG_B, 1), vm(SLUG_C, labels={})], NOW, AGE)
+    assert not stale_vm_possible([vm(SLUG_A, active=True)], NOW, timedelta(0))
+
+
+def test_a_stale_task_without_a_vm_does_not_take_volumes() -> None:
+    inventory = Inventory(sandboxes=(task(SLUG_B, 1),), volumes=(volume(SLUG_B),))
+    assert names(plan(inventory)) == {task_name(SLUG_B, 1)}
+
+
+def test_images_of_a_live_task_sandbox_stay_when_its_vm_is_gone() -> None:
+    used = image(SLUG_B, "used")
+    inventory = Inventory(
+        sandboxes=(SandboxFact(task_name(SLUG_B, 1), True, used.reference, OLD, OLD, managed_labels(SLUG_B)),),
+        runtime_images=(used, image(SLUG_B, "spare")),
+    )
+    assert names(plan(inventory)) == {runner_image(SLUG_B, "spare")}
+
+
+def test_the_plan_does_not_depend_on_input_order() -> None:
+    items = (vm(SLUG_A), vm(SLUG_B), task(SLUG_C, 1))
+    vols = (volume(SLUG_A), volume(SLUG_B))
+    first = plan(Inventory(sandboxes=items, volumes=vols))
+    second = plan(Inventory(sandboxes=tuple(reversed(items)), volumes=tuple(reversed(vols))))
+    assert first == second
+
+
+_slugs = st.sampled_from([SLUG_A, SLUG_B, SLUG_C])
+_times = st.one_of(st.none(), st.integers(min_value=0, max_value=60).map(lambda days: NOW - timedelta(days=days)))
+_labels = st.sampled_from(["ours", "none", "other-slug"])
+
+
+def _labels_for(kind: str, slug: str) -> dict[str, str]:
+    if kind == "ours":
+        return managed_labels(slug)
+    if kind == "other-slug":
+        return managed_labels(SLUG_C if slug != SLUG_C else SLUG_A)
+    return {}
+
+
+_sandboxes = st.builds(
+    lambda slug, n, when, active, labels: SandboxFact(
+        vm_name(slug) if n == 0 else task_name(slug, n), active, runner_image(slug, "t0"), when, when,
+        _labels_for(labels, slug)),
+    _slugs, st.integers(0, 2), _times, st.booleans(), _labels,
+)
+_volumes = st.builds(
+    lambda slug, days, labels: VolumeFact(home_volume_name(slug, NOW - timedelta(days=days)),
+                                          NOW - timedelta(days=days), _labels_for(labels, slug)),
+    _slugs, st.integers(0, 60), _labels,
+)
+_images = st.builds(
+    lambda slug, tag, when, ours: ImageFact(runner_image(slug, f"t{tag}"), f"sha256:{tag}", when, OURS if ours else {}),
+    _slugs, st.integers(0, 3), _times, st.booleans(),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sandboxes=st.lists(_sandboxes, max_size=6, unique_by=lambda s: s.name),
+    volumes=st.lists(_volumes, max_size=6, unique_by=lambda v: v.name),
+    images=st.lists(_images, max_size=6, unique_by=lambda i: i.reference),
+    age_days=st.integers(0, 40),
+    scope=st.sampled_from(list(Scope)),
+)
+def test_properties_hold_for_any_inventory(
+    sandboxes: list[SandboxFact], volumes: list[VolumeFact], images: list[ImageFact], age_days: int, scope: Scope
+) -> None:
+    inventory = Inventory(tuple(sandboxes), tuple(volumes), tuple(images))
+    removals = plan_prune(inventory, NOW, timedelta(days=age_days), scope)
+    by_name = {s.name: s for s in sandboxes} | {v.name: v for v in volumes} | {i.reference: i for i in images}
+    assert len({(r.kind, r.name) for r in removals}) == len(removals)
+    pruned_vm_slugs = {r.slug for r in removals if r.kind is ArtifactKind.VM}
+    for removal in removals:
+        artifact = by_name[removal.name]  # only what the inventory holds is ever planned
+        assert artifact.labels.get(LABEL_MANAGED) == "true"
+        if isinstance(artifact, SandboxFact):
+            assert not artifact.active
+            assert artifact.labels.get(LABEL_SLUG) == removal.slug
+        if removal.kind is ArtifactKind.HOME_VOLUME:
+            assert removal.slug in pruned_vm_slugs
+    for sandbox in sandboxes:  # a project with an active sandbox of ours keeps its sandboxes and volumes
+        slug = sandbox.labels.get(LABEL_SLUG, "")
+        if sandbox.active and sandbox.labels == managed_labels(slug) and slug in sandbox.name:
+            kept = (ArtifactKind.VM, ArtifactKind.TASK_SANDBOX, ArtifactKind.HOME_VOLUME)
+            assert not any(r.slug == slug and r.kind in kept for r in removals)

@@ -1,0 +1,75 @@
+"""An application context around a fake runtime, and a fake Docker image store."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+
+from opencode_sandbox.cli.app import App
+from opencode_sandbox.config.loader import load_settings
+from opencode_sandbox.core.naming import home_volume_name, managed_labels, runner_image, vm_name
+from opencode_sandbox.core.prune_plan import DockerImageFact
+from opencode_sandbox.errors import NotFound
+from opencode_sandbox.paths import ToolPaths
+from opencode_sandbox.project import Project
+from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec, SandboxStatus
+from opencode_sandbox.ui.console import Console, LogLevel
+from tests.fakes.runtime import FakeRuntime
+
+SLUG = "app-0123456789abcd"
+
+
+def make_app(runtime: FakeRuntime, root: Path, *, interactive: bool = False, assume_yes: bool = False,
+             slug: str = SLUG) -> App:
+    console = Console(LogLevel.INFO, stream=io.StringIO())
+    project = Project(slug=slug, root=root, remote=None, is_git=False)
+    return App(console, ToolPaths.from_environment(), project, load_settings([], {}, {}), assume_yes, interactive,
+               {}, runtime)
+
+
+def messages(app: App) -> str:
+    stream = app.console.stream
+    assert isinstance(stream, io.StringIO)
+    return stream.getvalue()
+
+
+class FakeDockerImages:
+    """The Docker engine's images as pruning sees them, in memory."""
+
+    def __init__(self, images: Iterable[DockerImageFact] = ()) -> None:
+        self.images = {image.name: image for image in images}
+        self.removed: list[str] = []
+        self.listed = 0
+
+    def list_images(self, include_tagged: bool) -> list[DockerImageFact]:
+        self.listed += 1
+        return [image for image in self.images.values() if include_tagged or image.tag is None]
+
+    def remove(self, name: str) -> None:
+        if name not in self.images:
+            raise NotFound(f"docker image {name} does not exist", hint="-")
+        del self.images[name]
+        self.removed.append(name)
+
+
+def plant_project(runtime: FakeRuntime, slug: str, *, volume_time: datetime, image_tag: str = "c0ffee",
+                  status: SandboxStatus = SandboxStatus.STOPPED, activity: datetime | None = None) -> tuple[str, str]:
+    """A project VM on a home volume and a runner image; returns (volume, image)."""
+    image = runner_image(slug, image_tag)
+    runtime.add_docker_image(image, labels={"org.opencode-sandbox.managed": "true"})
+    runtime.load_image(image)
+    volume = home_volume_name(slug, volume_time)
+    runtime.create_volume(volume, managed_labels(slug))
+    runtime.volumes[volume].created_at = volume_time
+    spec = SandboxSpec(vm_name(slug), image, 1, 512, labels=managed_labels(slug),
+                       mounts=(Mount(MountKind.VOLUME, volume, "/home/dev"),))
+    runtime.create_sandbox(spec)
+    sandbox = runtime.sandboxes[vm_name(slug)]
+    if status is not SandboxStatus.RUNNING:
+        runtime.stop_sandbox(vm_name(slug))
+        sandbox.status = status
+    if activity is not None:
+        sandbox.created_at = sandbox.last_activity_at = activity
+    return volume, image

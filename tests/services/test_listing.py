@@ -1,0 +1,176 @@
+"""`list`, `volume list`, `image list`: filters, columns, colours and JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from opencode_sandbox.core.naming import home_volume_name, runner_image, vm_name
+from opencode_sandbox.errors import UsageError
+from opencode_sandbox.runtime.types import ImageInfo, RuntimeKind, SandboxStatus, VolumeInfo
+from opencode_sandbox.services.listing import (
+    render_images,
+    render_sandboxes,
+    render_volumes,
+    select_sandboxes,
+)
+from opencode_sandbox.ui.table import STATUS_COLORS, render, status_cell, wants_color
+from tests.cli.helpers import run_cli
+from tests.fakes.runtime import FakeRuntime
+from tests.services.app_fakes import plant_project
+
+MOMENT = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
+RUNNING = "run-0123456789abcd"
+STOPPED = "stop-abcdefghijklmn"
+CRASHED = "crash-zyxwvutsrqponm"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeRuntime]:
+    runtime = FakeRuntime(RuntimeKind.MICROSANDBOX)
+    plant_project(runtime, RUNNING, volume_time=MOMENT, status=SandboxStatus.RUNNING)
+    plant_project(runtime, STOPPED, volume_time=MOMENT)
+    plant_project(runtime, CRASHED, volume_time=MOMENT, status=SandboxStatus.CRASHED)
+    for sandbox in runtime.sandboxes.values():
+        sandbox.created_at = MOMENT
+    runtime.add_foreign_sandbox(vm_name("foreign-0123456789abcd"))
+    yield runtime
+    runtime.close()
+
+
+def local(moment: datetime) -> str:
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def test_the_table_has_the_four_columns_aligned(fake: FakeRuntime) -> None:
+    text = render_sandboxes(select_sandboxes(fake, False, False), "table", names=False, color=False)
+    lines = text.splitlines()
+    assert re.split(r"\s{2,}", lines[0]) == ["NAME", "IMAGE", "STATUS", "CREATED"]
+    assert len(lines) == 4  # the foreign look-alike is not listed
+    rows = [re.split(r"\s{2,}", line) for line in lines[1:]]
+    assert rows == [
+        [vm_name(CRASHED), runner_image(CRASHED, "c0ffee"), "crashed", local(MOMENT)],
+        [vm_name(RUNNING), runner_image(RUNNING, "c0ffee"), "running", local(MOMENT)],
+        [vm_name(STOPPED), runner_image(STOPPED, "c0ffee"), "stopped", local(MOMENT)],
+    ]
+    starts = {line.index(local(MOMENT)) for line in lines[1:]} | {lines[0].index("CREATED")}
+    assert len(starts) == 1
+    assert "\x1b[" not in text
+
+
+def test_running_and_stopped_filters(fake: FakeRuntime) -> None:
+    assert [s.name for s in select_sandboxes(fake, True, False)] == [vm_name(RUNNING)]
+    assert [s.name for s in select_sandboxes(fake, False, True)] == [vm_name(CRASHED), vm_name(STOPPED)]
+    with pytest.raises(UsageError):
+        select_sandboxes(fake, True, True)
+
+
+def test_names_prints_one_name_a_line(fake: FakeRuntime) -> None:
+    text = render_sandboxes(select_sandboxes(fake, False, True), "table", names=True, color=True)
+    assert text.splitlines() == [vm_name(CRASHED), vm_name(STOPPED)]
+
+
+def test_json_carries_utc_timestamps_and_the_project(fake: FakeRuntime) -> None:
+    entries = json.loads(render_sandboxes(select_sandboxes(fake, True, False), "json", names=False, color=False))
+    assert entries == [{
+        "name": vm_name(RUNNING), "project": RUNNING, "image": runner_image(RUNNING, "c0ffee"),
+        "status": "running", "created": "2026-03-04T05:06:07+00:00",
+        "last_activity": entries[0]["last_activity"],
+    }]
+    assert datetime.fromisoformat(entries[0]["last_activity"]).tzinfo is not None
+
+
+def test_status_colours_follow_microsandbox(fake: FakeRuntime) -> None:
+    text = render_sandboxes(select_sandboxes(fake, False, False), "table", names=False, color=True)
+    assert "\x1b[32mrunning\x1b[0m" in text
+    assert "\x1b[2mstopped\x1b[0m" in text
+    assert "\x1b[31mcrashed\x1b[0m" in text
+    assert {status: STATUS_COLORS.get(status) for status in ("created", "starting", "paused", "draining")} == {
+        "created": "dim", "starting": "yellow", "paused": "yellow", "draining": "yellow"}
+    assert status_cell("unknown").color is None
+    padded = render(["A", "B"], [[status_cell("running"), "x"], ["much-longer", "y"]], color=True)
+    assert padded.splitlines()[1] == "\x1b[32mrunning\x1b[0m" + " " * 4 + "  x"
+
+
+def test_colour_needs_a_terminal_and_no_no_color(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    class Terminal:
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert wants_color(Terminal())  # type: ignore[arg-type]
+    with (tmp_path / "file").open("w") as plain:
+        assert not wants_color(plain)
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not wants_color(Terminal())  # type: ignore[arg-type]
+
+
+def test_volume_list_shows_size_or_a_dash() -> None:
+    volumes = [
+        VolumeInfo(home_volume_name(RUNNING, MOMENT), "dir", 2 * 1024**3, MOMENT),
+        VolumeInfo(home_volume_name(STOPPED, MOMENT), "docker", None, None),
+    ]
+    rows = [re.split(r"\s{2,}", line) for line in render_volumes(volumes, "table").splitlines()]
+    assert rows == [
+        ["NAME", "KIND", "SIZE", "CREATED"],
+        [volumes[0].name, "dir", "2.0 GiB", local(MOMENT)],
+        [volumes[1].name, "docker", "-", "-"],
+    ]
+    entries = json.loads(render_volumes(volumes, "json"))
+    assert entries[0] == {"name": volumes[0].name, "project": RUNNING, "kind": "dir", "size_bytes": 2 * 1024**3,
+                          "created": "2026-03-04T05:06:07+00:00"}
+    assert entries[1]["size_bytes"] is None and entries[1]["created"] is None
+
+
+def test_image_list_shortens_the_digest_and_uses_binary_units() -> None:
+    digest = "sha256:" + "0123456789abcdef" * 4
+    images = [ImageInfo(runner_image(RUNNING, "c0ffee"), digest, 1536 * 1024**2, MOMENT - timedelta(hours=1))]
+    rows = [re.split(r"\s{2,}", line) for line in render_images(images, "table").splitlines()]
+    assert rows == [["REFERENCE", "DIGEST", "SIZE", "CREATED"],
+                    [images[0].reference, "sha256:0123456789ab", "1.5 GiB", local(MOMENT - timedelta(hours=1))]]
+    assert json.loads(render_images(images, "json"))[0]["digest"] == digest
+
+
+def cli_project(tmp_path: Path) -> Path:
+    folder = tmp_path / "checkout"
+    folder.mkdir()
+    return folder
+
+
+@pytest.mark.msb
+def test_cli_list_on_an_empty_runtime(tmp_path: Path) -> None:
+    folder = cli_project(tmp_path)
+    table = run_cli("list", cwd=folder)
+    assert table.returncode == 0, table.stderr
+    assert table.stdout.split() == ["NAME", "IMAGE", "STATUS", "CREATED"]
+    assert json.loads(run_cli("ls", "--format", "json", cwd=folder).stdout) == []
+    assert run_cli("sandbox", "list", "--names", cwd=folder).stdout == ""
+    both = run_cli("list", "--running", "--stopped", cwd=folder)
+    assert both.returncode == 2 and "exclude each other" in both.stderr
+    assert json.loads(run_cli("volume", "list", "--format", "json", cwd=folder).stdout) == []
+    assert run_cli("image", "list", cwd=folder).stdout.split() == ["REFERENCE", "DIGEST", "SIZE", "CREATED"]
+
+
+@pytest.mark.msb
+def test_cli_list_does_not_import_heavy_modules(tmp_path: Path) -> None:
+    folder = cli_project(tmp_path)
+    probe = (
+        "import sys, runpy\n"
+        "sys.argv = ['opencode-sandbox', 'list']\n"
+        "try:\n    runpy.run_module('opencode_sandbox', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "heavy = [m for m in ('rich', 'httpx', 'microsandbox') if m in sys.modules]\n"
+        "print('HEAVY=' + ','.join(heavy), file=sys.stderr)\n"
+    )
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", probe], cwd=folder, capture_output=True, text=True,
+                            env=dict(os.environ), check=False, timeout=60)
+    assert "HEAVY=\n" in result.stderr, result.stderr

@@ -1,0 +1,297 @@
+"""The prune service with the fake runtime: plan, show, confirm, apply, summarise."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from opencode_sandbox.core.naming import home_volume_name, managed_labels, runner_image, vm_name
+from opencode_sandbox.core.prune_plan import ArtifactKind, DockerImageFact, Scope, plan_prune
+from opencode_sandbox.errors import SandboxError, UsageError
+from opencode_sandbox.paths import ToolPaths
+from opencode_sandbox.runtime.types import RuntimeKind, SandboxStatus
+from opencode_sandbox.services import prune as prune_service
+from opencode_sandbox.services.inventory import gather_inventory
+from opencode_sandbox.services.prune import (
+    apply_plan,
+    auto_prune,
+    auto_prune_now,
+    prune,
+)
+from opencode_sandbox.state.store import ProjectState, StateStore
+from tests.fakes.runtime import FakeRuntime
+from tests.services.app_fakes import FakeDockerImages, make_app, messages, plant_project
+
+NOW = datetime.now(UTC)
+OLD = NOW - timedelta(days=40)
+STALE = "stale-0123456789abcd"
+LIVE = "live-abcdefghijklmn"
+OURS = {"org.opencode-sandbox.managed": "true"}
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeRuntime]:
+    runtime = FakeRuntime(RuntimeKind.MICROSANDBOX)
+    yield runtime
+    runtime.close()
+
+
+def planted(fake: FakeRuntime) -> dict[str, str]:
+    stale_volume, stale_image = plant_project(fake, STALE, volume_time=OLD, activity=OLD)
+    live_volume, live_image = plant_project(fake, LIVE, volume_time=OLD, status=SandboxStatus.RUNNING)
+    fake.add_foreign_sandbox(vm_name("foreign-0123456789abcd"))  # our name, no labels
+    fake.add_foreign_volume(home_volume_name("foreign-0123456789abcd", OLD))
+    return {"stale_volume": stale_volume, "stale_image": stale_image, "live_volume": live_volume,
+            "live_image": live_image}
+
+
+def write_state(slug: str, volume: str, image: str) -> None:
+    StateStore(ToolPaths.from_environment().state_dir).save(slug, ProjectState(home_volume=volume,
+                                                                               image_reference=image))
+
+
+def test_dry_run_prints_the_plan_and_removes_nothing(fake: FakeRuntime, tmp_path: Path) -> None:
+    names = planted(fake)
+    app = make_app(fake, tmp_path)
+    docker = FakeDockerImages([DockerImageFact("sha256:" + "d" * 64, None, OLD, OURS)])
+    lines: list[str] = []
+    outcome = prune(app, "7d", Scope.ALL, dry_run=True, force=False, docker=docker, echo=lines.append)
+    assert lines[-1] == "dry-run: Would prune 1 VMs, 1 home volumes, 1 docker images, 1 msb images"
+    assert lines[0] == "Would prune (unused for more than 7d):"
+    body = "\n".join(lines)
+    for name in (vm_name(STALE), names["stale_volume"], names["stale_image"], "sha256:" + "d" * 64):
+        assert name in body
+    assert vm_name(LIVE) not in body and names["live_volume"] not in body
+    assert {r.kind for r in outcome.plan} == set(ArtifactKind) - {ArtifactKind.TASK_SANDBOX}
+    assert vm_name(STALE) in fake.sandboxes and names["stale_volume"] in fake.volumes
+    assert not docker.removed
+    assert not [call for call in fake.calls if call[0].startswith("remove")]
+
+
+def test_force_removes_exactly_the_plan_and_forgets_the_project(fake: FakeRuntime, tmp_path: Path) -> None:
+    names = planted(fake)
+    write_state(STALE, names["stale_volume"], names["stale_image"])
+    write_state(LIVE, names["live_volume"], names["live_image"])
+    app = make_app(fake, tmp_path)
+    docker = FakeDockerImages([DockerImageFact("sha256:" + "d" * 64, None, OLD, OURS),
+                               DockerImageFact("sha256:" + "e" * 64, None, OLD, {"other": "x"})])
+    lines: list[str] = []
+    prune(app, None, Scope.ALL, dry_run=False, force=True, docker=docker, echo=lines.append)
+    assert lines[-1] == "Pruned 1 VMs, 1 home volumes, 1 docker images, 1 msb images"
+    assert set(fake.sandboxes) == {vm_name(LIVE), vm_name("foreign-0123456789abcd")}
+    assert set(fake.volumes) == {names["live_volume"], home_volume_name("foreign-0123456789abcd", OLD)}
+    assert set(fake.images) == {names["live_image"]}
+    assert docker.removed == ["sha256:" + "d" * 64]
+    assert not app.state.state_path(STALE).exists()
+    assert app.state.load(LIVE).home_volume == names["live_volume"]
+
+
+def test_docker_runtime_counts_runner_images_as_docker_images(tmp_path: Path) -> None:
+    fake = FakeRuntime(RuntimeKind.DOCKER)
+    plant_project(fake, STALE, volume_time=OLD, activity=OLD)
+    lines: list[str] = []
+    prune(make_app(fake, tmp_path), "1d", Scope.ALL, dry_run=False, force=True, docker=FakeDockerImages(),
+          echo=lines.append)
+    assert lines[-1] == "Pruned 1 VMs, 1 home volumes, 1 docker images, 0 msb images"
+    assert "docker image" in "\n".join(lines) and "msb image" not in "\n".join(lines[:-1])
+
+
+def test_sandbox_scope_keeps_volumes_images_and_the_state_file(fake: FakeRuntime, tmp_path: Path) -> None:
+    names = planted(fake)
+    write_state(STALE, names["stale_volume"], names["stale_image"])
+    lines: list[str] = []
+    prune(make_app(fake, tmp_path), "7d", Scope.SANDBOXES, dry_run=False, force=True, docker=FakeDockerImages(),
+          echo=lines.append)
+    assert lines[-1] == "Pruned 1 VMs, 0 home volumes, 0 docker images, 0 msb images"
+    assert names["stale_volume"] in fake.volumes and names["stale_image"] in fake.images
+    assert make_app(fake, tmp_path).state.load(STALE).home_volume == names["stale_volume"]
+
+
+def test_volume_scope_takes_the_vm_along_and_leaves_images(fake: FakeRuntime, tmp_path: Path) -> None:
+    names = planted(fake)
+    lines: list[str] = []
+    prune(make_app(fake, tmp_path), "7d", Scope.VOLUMES, dry_run=False, force=True, docker=FakeDockerImages(),
+          echo=lines.append)
+    assert lines[-1] == "Pruned 1 VMs, 1 home volumes, 0 docker images, 0 msb images"
+    assert names["stale_volume"] not in fake.volumes and names["stale_image"] in fake.images
+    assert ("list_images", "") not in fake.calls
+
+
+def test_nothing_stale_prints_nothing_to_prune(fake: FakeRuntime, tmp_path: Path) -> None:
+    plant_project(fake, LIVE, volume_time=OLD, status=SandboxStatus.RUNNING)
+    lines: list[str] = []
+    prune(make_app(fake, tmp_path), "0", Scope.ALL, dry_run=False, force=False, docker=FakeDockerImages(),
+          echo=lines.append)
+    assert lines == ["Nothing to prune.", "Pruned 0 VMs, 0 home volumes, 0 docker images, 0 msb images"]
+
+
+def test_without_a_terminal_and_without_force_nothing_is_removed(fake: FakeRuntime, tmp_path: Path) -> None:
+    planted(fake)
+    before = (set(fake.sandboxes), set(fake.volumes), set(fake.images))
+    for assume_yes in (False, True):
+        with pytest.raises(UsageError) as raised:
+            prune(make_app(fake, tmp_path, assume_yes=assume_yes), "7d", Scope.ALL, dry_run=False, force=False,
+                  docker=FakeDockerImages(), echo=lambda _line: None)
+        assert "--force" in (raised.value.hint or "")
+    assert (set(fake.sandboxes), set(fake.volumes), set(fake.images)) == before
+
+
+@pytest.mark.parametrize("answer", [True, False])
+def test_the_confirmation_decides(fake: FakeRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                  answer: bool) -> None:
+    planted(fake)
+    questions: list[str] = []
+
+    def confirm(question: str, default: bool, interactive: bool) -> bool:
+        questions.append(question)
+        assert default is False
+        return answer
+
+    monkeypatch.setattr("opencode_sandbox.ui.prompts.confirm", confirm)
+    app = make_app(fake, tmp_path, interactive=True)
+    lines: list[str] = []
+    outcome = prune(app, "7d", Scope.ALL, dry_run=False, force=False, docker=FakeDockerImages(), echo=lines.append)
+    assert questions == ["Remove these 3 artifacts?"]
+    summary = "Pruned 1 VMs, 1 home volumes, 0 docker images, 1 msb images"
+    assert lines[-1] == (summary if answer else "Nothing removed.")
+    assert len(outcome.removed) == (3 if answer else 0)
+    assert (vm_name(STALE) in fake.sandboxes) is not answer
+
+
+def test_an_artifact_that_vanished_meanwhile_counts_as_gone(fake: FakeRuntime, tmp_path: Path) -> None:
+    names = planted(fake)
+    app = make_app(fake, tmp_path)
+    inventory = gather_inventory(fake, FakeDockerImages(), app.state, app.console.warn)
+    plan = plan_prune(inventory, NOW, timedelta(days=7))
+    del fake.images[names["stale_image"]]
+    fake.remove_sandbox(vm_name(STALE))
+    outcome = apply_plan(plan, fake, FakeDockerImages(), app.state, app.console.warn)
+    assert outcome.failed == [] and len(outcome.removed) == 3
+    assert names["stale_volume"] not in fake.volumes
+    assert "warning" not in messages(app)
+
+
+def test_a_failed_removal_warns_and_the_rest_goes_on(fake: FakeRuntime, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    names = planted(fake)
+    app = make_app(fake, tmp_path)
+
+    def refuse(name: str) -> None:
+        raise SandboxError(f"volume {name} is busy", hint="-")
+
+    monkeypatch.setattr(fake, "remove_volume", refuse)
+    lines: list[str] = []
+    with pytest.raises(SandboxError, match="1 of 3 removals failed"):
+        prune(app, "7d", Scope.ALL, dry_run=False, force=True, docker=FakeDockerImages(), echo=lines.append)
+    assert lines[-1] == "Pruned 1 VMs, 0 home volumes, 0 docker images, 1 msb images"
+    assert f"could not remove home volume {names['stale_volume']}: volume {names['stale_volume']} is busy" in \
+        messages(app)
+    assert names["stale_image"] not in fake.images
+
+
+def test_a_vm_that_became_active_after_the_snapshot_is_left_alone(fake: FakeRuntime, tmp_path: Path) -> None:
+    planted(fake)
+    app = make_app(fake, tmp_path)
+    inventory = gather_inventory(fake, FakeDockerImages(), app.state, app.console.warn)
+    plan = plan_prune(inventory, NOW, timedelta(days=7), Scope.SANDBOXES)
+    fake.start_sandbox(vm_name(STALE))
+    outcome = apply_plan(plan, fake, None, app.state, app.console.warn)
+    assert outcome.removed == [] and len(outcome.failed) == 1
+    assert fake.sandboxes[vm_name(STALE)].status is SandboxStatus.RUNNING
+    assert "became active" in messages(app)
+
+
+def test_an_invalid_age_is_a_usage_error(fake: FakeRuntime, tmp_path: Path) -> None:
+    for text in ("-1d", "7 days", "36501d"):
+        with pytest.raises(UsageError, match="invalid --age"):
+            prune(make_app(fake, tmp_path), text, Scope.ALL, dry_run=True, force=False, docker=FakeDockerImages())
+    assert fake.calls == []
+
+
+def test_a_missing_docker_engine_only_leaves_docker_images_out(fake: FakeRuntime, tmp_path: Path) -> None:
+    planted(fake)
+
+    class NoEngine(FakeDockerImages):
+        def list_images(self, include_tagged: bool) -> list[DockerImageFact]:
+            raise SandboxError("docker is not answering", hint="-")
+
+    app = make_app(fake, tmp_path)
+    lines: list[str] = []
+    prune(app, "7d", Scope.ALL, dry_run=True, force=False, docker=NoEngine(), echo=lines.append)
+    assert lines[-1] == "dry-run: Would prune 1 VMs, 1 home volumes, 0 docker images, 1 msb images"
+    assert "Docker images are left out: docker is not answering" in messages(app)
+
+
+def test_auto_prune_returns_at_once_when_nothing_is_stale(fake: FakeRuntime, tmp_path: Path) -> None:
+    plant_project(fake, LIVE, volume_time=OLD, status=SandboxStatus.RUNNING)
+    app = make_app(fake, tmp_path)
+    docker = FakeDockerImages()
+    fake.calls.clear()
+    outcome = auto_prune_now(fake, docker, app.state, timedelta(days=30), app.console)
+    assert outcome is not None and outcome.plan == []
+    # no VM can be stale, so no volume can go: the volumes are not even listed
+    assert [operation for operation, _ in fake.calls] == ["list_sandboxes", "list_images"]
+    assert docker.listed == 1
+    assert messages(app) == ""
+
+
+def test_auto_prune_removes_stale_artifacts_without_asking(fake: FakeRuntime, tmp_path: Path) -> None:
+    names = planted(fake)
+    app = make_app(fake, tmp_path, interactive=True)
+    outcome = auto_prune_now(fake, FakeDockerImages(), app.state, timedelta(days=30), app.console)
+    assert outcome is not None and len(outcome.removed) == 3
+    assert names["stale_volume"] not in fake.volumes
+    assert "auto-prune: Pruned 1 VMs, 1 home volumes, 0 docker images, 1 msb images" in messages(app)
+
+
+def test_auto_prune_age_zero_is_off(fake: FakeRuntime, tmp_path: Path) -> None:
+    planted(fake)
+    app = make_app(fake, tmp_path)
+    fake.calls.clear()
+    assert auto_prune_now(fake, FakeDockerImages(), app.state, timedelta(0), app.console) is None
+    assert fake.calls == []
+
+
+def test_auto_prune_runs_once_per_process_and_never_raises(fake: FakeRuntime, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(prune_service, "_auto_prune_once", prune_service._Once())
+    monkeypatch.setattr(prune_service, "DockerEngineImages", FakeDockerImages)
+    fake.engine_down = True
+    app = make_app(fake, tmp_path)
+    assert auto_prune(app) is None
+    assert "auto-prune skipped: the engine is not answering" in messages(app)
+    fake.engine_down = False
+    planted(fake)
+    assert auto_prune(app) is None
+    assert vm_name(STALE) in fake.sandboxes
+
+
+def test_surplus_and_dangling_images_go_while_the_live_project_stays(fake: FakeRuntime, tmp_path: Path) -> None:
+    _, current = plant_project(fake, LIVE, volume_time=OLD, image_tag="new", status=SandboxStatus.RUNNING)
+    older = runner_image(LIVE, "old")
+    fake.add_docker_image(older, labels=OURS)
+    fake.load_image(older)
+    fake.images[older].created_at = OLD
+    fake.images[current].created_at = OLD + timedelta(days=5)
+    docker = FakeDockerImages([
+        DockerImageFact("sha256:" + "1" * 64, older, OLD, OURS),
+        DockerImageFact("sha256:" + "2" * 64, current, OLD + timedelta(days=5), OURS),
+        DockerImageFact("sha256:" + "3" * 64, "opencode-sandbox/runner-base:latest", OLD, OURS),
+    ])
+    lines: list[str] = []
+    prune(make_app(fake, tmp_path), "7d", Scope.IMAGES, dry_run=False, force=True, docker=docker, echo=lines.append)
+    assert lines[-1] == "Pruned 0 VMs, 0 home volumes, 1 docker images, 1 msb images"
+    assert set(fake.images) == {current}
+    assert docker.removed == [older]
+    assert fake.sandboxes[vm_name(LIVE)].status is SandboxStatus.RUNNING
+    assert managed_labels(LIVE).items() <= fake.sandboxes[vm_name(LIVE)].labels.items()
+
+
+def test_docker_listing_times_are_read_with_their_zone() -> None:
+    from opencode_sandbox.services.docker_images import parse_created
+
+    assert parse_created("2026-01-02 03:04:05 +0100 CET") == datetime(2026, 1, 2, 2, 4, 5, tzinfo=UTC)
+    assert parse_created("yesterday") is None
