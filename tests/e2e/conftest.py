@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from opencode_sandbox.images.updater import record_baked_version
+from opencode_sandbox.paths import ToolPaths
+from tests.e2e.harness import Project, make_project
+from tests.fixtures.images import RunnerBase
+
+pytestmark = [pytest.mark.docker, pytest.mark.e2e]
+
+
+@pytest.fixture
+def project(tmp_path: Path, unique: str, runner_base_image: RunnerBase,
+            monkeypatch: pytest.MonkeyPatch) -> Iterator[Project]:
+    """A fresh git project on the docker runtime, with the session's base image."""
+    record_baked_version(ToolPaths.from_environment().state_dir, runner_base_image.opencode_version)
+    monkeypatch.setenv("OPENCODE_SANDBOX_RUNTIME", "docker")
+    monkeypatch.setenv("OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT", "1h")
+    created = make_project(tmp_path / f"checkout {unique} ünï", unique)
+    try:
+        yield created
+    finally:
+        created.cleanup()

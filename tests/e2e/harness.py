@@ -1,0 +1,144 @@
+"""End-to-end harness: real git projects, the real CLI, the docker runtime, tmux for terminals."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from opencode_sandbox.core.naming import runner_repository, vm_name
+from opencode_sandbox.core.slug import slug_for_remote
+from opencode_sandbox.paths import ToolPaths
+
+DEV_UID = 1000
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "safe.directory=*", *args],
+        cwd=cwd, check=True, capture_output=True, text=True,
+    ).stdout.strip()
+
+
+def docker(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, check=check)
+
+
+@dataclass
+class Project:
+    root: Path
+    remote: str
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def slug(self) -> str:
+        return slug_for_remote(self.remote)
+
+    @property
+    def vm(self) -> str:
+        return vm_name(self.slug)
+
+    @property
+    def state_dir(self) -> Path:
+        return ToolPaths.from_environment().state_dir / self.slug
+
+    def cli(self, *args: str, timeout: float = 600, input_text: str | None = None,
+            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "opencode_sandbox", *args],
+            cwd=cwd or self.root, env={**os.environ, **self.env}, capture_output=True, text=True,
+            timeout=timeout, input=input_text, stdin=None if input_text is not None else subprocess.DEVNULL,
+        )
+
+    def shell(self, script: str, *flags: str) -> subprocess.CompletedProcess[str]:
+        return self.cli(*flags, "shell", "--", "sh", "-c", script)
+
+    def container_id(self) -> str:
+        return docker("inspect", "--format", "{{.Id}}", self.vm).stdout.strip()
+
+    def container_state(self) -> str:
+        return docker("inspect", "--format", "{{.State.Status}}", self.vm).stdout.strip()
+
+    def home_volumes(self) -> list[str]:
+        listed = docker("volume", "ls", "--format", "{{.Name}}").stdout.split()
+        return sorted(name for name in listed if name.startswith(f"opencode-sandbox-home-{self.slug}-"))
+
+    def vms(self) -> list[str]:
+        listed = docker("ps", "-a", "--format", "{{.Names}}").stdout.split()
+        return [name for name in listed if name == self.vm]
+
+    def write_dockerfile(self, text: str) -> None:
+        folder = self.root / ".opencode-sandbox"
+        folder.mkdir(exist_ok=True)
+        (folder / "Dockerfile").write_text(text)
+
+    def cleanup(self) -> None:
+        subprocess.run(["pkill", "-KILL", "-f", f"services.reaper .*{self.slug}"], check=False)
+        docker("rm", "-f", self.vm)
+        for volume in self.home_volumes():
+            docker("volume", "rm", "-f", volume)
+        images = docker("images", "--format", "{{.Repository}}:{{.Tag}}", runner_repository(self.slug)).stdout.split()
+        for image in images:
+            docker("rmi", "-f", image)
+        dangling = docker("images", "-q", "--filter", "dangling=true", "--filter",
+                          f"label=org.opencode-sandbox.slug={self.slug}").stdout.split()
+        for image in dangling:
+            docker("rmi", "-f", image)
+
+
+def make_project(folder: Path, name: str) -> Project:
+    folder.mkdir(parents=True)
+    git(folder, "init", "-q", "-b", "main")
+    (folder / "README.md").write_text("# e2e\n")
+    git(folder, "add", ".")
+    git(folder, "commit", "-q", "-m", "init")
+    remote = f"git@example.org:e2e/{name}.git"
+    git(folder, "remote", "add", "origin", remote)
+    if os.geteuid() == 0:
+        subprocess.run(["chown", "-R", f"{DEV_UID}:{DEV_UID}", str(folder)], check=True)
+    return Project(folder, remote)
+
+
+class Tmux:
+    """A detached tmux session on its own server, running one command on a real terminal.
+
+    Its own server socket means the session starts with this process's environment
+    (the test's HOME, XDG folders and settings), not that of an older tmux server.
+    """
+
+    def __init__(self, name: str, command: list[str], cwd: Path, env: dict[str, str]) -> None:
+        self.name = name
+        self._base = ["tmux", "-L", name]
+        line = f"{shlex.join(command)}; echo EXIT-CODE=$?; sleep 600"
+        subprocess.run(
+            [*self._base, "new-session", "-d", "-s", name, "-x", "160", "-y", "48", "-c", str(cwd), line],
+            check=True, env={**os.environ, **env},
+        )
+
+    def screen(self) -> str:
+        return subprocess.run([*self._base, "capture-pane", "-p", "-t", self.name], capture_output=True,
+                              text=True).stdout
+
+    def wait_for(self, pattern: str, timeout: float = 300) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if re.search(pattern, screen):
+                return screen
+            time.sleep(0.5)
+        raise AssertionError(f"{pattern!r} did not appear; the screen shows:\n{self.screen()}")
+
+    def send(self, *keys: str) -> None:
+        subprocess.run([*self._base, "send-keys", "-t", self.name, *keys], check=True)
+
+    def close(self) -> None:
+        subprocess.run([*self._base, "kill-server"], capture_output=True)
+
+
+def cli_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "opencode_sandbox", *args]
