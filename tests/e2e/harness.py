@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -138,6 +140,49 @@ class Tmux:
 
     def close(self) -> None:
         subprocess.run([*self._base, "kill-server"], capture_output=True)
+
+
+class ServeOnly:
+    """`run --serve-only` in the background: an attached client with the daemon's URL and password."""
+
+    def __init__(self, project: Project, *extra: str) -> None:
+        self.process = subprocess.Popen(
+            cli_command("run", "--serve-only", *extra), cwd=project.root, env={**os.environ, **project.env},
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+            start_new_session=True,
+        )
+        assert self.process.stdout is not None
+        lines: list[str] = []
+        while not any(line.startswith("password:") for line in lines):
+            line = self.process.stdout.readline()
+            if not line:
+                break
+            lines.append(line.strip())
+        self.url = next((line.split()[1] for line in lines if line.startswith("URL:")), "")
+        self.password = next((line.split()[1] for line in lines if line.startswith("password:")), "")
+        if not (self.url and self.password):
+            self.process.kill()
+            _, errors = self.process.communicate(timeout=30)
+            raise AssertionError(f"serve-only did not start: {lines} {errors}")
+
+    def detach(self) -> None:
+        """Ctrl-C, as a user detaches."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGINT)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(30)
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, interval: float = 0.5) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(interval)
+    return condition()
 
 
 def cli_command(*args: str) -> list[str]:

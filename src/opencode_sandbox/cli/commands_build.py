@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 import click
 
 from opencode_sandbox.cli.options import prune_options
-from opencode_sandbox.cli.unavailable import not_available
 
 if TYPE_CHECKING:
     from opencode_sandbox.cli.app import App
@@ -25,15 +24,28 @@ def _build_command(name: str) -> click.Group:
     @click.pass_context
     def build(ctx: click.Context, rebuild: bool, dry_run: bool, opencode_version: str | None,
               dind: bool | None) -> None:
-        """Build the project's runner image if anything it depends on changed."""
-        if ctx.invoked_subcommand is None:
-            not_available("build")
+        """Build the project's runner image if anything it depends on changed.
+
+        The base images it starts from are built first when they are missing or stale.
+        """
+        if ctx.invoked_subcommand is not None:
+            ctx.meta["dind"] = dind
+            return
+        from opencode_sandbox.services import build as builds
+
+        app: App = ctx.obj
+        if dry_run:
+            builds.describe_build(app, rebuild, opencode_version, dind, click.echo)
+        else:
+            builds.build(app, rebuild, opencode_version, dind, click.echo)
 
     @build.command()
-    @click.pass_obj
-    def dockerfile(app: App) -> None:
+    @click.pass_context
+    def dockerfile(ctx: click.Context) -> None:
         """Print the effective Dockerfile of this project."""
-        not_available("build dockerfile")
+        from opencode_sandbox.services.build import effective_dockerfile
+
+        click.echo(effective_dockerfile(ctx.obj, ctx.meta.get("dind")), nl=False)
 
     return build
 

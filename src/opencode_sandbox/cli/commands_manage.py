@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 import click
 
 from opencode_sandbox.cli.options import list_options, prune_options
-from opencode_sandbox.cli.unavailable import not_available
 
 if TYPE_CHECKING:
     from opencode_sandbox.cli.app import App
@@ -36,15 +35,22 @@ def _list_command(name: str) -> click.Command:
               help="Also remove the VM and the project's state file (home volumes are kept).")
 @click.pass_obj
 def stop(app: App, force: bool) -> None:
-    """Stop the project's VM gracefully."""
-    not_available("stop")
+    """Stop the project's VM gracefully.
+
+    Refuses while clients are attached, unless --yes is given.
+    """
+    from opencode_sandbox.services.stopping import stop as stop_vm
+
+    stop_vm(app, force, click.echo)
 
 
 @click.command()
 @click.pass_obj
 def kill(app: App) -> None:
     """Power the project's VM off at once."""
-    not_available("kill")
+    from opencode_sandbox.services.stopping import kill as kill_vm
+
+    kill_vm(app, click.echo)
 
 
 @click.command()

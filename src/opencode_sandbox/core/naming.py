@@ -25,6 +25,7 @@ LABEL_CONTENT_HASH = LABEL_PREFIX + "content-hash"
 LABEL_OPENCODE_VERSION = LABEL_PREFIX + "opencode-version"
 LABEL_ENV = LABEL_PREFIX + "env"
 LABEL_KIND = LABEL_PREFIX + "kind"
+LABEL_DIND = LABEL_PREFIX + "dind"
 
 HOME_TIMESTAMP_FORMAT = "%Y%m%dT%H%M%S"
 _HOME_RE = re.compile(r"^opencode-sandbox-home-(?P<slug>[a-z0-9-]+-[0-9a-z]{14})-(?P<ts>\d{8}T\d{6})$")

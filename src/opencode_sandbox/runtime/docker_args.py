@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from opencode_sandbox.core.naming import LABEL_MANAGED, LABEL_PREFIX, LABEL_SLUG
+from opencode_sandbox.core.naming import LABEL_DIND, LABEL_MANAGED, LABEL_SLUG
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec
 
-DIND_LABEL = LABEL_PREFIX + "dind"
+DIND_LABEL = LABEL_DIND
 KEEP_ALIVE = ("sleep", "infinity")
 
 

@@ -6,6 +6,7 @@ import threading
 from dataclasses import dataclass
 
 from opencode_sandbox.cli.app import App
+from opencode_sandbox.core.naming import LABEL_DIND
 from opencode_sandbox.images import updater
 from opencode_sandbox.runtime.types import ImageInfo
 
@@ -18,6 +19,8 @@ class ReadyImage:
     env: dict[str, str]
     opencode_version: str | None
     built: bool
+    dind: bool = False
+    """Built on the Docker-in-Docker base: its Docker engine is started after boot."""
 
 
 class UpdateCheck:
@@ -95,4 +98,5 @@ def ensure_image(app: App, rebuild: bool, upgrade_to: str | None = None) -> Read
         env=dict(result.env),
         opencode_version=result.opencode_version,
         built=result.built,
+        dind=result.labels.get(LABEL_DIND) == "true",
     )

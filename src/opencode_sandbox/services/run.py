@@ -30,6 +30,7 @@ from opencode_sandbox.ui.prompts import choose, confirm
 
 WAIT_FOR_START_S = 60.0
 AUTO_PRUNE_STAMP = "auto-prune.last"
+DIND_START = "/usr/local/bin/opencode-sandbox-start-docker"
 AUTO_PRUNE_INTERVAL_S = 3600.0
 
 
@@ -67,6 +68,8 @@ class RunLifecycle:
             existing = self.app.runtime.get_sandbox(self.vm)
             vm_plan, home_volume = self._decide(state, existing, image, other_clients)
             recreated = self._apply_vm(vm_plan, existing, image, home_volume, state)
+            if image.dind and vm_plan.action is not VmAction.CONNECT:
+                self._start_inner_docker()
             password = self._password(recreated or vm_plan.action is VmAction.CREATE)
             state.home_volume = home_volume
             state.project_root = str(self.app.project.root)
@@ -252,6 +255,14 @@ class RunLifecycle:
             runtime.create_sandbox(spec)
         state.config_fingerprint = None
         return True
+
+    def _start_inner_docker(self) -> None:
+        result = self.app.runtime.exec(self.vm, [DIND_START], user="root", timeout_s=120)
+        if result.exit_code != 0:
+            self.console.warn(
+                f"the Docker engine inside {self.vm} did not start: "
+                f"{(result.stderr or result.stdout).strip().splitlines()[-1:] or ['no output']}"
+            )
 
     def _wait_running(self) -> bool:
         import time

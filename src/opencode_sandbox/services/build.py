@@ -1,0 +1,70 @@
+"""`build`: the project's runner image (and the base images under it), on demand."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from opencode_sandbox.cli.app import App
+from opencode_sandbox.errors import SandboxError
+from opencode_sandbox.images import updater
+
+
+def _version(app: App, pinned: str | None) -> str:
+    return updater.resolve_opencode_version(pinned, app.settings.releases_url)
+
+
+def build(app: App, rebuild: bool, pinned_version: str | None, dind: bool | None,
+          echo: Callable[[str], None]) -> None:
+    from opencode_sandbox.images.builder import ensure_project_image
+
+    version = _version(app, pinned_version)
+    settings = app.settings
+    result = ensure_project_image(
+        project_dir=app.project.root,
+        slug=app.project.slug,
+        dind=settings.dind if dind is None else dind,
+        opencode_version=version,
+        trust_host_ca=settings.trust_host_ca,
+        extra_ca_certificates=settings.extra_ca_certificates,
+        rebuild=rebuild,
+        rebuild_base=rebuild,
+        verbose=app.console.verbose_enabled,
+    )
+    updater.record_baked_version(app.paths.state_dir, version)
+    state = "built" if result.built else "up to date"
+    echo(f"{result.reference} {state} (opencode {version}, {result.image_id[:19]})")
+
+
+def describe_build(app: App, rebuild: bool, pinned_version: str | None, dind: bool | None,
+                   echo: Callable[[str], None]) -> None:
+    from opencode_sandbox.images.builder import plan_project_image
+
+    try:
+        version = _version(app, pinned_version)
+    except SandboxError:
+        baked = updater.baked_version(app.paths.state_dir)
+        if baked is None:
+            raise
+        app.console.warn(f"cannot look up the latest opencode release; showing the plan for {baked}")
+        version = baked
+    settings = app.settings
+    plan = plan_project_image(
+        project_dir=app.project.root,
+        slug=app.project.slug,
+        dind=settings.dind if dind is None else dind,
+        opencode_version=version,
+        trust_host_ca=settings.trust_host_ca,
+        extra_ca_certificates=settings.extra_ca_certificates,
+        rebuild=rebuild,
+        rebuild_base=rebuild,
+    )
+    for image in plan.images:
+        echo(f"{image.action.value}: {image.reference} ({image.reason})")
+    if not plan.builds_anything:
+        echo("nothing to build")
+
+
+def effective_dockerfile(app: App, dind: bool | None = None) -> str:
+    from opencode_sandbox.images.builder import effective_dockerfile_text
+
+    return effective_dockerfile_text(app.project.root, app.settings.dind if dind is None else dind)

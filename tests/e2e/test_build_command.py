@@ -1,0 +1,62 @@
+"""`build`, `build -n`, `build dockerfile` and `image build` through the CLI with the real engine."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.harness import Project, docker
+
+pytestmark = [pytest.mark.docker, pytest.mark.e2e]
+
+
+def test_build_dockerfile_prints_the_effective_dockerfile(project: Project) -> None:
+    default = project.cli("build", "dockerfile")
+    assert default.returncode == 0
+    assert default.stdout == "FROM opencode-sandbox/runner-base:latest\n"
+    dind = project.cli("build", "--dind", "dockerfile")
+    assert dind.stdout == "FROM opencode-sandbox/runner-base-dind:latest\n"
+    project.write_dockerfile("FROM opencode-sandbox/runner-base:latest\nUSER root\nRUN true\nUSER dev\n")
+    custom = project.cli("build", "dockerfile")
+    assert custom.stdout == "FROM opencode-sandbox/runner-base:latest\nUSER root\nRUN true\nUSER dev\n"
+
+
+def test_build_dry_run_then_build_then_skip(project: Project) -> None:
+    version = (project.state_dir.parent / "updater.yaml").read_text()
+    assert "baked_version" in version
+    planned = project.cli("build", "-n", "--opencode-version", _baked(project))
+    assert planned.returncode == 0, planned.stderr
+    assert "build: opencode-sandbox/runner-" in planned.stdout
+    assert docker("images", "-q", f"opencode-sandbox/runner-{project.slug}").stdout.strip() == ""
+
+    built = project.cli("build", "--opencode-version", _baked(project))
+    assert built.returncode == 0, built.stderr
+    assert " built (opencode " in built.stdout
+    again = project.cli("image", "build", "--opencode-version", _baked(project))
+    assert again.returncode == 0
+    assert " up to date (opencode " in again.stdout
+
+
+def test_build_refuses_a_final_root_user(project: Project) -> None:
+    project.write_dockerfile("FROM opencode-sandbox/runner-base:latest\nUSER root\n")
+    result = project.cli("build", "--opencode-version", _baked(project))
+    assert result.returncode == 2
+    assert "USER dev" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_failing_run_step_names_the_step_and_keeps_the_previous_image(project: Project) -> None:
+    assert project.cli("build", "--opencode-version", _baked(project)).returncode == 0
+    before = docker("images", "-q", f"opencode-sandbox/runner-{project.slug}").stdout.split()
+    project.write_dockerfile("FROM opencode-sandbox/runner-base:latest\nRUN echo broken-step && exit 3\n")
+    result = project.cli("build", "--opencode-version", _baked(project))
+    assert result.returncode == 1
+    assert "broken-step" in result.stderr
+    after = docker("images", "-q", f"opencode-sandbox/runner-{project.slug}").stdout.split()
+    assert set(before) <= set(after)
+
+
+def _baked(project: Project) -> str:
+    for line in (project.state_dir.parent / "updater.yaml").read_text().splitlines():
+        if line.startswith("baked_version:"):
+            return line.split(":", 1)[1].strip().strip("'\"")
+    raise AssertionError("no baked version recorded")

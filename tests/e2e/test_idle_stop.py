@@ -1,0 +1,123 @@
+"""Idle auto-stop, stop and kill, end to end on the docker runtime with the real opencode daemon."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+
+import pytest
+
+from opencode_sandbox.daemon.client import DaemonClient
+from tests.e2e.harness import Project, ServeOnly, docker, wait_until
+
+pytestmark = [pytest.mark.docker, pytest.mark.e2e]
+
+
+def _quick_stop(project: Project, monkeypatch: pytest.MonkeyPatch, *, immediately: bool = False) -> None:
+    monkeypatch.setenv("OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT", "2s")
+    monkeypatch.setenv("OPENCODE_SANDBOX_AUTO_STOP_ON_ACTIVE_SESSIONS", "true" if immediately else "false")
+
+
+def _running(project: Project) -> bool:
+    return project.container_state() == "running"
+
+
+def test_vm_stops_after_the_timeout_once_the_last_client_left(project: Project,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    _quick_stop(project, monkeypatch)
+    client = ServeOnly(project)
+    time.sleep(4)
+    assert _running(project), "the VM must stay up while a client is attached"
+    detached = time.monotonic()
+    client.detach()
+    assert wait_until(lambda: project.container_state() == "exited", timeout=90)
+    assert time.monotonic() - detached >= 2
+    log = (project.state_dir / "reaper.log").read_text()
+    assert "stopping" in log
+    again = project.shell("echo back")
+    assert again.stdout == "back\n"
+
+
+def test_busy_session_holds_the_vm_until_idle(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    _quick_stop(project, monkeypatch)
+    client = ServeOnly(project)
+    daemon = DaemonClient(client.url, client.password, timeout_s=120)
+    session = daemon.create_session("busy")
+    worker = threading.Thread(target=lambda: daemon.run_shell(session, "sleep 25", timeout_s=120), daemon=True)
+    worker.start()
+    assert wait_until(lambda: any(s.activity.value == "busy" for s in daemon.session_states().values()), 30)
+    client.detach()
+    time.sleep(10)
+    assert _running(project), "a busy session must hold the VM in wait mode"
+    worker.join(60)
+    assert wait_until(lambda: project.container_state() == "exited", timeout=90)
+    daemon.close()
+
+
+def test_stop_immediately_mode_stops_despite_a_busy_session(project: Project,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    _quick_stop(project, monkeypatch, immediately=True)
+    client = ServeOnly(project)
+    daemon = DaemonClient(client.url, client.password, timeout_s=120)
+    session = daemon.create_session("busy")
+    worker = threading.Thread(target=lambda: _ignore_errors(daemon, session), daemon=True)
+    worker.start()
+    assert wait_until(lambda: any(s.activity.value == "busy" for s in daemon.session_states().values()), 30)
+    client.detach()
+    assert wait_until(lambda: project.container_state() == "exited", timeout=40)
+
+
+def _ignore_errors(daemon: DaemonClient, session: str) -> None:
+    with contextlib.suppress(Exception):  # the VM is stopped under the running command
+        daemon.run_shell(session, "sleep 60", timeout_s=120)
+
+
+def test_second_client_keeps_it_up_and_reattaching_cancels_the_stop(project: Project,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT", "6s")
+    first = ServeOnly(project)
+    second = ServeOnly(project)
+    first.detach()
+    time.sleep(10)
+    assert _running(project), "the second client keeps the VM up"
+    second.detach()
+    time.sleep(2)
+    third = ServeOnly(project)
+    time.sleep(8)
+    assert _running(project), "reattaching within the timeout cancels the pending stop"
+    third.detach()
+    assert wait_until(lambda: project.container_state() == "exited", timeout=90)
+
+
+def test_stop_refuses_with_clients_then_stops(project: Project) -> None:
+    client = ServeOnly(project)
+    refused = project.cli("stop")
+    assert refused.returncode == 1
+    assert "client(s) are attached" in refused.stderr and "--yes" in refused.stderr
+    assert _running(project)
+    forced = project.cli("--yes", "stop")
+    assert forced.returncode == 0, forced.stderr
+    assert project.container_state() == "exited"
+    client.detach()
+
+
+def test_stop_force_removes_vm_and_state_but_keeps_the_volume(project: Project) -> None:
+    assert project.shell("echo keep > ~/file").returncode == 0
+    [volume] = project.home_volumes()
+    result = project.cli("stop", "-f")
+    assert result.returncode == 0, result.stderr
+    assert project.vms() == []
+    assert not (project.state_dir / "state.yaml").exists()
+    assert project.home_volumes() == [volume]
+    listed = project.cli("volume", "list")
+    assert volume in listed.stdout
+
+
+def test_kill_powers_off_at_once(project: Project) -> None:
+    assert project.shell("true").returncode == 0
+    result = project.cli("kill")
+    assert result.returncode == 0, result.stderr
+    assert f"Killed {project.vm}" in result.stdout
+    assert project.container_state() == "exited"
+    assert docker("inspect", "--format", "{{.State.ExitCode}}", project.vm).stdout.strip() in ("137", "143")
