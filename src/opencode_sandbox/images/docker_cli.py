@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opencode_sandbox.errors import RuntimeUnavailable, SandboxError
+from opencode_sandbox.runtime.docker_api import ApiUnavailable, DockerApi
 
 _ENGINE_DOWN_MARKERS = (
     "cannot connect to the docker daemon",
@@ -37,6 +38,23 @@ class DockerCli:
     def __init__(self, executable: str = "docker", env: Mapping[str, str] | None = None) -> None:
         self.executable = executable
         self.env = dict(env) if env is not None else None
+
+    def _inspect_through_api(self, references: Sequence[str]) -> dict[str, dict[str, Any]] | None:
+        """The same documents over the engine's local socket; None to use the command."""
+        if self.executable != "docker" or self.env is not None:
+            return None
+        api = DockerApi.for_environment()
+        if api is None:
+            return None
+        found: dict[str, dict[str, Any]] = {}
+        try:
+            for reference in references:
+                document = api.inspect("image", reference)
+                if document is not None:
+                    found[reference] = document
+        except ApiUnavailable:
+            return None
+        return found
 
     def _argv(self, args: Sequence[str]) -> list[str]:
         resolved = shutil.which(self.executable)
@@ -78,6 +96,9 @@ class DockerCli:
         """`docker image inspect` of several references at once; missing ones are left out."""
         if not references:
             return {}
+        through_socket = self._inspect_through_api(references)
+        if through_socket is not None:
+            return through_socket
         result = self.run(["image", "inspect", *references])
         try:
             documents = json.loads(result.stdout or "[]")

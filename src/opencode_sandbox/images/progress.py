@@ -47,14 +47,21 @@ class RichBuildProgress:
     """
 
     def __init__(self, console: Console | None = None, *, verbose: bool = False, tail: int = 5) -> None:
-        from rich.console import Console
-
-        self.console = console or Console(stderr=True)
+        self._console = console
         self.verbose = verbose
         self._tail: deque[str] = deque(maxlen=tail)
         self._title = ""
         self._step = ""
         self._live: Any = None
+
+    @property
+    def console(self) -> Console:
+        """Made on first use, so a run whose images are up to date never loads rich."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=True)
+        return self._console
 
     def _render(self) -> Any:
         from rich.console import Group

@@ -8,9 +8,7 @@ answer is data for the caller to act on. Its state lives in `<state_root>/update
 from __future__ import annotations
 
 import logging
-import os
 import re
-import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -19,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from opencode_sandbox.errors import SandboxError, UsageError
+from opencode_sandbox.state.files import UnreadableState, read_yaml_mapping, write_yaml
 
 DEFAULT_RELEASES_URL = "https://api.github.com/repos/sst/opencode/releases/latest"
 NPM_LATEST_URL = "https://registry.npmjs.org/opencode-ai/latest"
@@ -178,22 +177,11 @@ def _versions(value: Any) -> tuple[str, ...]:
 
 def load_state(state_root: Path, warn: Callable[[str], None] | None = None) -> UpdaterState:
     """The recorded state; a missing file is a fresh state, a corrupt one warns and is too."""
-    import yaml
-
     path = state_path(state_root)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return UpdaterState()
-    except (OSError, UnicodeDecodeError) as error:
-        (warn or _log.warning)(f"ignoring unreadable {path} ({error}); starting fresh")
-        return UpdaterState()
-    try:
-        document = yaml.safe_load(text)
+        document = read_yaml_mapping(path)
         if document is None:
             return UpdaterState()
-        if not isinstance(document, dict):
-            raise ValueError("not a mapping")
         return UpdaterState(
             last_check=_parse_time(document.get("last_check")),
             latest_version=_text(document.get("latest_version")),
@@ -201,35 +189,23 @@ def load_state(state_root: Path, warn: Callable[[str], None] | None = None) -> U
             offered=_versions(document.get("offered")),
             noticed=_versions(document.get("noticed")),
         )
-    except (yaml.YAMLError, ValueError, TypeError) as error:
+    except (UnreadableState, ValueError, TypeError) as error:
         (warn or _log.warning)(f"ignoring corrupt {path} ({str(error).splitlines()[0]}); starting fresh")
         return UpdaterState()
 
 
 def save_state(state_root: Path, state: UpdaterState) -> None:
     """Atomic write (temporary file + rename); folder 0700, file 0600."""
-    import yaml
-
-    state_root.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(state_root, 0o700)
-    document = {
-        "last_check": state.last_check.isoformat() if state.last_check else None,
-        "latest_version": state.latest_version,
-        "baked_version": state.baked_version,
-        "offered": list(state.offered),
-        "noticed": list(state.noticed),
-    }
-    descriptor, temporary = tempfile.mkstemp(prefix=".updater-", suffix=".yaml", dir=state_root)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            os.fchmod(handle.fileno(), 0o600)
-            yaml.safe_dump(document, handle, sort_keys=False)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, state_path(state_root))
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_yaml(
+        state_path(state_root),
+        {
+            "last_check": state.last_check.isoformat() if state.last_check else None,
+            "latest_version": state.latest_version,
+            "baked_version": state.baked_version,
+            "offered": list(state.offered),
+            "noticed": list(state.noticed),
+        },
+    )
 
 
 # deciding ------------------------------------------------------------------------------
@@ -326,3 +302,17 @@ def record_baked_version(state_root: Path, version: str) -> None:
 
 def baked_version(state_root: Path) -> str | None:
     return load_state(state_root).baked_version
+
+
+def _refresh_from_command_line(arguments: list[str]) -> int:
+    """`python -m opencode_sandbox.images.updater STATE_ROOT RELEASES_URL`: one quiet check."""
+    if len(arguments) != 2:
+        return 2
+    refresh_latest(Path(arguments[0]), arguments[1], warn=lambda _message: None)
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(_refresh_from_command_line(sys.argv[1:]))

@@ -7,28 +7,16 @@ socket, or a Docker context other than the default, callers use the `docker` com
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
-import socket
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from opencode_sandbox import plain_http
+
 DEFAULT_SOCKET = "/var/run/docker.sock"
 _KIND_PATHS = {"container": "/containers/{}/json", "image": "/images/{}/json", "volume": "/volumes/{}"}
-
-
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, socket_path: str, timeout_s: float) -> None:
-        super().__init__("localhost", timeout=timeout_s)
-        self._socket_path = socket_path
-
-    def connect(self) -> None:
-        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        connection.settimeout(self.timeout)
-        connection.connect(self._socket_path)
-        self.sock = connection
 
 
 class ApiUnavailable(Exception):
@@ -68,16 +56,10 @@ class DockerApi:
         return cls(path) if path else None
 
     def get(self, path: str) -> tuple[int, bytes]:
-        connection = _UnixConnection(self.socket_path, self.timeout_s)
         try:
-            connection.request("GET", path, headers={"Host": "docker"})
-            response = connection.getresponse()
-            body = response.read()
+            return plain_http.unix_get(self.socket_path, path, self.timeout_s)
         except OSError as error:
             raise ApiUnavailable(str(error)) from None
-        finally:
-            connection.close()
-        return response.status, body
 
     def get_json(self, path: str) -> tuple[int, Any]:
         status, body = self.get(path)

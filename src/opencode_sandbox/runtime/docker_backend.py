@@ -261,15 +261,22 @@ class DockerRuntime:
             ) from None
 
     def fill_volume_from_image(self, volume: str, image: str, path: str = "/home/dev") -> None:
-        """Docker's own copy-up: mounting an empty named volume over an image folder copies it."""
+        """Docker's own copy-up: mounting an empty named volume over an image folder copies it.
+
+        `run --rm` rather than `create` and `rm`: the engine removes the helper even when
+        this process dies half-way, so no unnamed container is ever left behind.
+        """
         self._owned_volume(volume)
         if self._image_document(image) is None:
             raise _image_not_found(image)
         mount = f"type=volume,source={volume},target={path}"
-        container_id = self.cli.run(
+        self.cli.run(
             [
-                "create",
+                "run",
+                "--rm",
                 "--pull=never",
+                "--network",
+                "none",
                 "--label",
                 f"{LABEL_MANAGED}=helper",
                 "--entrypoint",
@@ -278,8 +285,7 @@ class DockerRuntime:
                 mount,
                 image,
             ]
-        ).strip()
-        self.cli.run(["rm", "--force", container_id])
+        )
 
     def copy_volume(self, source: str, target: str) -> None:
         self._owned_volume(source)

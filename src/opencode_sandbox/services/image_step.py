@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 from opencode_sandbox.cli.app import App
@@ -24,27 +23,36 @@ class ReadyImage:
 
 
 class UpdateCheck:
-    """The release check, run in the background so an offline machine never makes a start wait.
+    """The release check, in a detached process so an offline machine never makes a start wait.
 
-    Its answer is recorded in updater.yaml; a run that ends first leaves it to the next run.
+    Its answer is recorded in updater.yaml, where this run or the next one finds it.
     """
 
     def __init__(self, app: App) -> None:
         self._app = app
-        self._thread = threading.Thread(target=self._refresh, name="opencode-update-check", daemon=True)
 
     def start(self) -> None:
-        self._thread.start()
+        from datetime import UTC, datetime
 
-    def _refresh(self) -> None:
+        state_root = self._app.paths.state_dir
+        state = updater.load_state(state_root, self._app.console.warn)
+        if not updater.check_due(state, datetime.now(UTC)):
+            return
+        import subprocess
+        import sys
+
         try:
-            updater.refresh_latest(self._app.paths.state_dir, self._app.settings.releases_url)
-        except Exception as error:  # a background check never fails the run
-            self._app.console.verbose(f"opencode update check failed: {error}")
+            subprocess.Popen(
+                [sys.executable, "-m", "opencode_sandbox.images.updater", str(state_root),
+                 self._app.settings.releases_url],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True, close_fds=True,
+            )
+        except OSError as error:
+            self._app.console.verbose(f"opencode update check not started: {error}")
 
     def pending_version(self, baked: str | None) -> str | None:
         """The newer release to offer or mention now, recording that it was shown."""
-        self._thread.join(timeout=0)
         state_root = self._app.paths.state_dir
         state = updater.load_state(state_root, self._app.console.warn)
         baked = baked or state.baked_version

@@ -6,7 +6,6 @@ import hashlib
 import io
 import json
 import os
-import tarfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -85,6 +84,8 @@ def changed_files(files: Mapping[str, Path], current: Mapping[str, str], provisi
 
 def tar_archive(files: Mapping[str, Path], targets: list[str]) -> bytes:
     """A tar of `targets` owned by dev, with the parent folders, to unpack in the VM home."""
+    import tarfile
+
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:
         folders: set[str] = set()

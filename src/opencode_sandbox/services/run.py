@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from dataclasses import dataclass
 
 from opencode_sandbox.cli.app import App
@@ -65,6 +66,7 @@ class RunLifecycle:
             image = ensure_image(self.app, rebuild, upgrade_to)
             self.console.verbose(f"image {image.reference} ({image.digest})")
             state = self.store.load(self.slug)
+            recorded_state = dataclasses.replace(state)
             existing = self.app.runtime.get_sandbox(self.vm)
             vm_plan, home_volume = self._decide(state, existing, image, other_clients)
             recreated = self._apply_vm(vm_plan, existing, image, home_volume, state)
@@ -76,7 +78,8 @@ class RunLifecycle:
             if vm_plan.action is not VmAction.CONNECT or existing is None:
                 state.image_reference = image.reference
                 state.image_digest = image.digest
-            self.store.save(self.slug, state)
+            if state != recorded_state:
+                self.store.save(self.slug, state)
             host_url = f"http://127.0.0.1:{self.app.runtime.host_port(self.vm, daemon_control.DAEMON_PORT)}"
             config_fingerprint = self._provision(home_volume)
             self._ensure_daemon(state, host_url, password, config_fingerprint, other_clients)
