@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from opencode_sandbox.core.naming import TOOL
 
@@ -16,8 +16,7 @@ def _xdg(variable: str, fallback: str) -> Path:
     return Path.home() / fallback
 
 
-@dataclass(frozen=True)
-class ToolPaths:
+class ToolPaths(NamedTuple):
     config_dir: Path
     state_dir: Path
     cache_dir: Path

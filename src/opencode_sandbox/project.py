@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from opencode_sandbox.core.slug import slug_for_path, slug_for_remote
 from opencode_sandbox.errors import SandboxError
 
 
-@dataclass(frozen=True)
-class Project:
+class Project(NamedTuple):
     slug: str
     root: Path
     """The checkout's top-level folder (this worktree's), or the working directory."""

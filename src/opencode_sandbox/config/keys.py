@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from opencode_sandbox.core.units import parse_duration, parse_size
 from opencode_sandbox.runtime.kind import RuntimeKind
@@ -75,8 +74,7 @@ def _read_url(value: Any) -> str:
     return value
 
 
-@dataclass(frozen=True)
-class Key:
+class Key(NamedTuple):
     name: str
     default: Any
     read: Callable[[Any], Any]

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import NamedTuple
 
 from opencode_sandbox.runtime.kind import RuntimeKind
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(NamedTuple):
+    """A named tuple rather than a dataclass: it is built on every command, start-up counts."""
+
     runtime: RuntimeKind
     cpus: int
     memory: int
@@ -23,7 +24,7 @@ class Settings:
     extra_ca_certificates: tuple[Path, ...]
     trust_host_ca: bool
     releases_url: str
-    sources: dict[str, str] = field(default_factory=dict, compare=False)
+    sources: dict[str, str]
     """Key name -> `default`, a file with its line, an environment variable or a flag."""
 
     @property

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import PurePosixPath
 
@@ -14,6 +13,8 @@ _URL = re.compile(r"^(?P<scheme>[a-z][a-z0-9+.-]*)://(?:[^@/]*@)?(?P<host>[^/:]*
 
 
 def base36_hash(text: str) -> str:
+    import hashlib
+
     number = int.from_bytes(hashlib.sha256(text.encode()).digest(), "big") % (36**HASH_LENGTH)
     digits = []
     for _ in range(HASH_LENGTH):
