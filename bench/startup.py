@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import interleaved_medians, isolated_environment, launcher, time_command  # noqa: E402
+from bench.common import interleaved_medians, isolated_environment, launcher, time_command
 
 TARGET = 6.0
 

@@ -30,8 +30,9 @@ bash scripts/make-debian-base.sh debian:trixie-slim
 
 echo "== Python environment"
 python3 -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e '.[test]'
+.venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
+.venv/bin/python -m pip install -q -e '.[test]' 2>&1 | grep -v '^WARNING: Location' || true
+.venv/bin/python -c 'import opencode_sandbox, pytest, hypothesis' || { echo "the Python environment is incomplete" >&2; exit 1; }
 
 echo "== ruff"
 .venv/bin/ruff check src tests bench

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import click
 import pytest
-from tests.cli.helpers import run_cli
 
 from opencode_sandbox.cli.main import cli
+from tests.cli.helpers import run_cli
 
 
 def walk(command: click.Command, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:

@@ -28,7 +28,9 @@ def test_missing_file_is_an_empty_state(tmp_path: Path) -> None:
     assert StateStore(tmp_path).load(SLUG) == ProjectState()
 
 
-@pytest.mark.parametrize("content", ["", "home_volume: [unclosed", "- a list\n", "just text", "\xff", "home_volume: {a: 1}\n"])
+@pytest.mark.parametrize(
+    "content", ["", "home_volume: [unclosed", "- a list\n", "just text", "\xff", "home_volume: {a: 1}\n"]
+)
 def test_corrupt_file_warns_and_starts_fresh(tmp_path: Path, content: str) -> None:
     warnings: list[str] = []
     store = StateStore(tmp_path, warn=warnings.append)

@@ -117,7 +117,7 @@ class MicrosandboxRuntime:
         if self.get_sandbox(spec.name) is not None:  # raises NotOurs for a look-alike
             raise SandboxError(
                 f"sandbox {spec.name} already exists",
-                hint="remove it first (`opencode-sandbox rm`) or start the existing one",
+                hint="remove it first (`opencode-sandbox stop -f`) or start the existing one",
             )
         if self._cli.json(["image", "inspect", spec.image]) is None:
             raise BootFailed(
@@ -216,7 +216,7 @@ class MicrosandboxRuntime:
         if port is None:
             raise NotFound(
                 f"port {guest_port} of sandbox {name} is not published",
-                hint="recreate the sandbox (`opencode-sandbox rm`, then run again)",
+                hint="recreate the sandbox (`opencode-sandbox stop -f`, then run again)",
             )
         return port
 
@@ -349,7 +349,7 @@ class MicrosandboxRuntime:
         if users:
             raise SandboxError(
                 f"volume {name} is used by sandbox {', '.join(users)}",
-                hint="remove the sandbox first (`opencode-sandbox rm`)",
+                hint="remove the sandbox first (`opencode-sandbox stop -f`)",
             )
         result = self._cli.run(["volume", "remove", "--quiet", name])
         if not result.ok and not result.not_found:

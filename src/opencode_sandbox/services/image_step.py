@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from opencode_sandbox.cli.app import App
 from opencode_sandbox.core.naming import LABEL_DIND
 from opencode_sandbox.images import updater
 from opencode_sandbox.runtime.types import ImageInfo
+from opencode_sandbox.state.files import ensure_private_dir
+
+ATTEMPT_STAMP = "update-check.attempt"
+RETRY_AFTER_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -36,7 +41,7 @@ class UpdateCheck:
 
         state_root = self._app.paths.state_dir
         state = updater.load_state(state_root, self._app.console.warn)
-        if not updater.check_due(state, datetime.now(UTC)):
+        if not updater.check_due(state, datetime.now(UTC)) or self._tried_recently(state_root):
             return
         import subprocess
         import sys
@@ -50,6 +55,21 @@ class UpdateCheck:
             )
         except OSError as error:
             self._app.console.verbose(f"opencode update check not started: {error}")
+
+    @staticmethod
+    def _tried_recently(state_root: Path) -> bool:
+        """A check that failed (offline) is retried, but not by every start within minutes."""
+        import time
+
+        stamp = state_root / ATTEMPT_STAMP
+        try:
+            if time.time() - stamp.stat().st_mtime < RETRY_AFTER_S:
+                return True
+        except FileNotFoundError:
+            pass
+        ensure_private_dir(state_root)
+        stamp.touch()
+        return False
 
     def pending_version(self, baked: str | None) -> str | None:
         """The newer release to offer or mention now, recording that it was shown."""

@@ -103,6 +103,12 @@ def reaper_lock(state_root: Path, slug: str) -> Iterator[bool]:
         os.close(descriptor)
 
 
+def reaper_running(state_root: Path, slug: str) -> bool:
+    """True while another process holds the project's reaper lock."""
+    with reaper_lock(state_root, slug) as mine:
+        return not mine
+
+
 class Reaper:
     """The watching loop; every collaborator is passed in."""
 
@@ -323,12 +329,15 @@ def run_exclusively(
 
 
 def spawn_reaper(settings: ReaperSettings) -> int:
-    """Save the settings and start a detached reaper; returns its process id.
+    """Save the settings and start a detached reaper; returns its process id (0: one runs).
 
     Call it when a client detaches. When a reaper already watches the project, the new
     process exits at once and the running one picks the new settings up.
     """
     save_settings(settings.with_new_generation())
+    if reaper_running(settings.state_root, settings.slug):
+        # It reloads the settings, sees the new generation and restarts its idle timer.
+        return 0
     log_path = settings.project_dir() / LOG_FILE
     descriptor = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
