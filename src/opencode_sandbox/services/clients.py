@@ -35,7 +35,7 @@ def other_clients(app: App) -> int:
 
 
 @contextmanager
-def client_of_vm(app: App, rebuild: bool) -> Iterator[ReadyVm]:
+def client_of_vm(app: App, rebuild: bool, wait_for_daemon: bool = True) -> Iterator[ReadyVm]:
     """Hold a lease from before the VM is ensured until the client leaves, then hand the
     VM to the idle reaper. Taking the lease first means a reaper stopping the VM for
     idleness finishes before this client looks at it, and then finds it stopped."""
@@ -45,7 +45,7 @@ def client_of_vm(app: App, rebuild: bool) -> Iterator[ReadyVm]:
     ready: ReadyVm | None = None
     try:
         with client_lease(app.paths.state_dir, app.project.slug):
-            ready = RunLifecycle(app).prepare(rebuild, others)
+            ready = RunLifecycle(app).prepare(rebuild, others, wait_for_daemon)
             yield ready
     finally:
         if ready is not None:
@@ -128,5 +128,5 @@ def run_shell(app: App, rebuild: bool, root: bool, command: Sequence[str]) -> in
             hint="give a command: opencode-sandbox shell -- CMD",
         )
     argv = list(command) if command else ["bash", "-l"]
-    with client_of_vm(app, rebuild) as ready:
+    with client_of_vm(app, rebuild, wait_for_daemon=False) as ready:
         return app.runtime.attach(ready.name, argv, user=user, workdir="/workspace", tty=interactive)

@@ -56,7 +56,9 @@ class RunLifecycle:
 
     # the whole sequence -------------------------------------------------------------------
 
-    def prepare(self, rebuild: bool, other_clients: int) -> ReadyVm:
+    def prepare(self, rebuild: bool, other_clients: int, wait_for_daemon: bool = True) -> ReadyVm:
+        """Every step up to a serving daemon. `wait_for_daemon=False` (shell) starts the daemon
+        but does not wait for it to answer: a shell command does not need it."""
         update_check = UpdateCheck(self.app)
         update_check.start()
         self._auto_prune()
@@ -82,7 +84,8 @@ class RunLifecycle:
                 self.store.save(self.slug, state)
             host_url = f"http://127.0.0.1:{self.app.runtime.host_port(self.vm, daemon_control.DAEMON_PORT)}"
             config_fingerprint = self._provision(home_volume)
-            self._ensure_daemon(state, host_url, password, config_fingerprint, other_clients)
+            booted = vm_plan.action is not VmAction.CONNECT
+            self._ensure_daemon(state, host_url, password, config_fingerprint, other_clients, booted, wait_for_daemon)
         return ReadyVm(self.vm, host_url, password)
 
     # steps ---------------------------------------------------------------------------------
@@ -316,14 +319,16 @@ class RunLifecycle:
         return provisioning.manifest_fingerprint(current)
 
     def _ensure_daemon(
-        self, state: ProjectState, host_url: str, password: str, config_fingerprint: str, other_clients: int
+        self, state: ProjectState, host_url: str, password: str, config_fingerprint: str, other_clients: int,
+        booted: bool, wait: bool,
     ) -> None:
+        """`booted`: the VM was just (re)started, so no daemon runs in it yet."""
         from opencode_sandbox.daemon.health import is_serving
 
         def healthy_now() -> bool:
             return is_serving(host_url, password)
 
-        healthy = healthy_now()
+        healthy = not booted and healthy_now()
         if healthy and state.config_fingerprint not in (None, config_fingerprint):
             restart = True
             if needs_apply_prompt(other_clients, True):
@@ -336,9 +341,10 @@ class RunLifecycle:
         if healthy:
             return
         with slow_step(self.console, "Starting opencode serve"):
-            daemon_control.stop_daemon(self.app.runtime, self.vm)
+            if not booted:
+                daemon_control.stop_daemon(self.app.runtime, self.vm)
             daemon_control.start_daemon(self.app.runtime, self.vm, password)
-            if not daemon_control.wait_until_healthy(healthy_now):
+            if wait and not daemon_control.wait_until_healthy(healthy_now):
                 tail = daemon_control.daemon_log_tail(self.app.runtime, self.vm)
                 raise BootFailed(
                     f"opencode serve did not come up in {self.vm}; the end of its log:\n{tail}",
