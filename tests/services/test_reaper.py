@@ -25,11 +25,10 @@ from opencode_sandbox.services.reaper import (
     ReaperLog,
     ReaperOutcome,
     Timing,
-    reaper_command,
     run_exclusively,
-    spawn_reaper,
 )
 from opencode_sandbox.services.reaper_settings import ReaperSettings, load_settings, settings_path
+from opencode_sandbox.services.reaper_spawn import reaper_command, spawn_reaper
 from opencode_sandbox.state.leases import Lease, acquire_lease, count_live_leases, release_lease
 from tests.fakes.runtime import FakeRuntime
 from tests.fixtures.fake_daemon import Answer, FakeDaemon, fake_daemon

@@ -11,8 +11,6 @@ import json
 from urllib.parse import urlsplit
 
 from opencode_sandbox import plain_http
-from opencode_sandbox.daemon.answers import read_health
-from opencode_sandbox.daemon.errors import DaemonError
 
 HEALTH_PATH = "/global/health"
 
@@ -27,7 +25,7 @@ def is_serving(base_url: str, password: str, timeout_s: float = 2.0) -> bool:
         )
         if status != 200:
             return False
-        read_health(json.loads(body))
-    except (OSError, ValueError, DaemonError):
+        answer = json.loads(body)
+    except (OSError, ValueError):
         return False
-    return True
+    return isinstance(answer, dict) and answer.get("healthy") is True

@@ -54,8 +54,8 @@ def client_of_vm(app: App, rebuild: bool, wait_for_daemon: bool = True) -> Itera
 
 def _leave_to_reaper(app: App, ready: ReadyVm) -> None:
     from opencode_sandbox.core.quiescence import StopMode
-    from opencode_sandbox.services.reaper import spawn_reaper
     from opencode_sandbox.services.reaper_settings import LOG_FILE, ReaperSettings
+    from opencode_sandbox.services.reaper_spawn import spawn_reaper
 
     settings = app.settings
     reaper = ReaperSettings(

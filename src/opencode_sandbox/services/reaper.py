@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import io
 import os
-import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -31,13 +29,12 @@ from opencode_sandbox.errors import NotFound, SandboxError
 from opencode_sandbox.runtime.kind import RuntimeKind
 from opencode_sandbox.runtime.types import SandboxStatus
 from opencode_sandbox.services.reaper_settings import (
-    LOCK_FILE,
     LOG_FILE,
     ReaperSettings,
     load_settings,
-    save_settings,
     settings_path,
 )
+from opencode_sandbox.services.reaper_spawn import reaper_lock
 from opencode_sandbox.state.files import UnreadableState, ensure_private_dir
 from opencode_sandbox.state.leases import count_live_leases, stop_guard
 
@@ -84,29 +81,6 @@ class ReaperLog:
         descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         with os.fdopen(descriptor, "a", encoding="utf-8") as handle:
             handle.write(f"{stamp} [{os.getpid()}] {message}\n")
-
-
-@contextlib.contextmanager
-def reaper_lock(state_root: Path, slug: str) -> Iterator[bool]:
-    """Yields whether this process is the project's one reaper; held until the block ends."""
-    folder = state_root / slug
-    ensure_private_dir(folder)
-    descriptor = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(descriptor)
-
-
-def reaper_running(state_root: Path, slug: str) -> bool:
-    """True while another process holds the project's reaper lock."""
-    with reaper_lock(state_root, slug) as mine:
-        return not mine
 
 
 class Reaper:
@@ -326,37 +300,6 @@ def run_exclusively(
             log("another reaper already watches this project; leaving it to that one")
             return None
         return work()
-
-
-def spawn_reaper(settings: ReaperSettings) -> int:
-    """Save the settings and start a detached reaper; returns its process id (0: one runs).
-
-    Call it when a client detaches. When a reaper already watches the project, the new
-    process exits at once and the running one picks the new settings up.
-    """
-    save_settings(settings.with_new_generation())
-    if reaper_running(settings.state_root, settings.slug):
-        # It reloads the settings, sees the new generation and restarts its idle timer.
-        return 0
-    log_path = settings.project_dir() / LOG_FILE
-    descriptor = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        process = subprocess.Popen(
-            reaper_command(settings.state_root, settings.slug),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=descriptor,
-            start_new_session=True,
-            close_fds=True,
-            cwd="/",
-        )
-    finally:
-        os.close(descriptor)
-    return process.pid
-
-
-def reaper_command(state_root: Path, slug: str) -> list[str]:
-    return [sys.executable, "-m", "opencode_sandbox.services.reaper", "--state-root", str(state_root), "--slug", slug]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
