@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from opencode_sandbox.images.updater import baked_version
 from tests.e2e.harness import Project, docker
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
@@ -56,7 +57,6 @@ def test_failing_run_step_names_the_step_and_keeps_the_previous_image(project: P
 
 
 def _baked(project: Project) -> str:
-    for line in (project.state_dir.parent / "updater.yaml").read_text().splitlines():
-        if line.startswith("baked_version:"):
-            return line.split(":", 1)[1].strip().strip("'\"")
-    raise AssertionError("no baked version recorded")
+    version = baked_version(project.state_dir.parent)
+    assert version, "no baked version recorded"
+    return version
