@@ -20,7 +20,8 @@ _START_SCRIPT = (
     f'mkdir -p "$(dirname {DAEMON_LOG})" && '
     f"setsid -f sh -c 'exec {_SERVE} >>{DAEMON_LOG} 2>&1' </dev/null >/dev/null 2>&1"
 )
-_STOP_SCRIPT = "pkill -KILL -f '^opencode serve' ; pkill -KILL -f 'opencode serve --hostname' ; true"
+_PATTERN = "opencode serve --hostname"
+_STOP_SCRIPT = f"pkill -KILL -f '{_PATTERN}' ; true"
 
 
 def password_path(project_state_dir: Path) -> Path:
@@ -52,6 +53,11 @@ def start_daemon(runtime: Runtime, vm: str, password: str) -> None:
             f"cannot start opencode serve in {vm}: {result.stderr.strip() or result.stdout.strip()}",
             hint="check that the runner image has opencode on the PATH (`opencode-sandbox build -r`)",
         )
+
+
+def daemon_running(runtime: Runtime, vm: str) -> bool:
+    """Whether an `opencode serve` process exists in the VM, answering or not yet."""
+    return runtime.exec(vm, ["pgrep", "-f", _PATTERN], timeout_s=30).exit_code == 0
 
 
 def stop_daemon(runtime: Runtime, vm: str) -> None:

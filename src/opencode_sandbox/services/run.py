@@ -222,8 +222,10 @@ class RunLifecycle:
 
     def _new_home_volume(self, image: ReadyImage, copy_from: str | None) -> str:
         """A complete new home volume, or nothing at all: a failure removes the half-made one."""
+        from opencode_sandbox.services.volumes import free_home_volume_name
+
         runtime = self.app.runtime
-        name = naming.home_volume_name(self.slug)
+        name = free_home_volume_name(runtime, self.slug)
         with slow_step(self.console, f"Creating the home volume {name}"):
             runtime.create_volume(name, naming.managed_labels(self.slug))
             try:
@@ -340,6 +342,11 @@ class RunLifecycle:
                 healthy = False
         if healthy:
             return
+        if not booted and daemon_control.daemon_running(self.app.runtime, self.vm):
+            # Started by an earlier shell and still coming up: give it its time, not a restart.
+            if not wait or daemon_control.wait_until_healthy(healthy_now):
+                return
+            daemon_control.stop_daemon(self.app.runtime, self.vm)
         with slow_step(self.console, "Starting opencode serve"):
             if not booted:
                 daemon_control.stop_daemon(self.app.runtime, self.vm)

@@ -81,12 +81,21 @@ def plan_change(
             f"no runner image is recorded for project {slug}",
             hint="run `opencode-sandbox build` or `opencode-sandbox` first",
         )
-    moment = now or datetime.now(UTC)
-    new = home_volume_name(slug, moment)
-    while new == old or runtime.get_volume(new) is not None:
-        moment += timedelta(seconds=1)
-        new = home_volume_name(slug, moment)
+    new = free_home_volume_name(runtime, slug, now, taken=old)
     return VolumeChange(action, slug, old, new, image, remove_old, vm)
+
+
+def free_home_volume_name(runtime: Runtime, slug: str, now: datetime | None = None, taken: str | None = None) -> str:
+    """A home volume name of this moment, or of the next second that is free.
+
+    A launcher killed while filling a volume can leave one named for this very second.
+    """
+    moment = now or datetime.now(UTC)
+    name = home_volume_name(slug, moment)
+    while name == taken or runtime.get_volume(name) is not None:
+        moment += timedelta(seconds=1)
+        name = home_volume_name(slug, moment)
+    return name
 
 
 def _refuse_active_vm(runtime: Runtime, slug: str) -> str | None:

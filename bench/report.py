@@ -1,0 +1,142 @@
+"""Run every benchmark in `bench/` and print one table of their figures against their targets.
+
+Each benchmark runs as its own subprocess and prints its ratio as the last number of its
+last line; the figure and its raw baseline are read from the lines before.
+Run: .venv/bin/python bench/report.py
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+Extract = Callable[[list[str]], tuple[str, str]]
+"""The output's lines -> (figure, raw baseline), as printed."""
+
+
+def first(pattern: str, lines: list[str], occurrence: int = 0) -> str:
+    found = [match.group(1) for line in lines if (match := re.search(pattern, line))]
+    return found[occurrence] if len(found) > occurrence else "?"
+
+
+def startup(lines: list[str]) -> tuple[str, str]:
+    help_ms, version_ms = first(r"--help\s+([\d.]+)", lines), first(r"version\s+([\d.]+)\s", lines)
+    python_ms = first(r"-c pass\s+([\d.]+)", lines)
+    return f"--help {help_ms} ms, version {version_ms} ms", f"{python_ms} ms"
+
+
+def runtime(lines: list[str]) -> tuple[str, str]:
+    rows = [line.split() for line in lines if re.match(r"^(create|get|exec|stop|start)\s", line)]
+    worst = max(rows, key=lambda row: float(row[3]), default=None)
+    return (f"{worst[0]} {worst[1]} ms", f"{worst[2]} ms") if worst else ("?", "?")
+
+
+def warm_row(label: str) -> Extract:
+    def extract(lines: list[str]) -> tuple[str, str]:
+        row = next((line.split() for line in lines if re.match(rf"{label}\s+[\d.]+\s", line)), None)
+        return (f"{row[-4]} ms", f"{row[-3]} ms") if row else ("?", "?")
+
+    return extract
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    script: str
+    measured: str
+    baseline: str
+    target: float
+    """The ratio must be at most this."""
+    extract: Extract
+    ratio_line: str | None = None
+    """The prefix of the line holding the ratio, when not the last line."""
+
+
+BENCHMARKS = (
+    Benchmark("startup", "--help, version", "python -c pass", 6.0, startup),
+    Benchmark("image", "no-op image check", "cached docker build", 0.5,
+              lambda lines: (first(r"no-op ensure_project_image:\s+([\d.]+ ms)", lines),
+                             first(r"cached docker build:\s+([\d.]+ ms)", lines))),
+    Benchmark("runtime", "DockerRuntime, worst operation", "docker CLI", 1.3, runtime),
+    Benchmark("runtime_msb_load", "streamed load, launcher peak", "save -o + load -i", 1.0,
+              lambda lines: (first(r"peak\s+([\d.]+ MiB)", lines), first(r"peak\s+([\d.]+ MiB)", lines, 1))),
+    Benchmark("prune_plan", "plan 10,000 artifacts", "plan 1,000", 12.0,
+              lambda lines: (first(r"^10,000 artifacts:\s+([\d.]+ ms)", lines),
+                             first(r"^1,000 artifacts:\s+([\d.]+ ms)", lines))),
+    Benchmark("warm_start", "shell -- true, VM stopped", "docker start + exec", 1.5, warm_row("after stop"),
+              ratio_line="after-stop ratio"),
+    Benchmark("warm_start", "shell -- true, VM running", "docker exec", 2.0, warm_row("warm")),
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    benchmark: Benchmark
+    figure: str
+    baseline: str
+    ratio: float | None
+
+    @property
+    def verdict(self) -> str:
+        if self.ratio is None:
+            return "failed"
+        return "met" if self.ratio <= self.benchmark.target else "not met"
+
+    def cells(self) -> tuple[str, ...]:
+        bench = self.benchmark
+        ratio = "-" if self.ratio is None else f"{self.ratio:.2f}"
+        return (bench.script, f"{bench.measured}: {self.figure}", f"{bench.baseline}: {self.baseline}", ratio,
+                f"<= {bench.target:g}", self.verdict)
+
+
+def last_number(line: str) -> float | None:
+    numbers = NUMBER.findall(line)
+    return float(numbers[-1]) if numbers else None
+
+
+def run_script(script: str) -> list[str] | None:
+    print(f"running {script} ...", file=sys.stderr, flush=True)
+    result = subprocess.run([sys.executable, str(BENCH / f"{script}.py")], capture_output=True, text=True,
+                            check=False)
+    if result.returncode != 0:
+        sys.stderr.write(f"{script} failed:\n{result.stderr[-2000:]}\n")
+        return None
+    return [line for line in result.stdout.splitlines() if line.strip()]
+
+
+def row_of(benchmark: Benchmark, lines: list[str] | None) -> Row:
+    if not lines:
+        return Row(benchmark, "-", "-", None)
+    ratio_line = lines[-1] if benchmark.ratio_line is None else next(
+        (line for line in lines if line.startswith(benchmark.ratio_line)), "")
+    figure, baseline = benchmark.extract(lines)
+    return Row(benchmark, figure, baseline, last_number(ratio_line))
+
+
+def table(rows: list[Row]) -> list[str]:
+    header = ("benchmark", "figure", "raw baseline", "ratio", "target", "result")
+    cells = [header] + [row.cells() for row in rows]
+    widths = [max(len(line[column]) for line in cells) for column in range(len(header))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+            for line in cells]
+
+
+def main() -> int:
+    outputs: dict[str, list[str] | None] = {}
+    for benchmark in BENCHMARKS:
+        if benchmark.script not in outputs:
+            outputs[benchmark.script] = run_script(benchmark.script)
+    rows = [row_of(benchmark, outputs[benchmark.script]) for benchmark in BENCHMARKS]
+    for line in table(rows):
+        print(line)
+    return 0 if all(row.verdict == "met" for row in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
