@@ -81,3 +81,16 @@ def test_odd_remote_characters(tmp_path: Path, origin: Path) -> None:
     git(origin, "remote", "add", "origin", "https://host.example/grp/Wéird Repo (v2)!.git")
     project = resolve_project(origin)
     assert project.slug.startswith("w-ird-repo-v2-")
+
+
+def test_remote_from_an_included_config_file(tmp_path: Path, origin: Path) -> None:
+    extra = tmp_path / "extra.gitconfig"
+    extra.write_text('[remote "origin"]\n\turl = git@example.org:inc/included.git\n')
+    git(origin, "config", "include.path", str(extra))
+    assert resolve_project(origin).slug == slug_for_remote("git@example.org:inc/included.git")
+
+
+def test_remote_with_a_trailing_comment_is_read_like_git_does(origin: Path) -> None:
+    config = origin / ".git" / "config"
+    config.write_text(config.read_text() + '[remote "origin"]\n\turl = git@example.org:c/commented.git ; note\n')
+    assert resolve_project(origin).slug == slug_for_remote("git@example.org:c/commented.git")

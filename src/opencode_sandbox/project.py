@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import NamedTuple
@@ -46,6 +47,41 @@ def _pick_remote(config_output: str) -> str | None:
     return remotes.get("origin") or remotes[sorted(remotes)[0]]
 
 
+_ASK_GIT = "\0ask git"
+_SECTION = re.compile(r'^\s*\[\s*remote\s+"(?P<name>[^"]+)"\s*\]\s*$')
+_URL = re.compile(r"^\s*url\s*=\s*(?P<url>.*?)\s*$", re.IGNORECASE)
+
+
+def _remote_from_config_file(path: Path) -> str | None:
+    """The remote URL read straight from the repository's config, saving a git process on
+    every command; anything beyond plain sections and keys (includes, quoting, escapes)
+    is left to git itself."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return _ASK_GIT
+    lines: list[str] = []
+    section: str | None = None
+    for raw in text.splitlines():
+        stripped = raw.strip()
+        if stripped.startswith("["):
+            match = _SECTION.match(stripped)
+            if stripped.lower().startswith(("[include", "[includeif")) or (
+                stripped.lower().startswith("[remote") and not match
+            ):
+                return _ASK_GIT
+            section = match.group("name") if match else None
+            continue
+        if section is None:
+            continue
+        url = _URL.match(stripped)
+        if url:
+            if any(mark in url.group("url") for mark in ('"', "\\", ";", "#")):
+                return _ASK_GIT
+            lines.append(f"remote.{section}.url {url.group('url')}")
+    return _pick_remote("\n".join(lines))
+
+
 def resolve_project(cwd: Path) -> Project:
     folder = cwd.resolve()
     probe = _git(folder, "rev-parse", "--path-format=absolute", "--show-toplevel", "--git-common-dir")
@@ -53,7 +89,9 @@ def resolve_project(cwd: Path) -> Project:
     if probe.returncode != 0 or len(lines) < 2:
         return Project(slug=slug_for_path(str(folder)), root=folder, remote=None, is_git=False)
     top_level, common_dir = Path(lines[0]), Path(lines[1])
-    remote = _pick_remote(_git(folder, "config", "--get-regexp", r"^remote\..*\.url$").stdout)
+    remote = _remote_from_config_file(common_dir / "config")
+    if remote == _ASK_GIT:
+        remote = _pick_remote(_git(folder, "config", "--get-regexp", r"^remote\..*\.url$").stdout)
     if remote:
         return Project(slug=slug_for_remote(remote), root=top_level, remote=remote, is_git=True)
     main_worktree = common_dir.parent if common_dir.name == ".git" else top_level
