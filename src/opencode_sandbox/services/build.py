@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from opencode_sandbox.cli.app import App
 from opencode_sandbox.errors import SandboxError
@@ -13,23 +14,27 @@ def _version(app: App, pinned: str | None) -> str:
     return updater.resolve_opencode_version(pinned, app.settings.releases_url)
 
 
+def _image_inputs(app: App, version: str, dind: bool | None, rebuild: bool) -> dict[str, Any]:
+    """What the project image depends on; `build -r` rebuilds the base images too."""
+    settings = app.settings
+    return {
+        "project_dir": app.project.root,
+        "slug": app.project.slug,
+        "dind": settings.dind if dind is None else dind,
+        "opencode_version": version,
+        "trust_host_ca": settings.trust_host_ca,
+        "extra_ca_certificates": settings.extra_ca_certificates,
+        "rebuild": rebuild,
+        "rebuild_base": rebuild,
+    }
+
+
 def build(app: App, rebuild: bool, pinned_version: str | None, dind: bool | None,
           echo: Callable[[str], None]) -> None:
     from opencode_sandbox.images.builder import ensure_project_image
 
     version = _version(app, pinned_version)
-    settings = app.settings
-    result = ensure_project_image(
-        project_dir=app.project.root,
-        slug=app.project.slug,
-        dind=settings.dind if dind is None else dind,
-        opencode_version=version,
-        trust_host_ca=settings.trust_host_ca,
-        extra_ca_certificates=settings.extra_ca_certificates,
-        rebuild=rebuild,
-        rebuild_base=rebuild,
-        verbose=app.console.verbose_enabled,
-    )
+    result = ensure_project_image(**_image_inputs(app, version, dind, rebuild), verbose=app.console.verbose_enabled)
     updater.record_baked_version(app.paths.state_dir, version)
     state = "built" if result.built else "up to date"
     echo(f"{result.reference} {state} (opencode {version}, {result.image_id[:19]})")
@@ -47,17 +52,7 @@ def describe_build(app: App, rebuild: bool, pinned_version: str | None, dind: bo
             raise
         app.console.warn(f"cannot look up the latest opencode release; showing the plan for {baked}")
         version = baked
-    settings = app.settings
-    plan = plan_project_image(
-        project_dir=app.project.root,
-        slug=app.project.slug,
-        dind=settings.dind if dind is None else dind,
-        opencode_version=version,
-        trust_host_ca=settings.trust_host_ca,
-        extra_ca_certificates=settings.extra_ca_certificates,
-        rebuild=rebuild,
-        rebuild_base=rebuild,
-    )
+    plan = plan_project_image(**_image_inputs(app, version, dind, rebuild))
     for image in plan.images:
         echo(f"{image.action.value}: {image.reference} ({image.reason})")
     if not plan.builds_anything:
