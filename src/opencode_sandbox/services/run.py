@@ -331,7 +331,8 @@ class RunLifecycle:
             return is_serving(host_url, password)
 
         healthy = not booted and healthy_now()
-        if healthy and state.config_fingerprint not in (None, config_fingerprint):
+        config_changed = state.config_fingerprint not in (None, config_fingerprint)
+        if healthy and config_changed:
             restart = True
             if needs_apply_prompt(other_clients, True):
                 choice = self._ask_apply("the opencode configuration changed: the server must restart",
@@ -342,14 +343,13 @@ class RunLifecycle:
                 healthy = False
         if healthy:
             return
-        if not booted and daemon_control.daemon_running(self.app.runtime, self.vm):
-            # Started by an earlier shell and still coming up: give it its time, not a restart.
-            if not wait or daemon_control.wait_until_healthy(healthy_now):
-                return
+        starting = not booted and not config_changed and daemon_control.daemon_running(self.app.runtime, self.vm)
+        # Started by an earlier shell and still coming up: give it its time, not a restart.
+        if starting and (not wait or daemon_control.wait_until_healthy(healthy_now)):
+            return
+        if not booted:
             daemon_control.stop_daemon(self.app.runtime, self.vm)
         with slow_step(self.console, "Starting opencode serve"):
-            if not booted:
-                daemon_control.stop_daemon(self.app.runtime, self.vm)
             daemon_control.start_daemon(self.app.runtime, self.vm, password)
             if wait and not daemon_control.wait_until_healthy(healthy_now):
                 tail = daemon_control.daemon_log_tail(self.app.runtime, self.vm)
