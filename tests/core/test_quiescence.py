@@ -11,9 +11,9 @@ from opencode_sandbox.core.quiescence import (
     PendingQuestion,
     SessionActivity,
     SessionState,
-    StopMode,
     decide_stop,
 )
+from opencode_sandbox.core.stop_mode import StopMode
 
 MAX_RETRIES = 3
 

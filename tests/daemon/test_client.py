@@ -26,7 +26,7 @@ from tests.fixtures.opencode import OPENCODE_VERSION, RunningDaemon, free_port, 
 
 __all__ = ["opencode_binary", "opencode_daemon"]
 
-WAIT_S = 20.0
+WAIT_S = 60.0
 
 
 def wait_until(condition: Callable[[], bool], what: str) -> None:

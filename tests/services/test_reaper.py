@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from opencode_sandbox.core.naming import managed_labels, runner_image, vm_name
-from opencode_sandbox.core.quiescence import StopMode
+from opencode_sandbox.core.stop_mode import StopMode
 from opencode_sandbox.runtime.kind import RuntimeKind
 from opencode_sandbox.runtime.types import SandboxSpec, SandboxStatus
 from opencode_sandbox.services.reaper import (

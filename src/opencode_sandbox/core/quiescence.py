@@ -6,6 +6,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from opencode_sandbox.core.stop_mode import StopMode
+
 
 class SessionActivity(StrEnum):
     IDLE = "idle"
@@ -52,16 +54,6 @@ class DaemonActivity:
 
     sessions: Mapping[str, SessionState]
     questions: tuple[PendingQuestion, ...] = ()
-
-
-class StopMode(StrEnum):
-    WAIT_FOR_QUIESCENCE = "wait"
-    STOP_IMMEDIATELY = "immediate"
-
-    @classmethod
-    def from_setting(cls, stop_on_active_sessions: bool) -> StopMode:
-        """The mode for the `auto-stop-on-active-sessions` setting."""
-        return cls.STOP_IMMEDIATELY if stop_on_active_sessions else cls.WAIT_FOR_QUIESCENCE
 
 
 @dataclass(frozen=True)

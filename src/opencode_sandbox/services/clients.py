@@ -53,7 +53,7 @@ def client_of_vm(app: App, rebuild: bool, wait_for_daemon: bool = True) -> Itera
 
 
 def _leave_to_reaper(app: App, ready: ReadyVm) -> None:
-    from opencode_sandbox.core.quiescence import StopMode
+    from opencode_sandbox.core.stop_mode import StopMode
     from opencode_sandbox.services.reaper_settings import LOG_FILE, ReaperSettings
     from opencode_sandbox.services.reaper_spawn import spawn_reaper
 

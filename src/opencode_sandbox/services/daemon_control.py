@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,6 +38,8 @@ def read_password(project_state_dir: Path) -> str | None:
 def new_password(project_state_dir: Path) -> str:
     """A fresh per-VM password, kept with mode 0600 in the project's state folder."""
     ensure_private_dir(project_state_dir)
+    import secrets
+
     value = secrets.token_urlsafe(24)
     write_atomic(password_path(project_state_dir), value + "\n")
     return value

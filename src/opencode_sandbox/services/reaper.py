@@ -24,7 +24,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from opencode_sandbox.core.quiescence import DaemonActivity, StopDecision, StopMode, decide_stop
+from opencode_sandbox.core.quiescence import DaemonActivity, StopDecision, decide_stop
+from opencode_sandbox.core.stop_mode import StopMode
 from opencode_sandbox.errors import NotFound, SandboxError
 from opencode_sandbox.runtime.kind import RuntimeKind
 from opencode_sandbox.runtime.types import SandboxStatus

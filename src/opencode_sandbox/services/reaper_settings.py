@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from opencode_sandbox.core.quiescence import StopMode
+from opencode_sandbox.core.stop_mode import StopMode
 from opencode_sandbox.runtime.kind import RuntimeKind
 from opencode_sandbox.state.files import UnreadableState, read_yaml_mapping, write_yaml
 
