@@ -17,6 +17,7 @@ from opencode_sandbox.core.naming import (
     LABEL_SLUG,
     runner_repository,
 )
+from opencode_sandbox.core.units import format_size
 from opencode_sandbox.errors import RuntimeUnavailable, SandboxError, UsageError
 from opencode_sandbox.images.builder import (
     BuildAction,
@@ -26,8 +27,9 @@ from opencode_sandbox.images.builder import (
     plan_project_image,
 )
 from opencode_sandbox.images.docker_cli import DockerCli
-from opencode_sandbox.images.listing import format_size, list_runner_images, short_digest
 from opencode_sandbox.images.progress import SilentProgress
+from opencode_sandbox.runtime.docker_backend import DockerRuntime
+from opencode_sandbox.services.listing import short_digest
 from tests.fixtures.images import RunnerBase
 from tests.images.certs import real_pem
 
@@ -317,7 +319,7 @@ def test_unpullable_base_image_is_named(project: Project) -> None:
 
 def test_image_list_shows_our_images(project: Project) -> None:
     built = project.ensure()
-    images = {image.reference: image for image in list_runner_images()}
+    images = {image.reference: image for image in DockerRuntime().list_images()}
     assert built.reference in images
     assert "opencode-sandbox/runner-base:latest" in images
     assert all(reference.startswith("opencode-sandbox/runner-") for reference in images)

@@ -1,14 +1,13 @@
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 
 from opencode_sandbox.core.naming import LABEL_CONTENT_HASH
+from opencode_sandbox.core.units import format_size
 from opencode_sandbox.errors import RuntimeUnavailable
 from opencode_sandbox.images.builder import BuildAction, BuildFailed, _step_of, decide
 from opencode_sandbox.images.docker_cli import DockerCli, engine_failure
-from opencode_sandbox.images.listing import _created, format_size, short_digest
+from opencode_sandbox.services.listing import short_digest
 
 HASH = "f" * 64
 
@@ -87,7 +86,6 @@ def test_missing_docker_command_is_runtime_unavailable() -> None:
 @pytest.mark.parametrize(
     ("size", "text"),
     [
-        (None, "-"),
         (0, "0 B"),
         (1023, "1023 B"),
         (1536, "1.5 KiB"),
@@ -95,15 +93,9 @@ def test_missing_docker_command_is_runtime_unavailable() -> None:
         (5 * 1024**4, "5.0 TiB"),
     ],
 )
-def test_sizes_use_binary_units(size: int | None, text: str) -> None:
+def test_sizes_use_binary_units(size: int, text: str) -> None:
     assert format_size(size) == text
 
 
 def test_digest_is_shortened_to_12_hex() -> None:
     assert short_digest("sha256:" + "0123456789abcdef" * 4) == "sha256:0123456789ab"
-
-
-def test_docker_timestamps_with_nanoseconds_are_read() -> None:
-    assert _created("2026-05-01T10:20:30.123456789Z") == datetime(2026, 5, 1, 10, 20, 30, 123456, tzinfo=UTC)
-    assert _created("2026-05-01T10:20:30Z") == datetime(2026, 5, 1, 10, 20, 30, tzinfo=UTC)
-    assert _created("garbage") is None
