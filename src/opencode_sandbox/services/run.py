@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from dataclasses import dataclass
 
@@ -222,20 +221,11 @@ class RunLifecycle:
 
     def _new_home_volume(self, image: ReadyImage, copy_from: str | None) -> str:
         """A complete new home volume, or nothing at all: a failure removes the half-made one."""
-        from opencode_sandbox.services.volumes import free_home_volume_name
+        from opencode_sandbox.services.volumes import build_home_volume, free_home_volume_name
 
-        runtime = self.app.runtime
-        name = free_home_volume_name(runtime, self.slug)
+        name = free_home_volume_name(self.app.runtime, self.slug)
         with slow_step(self.console, f"Creating the home volume {name}"):
-            runtime.create_volume(name, naming.managed_labels(self.slug))
-            try:
-                runtime.fill_volume_from_image(name, image.reference)
-                if copy_from:
-                    runtime.copy_volume(copy_from, name)
-            except BaseException:
-                with contextlib.suppress(SandboxError):
-                    runtime.remove_volume(name)
-                raise
+            build_home_volume(self.app.runtime, self.slug, name, image.reference, copy_from, self.console.warn)
         return name
 
     def _apply_vm(

@@ -135,19 +135,14 @@ def apply_change(
 ) -> None:
     with store.first_boot_lock(change.slug, timeout_s=30.0):
         _refuse_active_vm(runtime, change.slug)
-        created = False
-        try:
-            runtime.create_volume(change.new, managed_labels(change.slug))
-            created = True
-            runtime.fill_volume_from_image(change.new, change.image)
-            if change.action is VolumeAction.MIGRATE:
-                runtime.copy_volume(change.old, change.new)
-            elif change.action is VolumeAction.EDIT:
+        copy_from = change.old if change.action is VolumeAction.MIGRATE else None
+        build_home_volume(runtime, change.slug, change.new, change.image, copy_from, warn)
+        if change.action is VolumeAction.EDIT:
+            try:
                 _edit_in_shell(runtime, change, say, warn)
-        except BaseException:
-            if created:
+            except BaseException:
                 _discard(runtime, change.new, warn)
-            raise
+                raise
         state = store.load(change.slug)
         state.home_volume = change.new
         store.save(change.slug, state)
@@ -166,6 +161,20 @@ def apply_change(
                 say(f"removed {change.old}")
             except SandboxError as error:
                 warn(f"could not remove {change.old}: {error.message}")
+
+
+def build_home_volume(runtime: Runtime, slug: str, name: str, image: str, copy_from: str | None,
+                      warn: Callable[[str], None]) -> None:
+    """A complete home volume from the image's /home/dev, with `copy_from`'s files on top,
+    or nothing at all: a failure or an interrupt removes the half-made volume."""
+    runtime.create_volume(name, managed_labels(slug))
+    try:
+        runtime.fill_volume_from_image(name, image)
+        if copy_from:
+            runtime.copy_volume(copy_from, name)
+    except BaseException:
+        _discard(runtime, name, warn)
+        raise
 
 
 def _discard(runtime: Runtime, volume: str, warn: Callable[[str], None]) -> None:
