@@ -1,11 +1,15 @@
-"""Which project the current folder belongs to, asked of git once."""
+"""Which project the current folder belongs to: read from the repository's files like git
+finds them, and asked of git itself whenever the layout is anything but plain."""
 
 from __future__ import annotations
 
+import os
 import re
-import subprocess
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    import subprocess
 
 from opencode_sandbox.core.slug import slug_for_path, slug_for_remote
 from opencode_sandbox.errors import SandboxError
@@ -24,6 +28,8 @@ class Project(NamedTuple):
 
 
 def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    import subprocess
+
     try:
         return subprocess.run(
             # Only metadata is read, so a checkout owned by another user is fine to read.
@@ -82,13 +88,74 @@ def _remote_from_config_file(path: Path) -> str | None:
     return _pick_remote("\n".join(lines))
 
 
-def resolve_project(cwd: Path) -> Project:
-    folder = cwd.resolve()
+# Any of these changes where git looks for the repository; git then answers itself.
+_DISCOVERY_VARIABLES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_CEILING_DIRECTORIES",
+                        "GIT_DISCOVERY_ACROSS_FILESYSTEM")
+_CORE_WORKTREE = re.compile(r"^\s*worktree\s*=", re.IGNORECASE | re.MULTILINE)
+
+
+def _git_dir_of(candidate: Path) -> Path | None:
+    """The repository a `.git` entry stands for: the folder itself, or where a `.git` file
+    (linked worktree, submodule) points to; None when it is not a repository."""
+    if candidate.is_file():
+        try:
+            text = candidate.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        if not text.startswith("gitdir:"):
+            return None
+        candidate = candidate.parent / text.removeprefix("gitdir:").strip()
+    if (candidate / "HEAD").is_file() and ((candidate / "objects").is_dir() or (candidate / "commondir").is_file()):
+        return Path(os.path.realpath(candidate))
+    return None
+
+
+def _discover(folder: Path) -> tuple[Path, Path] | str | None:
+    """(top level, common git dir) found by walking up like git; None outside any
+    repository; `_ASK_GIT` when git's own discovery might come to another answer."""
+    if any(variable in os.environ for variable in _DISCOVERY_VARIABLES) or ".git" in folder.parts:
+        return _ASK_GIT
+    device = folder.stat().st_dev
+    for directory in (folder, *folder.parents):
+        try:
+            if directory.stat().st_dev != device:
+                return _ASK_GIT
+        except OSError:
+            return _ASK_GIT
+        entry = directory / ".git"
+        if not entry.exists():
+            continue
+        git_dir = _git_dir_of(entry)
+        if git_dir is None:
+            return _ASK_GIT
+        common = git_dir
+        if (git_dir / "commondir").is_file():
+            common = Path(os.path.realpath(git_dir / (git_dir / "commondir").read_text(encoding="utf-8").strip()))
+        try:
+            if _CORE_WORKTREE.search((common / "config").read_text(encoding="utf-8")):
+                return _ASK_GIT
+        except (OSError, UnicodeDecodeError):
+            return _ASK_GIT
+        return directory, common
+    return None
+
+
+def _ask_git_for_layout(folder: Path) -> tuple[Path, Path] | None:
     probe = _git(folder, "rev-parse", "--path-format=absolute", "--show-toplevel", "--git-common-dir")
     lines = probe.stdout.splitlines()
     if probe.returncode != 0 or len(lines) < 2:
+        return None
+    return Path(lines[0]), Path(lines[1])
+
+
+def resolve_project(cwd: Path) -> Project:
+    folder = cwd.resolve()
+    layout = _discover(folder)
+    if layout == _ASK_GIT:
+        layout = _ask_git_for_layout(folder)
+    if not isinstance(layout, tuple):
         return Project(slug=slug_for_path(str(folder)), root=folder, remote=None, is_git=False)
-    top_level, common_dir = Path(lines[0]), Path(lines[1])
+    top_level, common_dir = layout
     remote = _remote_from_config_file(common_dir / "config")
     if remote == _ASK_GIT:
         remote = _pick_remote(_git(folder, "config", "--get-regexp", r"^remote\..*\.url$").stdout)
