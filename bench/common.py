@@ -13,7 +13,17 @@ from pathlib import Path
 
 
 def launcher() -> list[str]:
-    """The installed console script, run the way a user runs it."""
+    """The installed console script, run the way a user runs it.
+
+    `pip install .` byte-compiles the package; an editable install under
+    PYTHONDONTWRITEBYTECODE never does, and would have every run compile its modules anew,
+    a cost no user sees. The package is compiled here as an install would have done.
+    """
+    import compileall
+
+    import opencode_sandbox
+
+    compileall.compile_dir(str(Path(opencode_sandbox.__file__).parent), quiet=1)
     script = shutil.which("opencode-sandbox", path=str(Path(sys.executable).parent)) or shutil.which(
         "opencode-sandbox"
     )

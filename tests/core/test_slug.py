@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import hashlib
 import re
 
 import pytest
@@ -9,6 +10,7 @@ from opencode_sandbox.core.slug import (
     base36_hash,
     name_part,
     normalize_remote,
+    sha256_digest,
     slug_for_path,
     slug_for_remote,
 )
@@ -45,6 +47,18 @@ def test_hash_is_base36_sha256_14_chars() -> None:
     assert len(value) == 14
     assert set(value) <= set("0123456789abcdefghijklmnopqrstuvwxyz")
     assert value != base36_hash("github.com:inoio/otherproject")
+
+
+def test_hash_is_the_spec_computation_over_hashlib_sha256() -> None:
+    text = "github.com:inoio/myproject"
+    number = int.from_bytes(hashlib.sha256(text.encode()).digest(), "big") % 36**14
+    expected = ""
+    for _ in range(14):
+        number, digit = divmod(number, 36)
+        expected = "0123456789abcdefghijklmnopqrstuvwxyz"[digit] + expected
+    assert base36_hash(text) == expected
+    for data in (b"", b"abc", bytes(range(256)) * 100):
+        assert sha256_digest(data) == hashlib.sha256(data).digest()
 
 
 def test_different_hosts_or_paths_differ() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,16 +17,26 @@ if TYPE_CHECKING:
     from opencode_sandbox.state.store import StateStore
 
 
-@dataclass
 class App:
-    console: Console
-    paths: ToolPaths
-    project: Project
-    settings: Settings
-    assume_yes: bool = False
-    interactive: bool = False
-    global_flags: dict[str, Any] = field(default_factory=dict)
-    _runtime: Runtime | None = None
+    def __init__(
+        self,
+        console: Console,
+        paths: ToolPaths,
+        project: Project,
+        settings: Settings,
+        assume_yes: bool = False,
+        interactive: bool = False,
+        global_flags: dict[str, Any] | None = None,
+        runtime: Runtime | None = None,
+    ) -> None:
+        self.console = console
+        self.paths = paths
+        self.project = project
+        self.settings = settings
+        self.assume_yes = assume_yes
+        self.interactive = interactive
+        self.global_flags = dict(global_flags or {})
+        self._runtime = runtime
 
     @classmethod
     def create(

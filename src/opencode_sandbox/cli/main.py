@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
@@ -67,6 +66,8 @@ def cli(ctx: click.Context, assume_yes: bool, quiet: bool, log_level: str | None
         _console.level = LogLevel[log_level.upper()]
     elif quiet:
         _console.level = LogLevel.ERROR
+    from pathlib import Path
+
     from opencode_sandbox.cli.app import App
 
     ctx.obj = App.create(

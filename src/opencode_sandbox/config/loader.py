@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from opencode_sandbox.config.keys import KEYS, KEYS_BY_NAME, Key
 from opencode_sandbox.config.settings import Settings
@@ -14,8 +13,7 @@ from opencode_sandbox.errors import ConfigError
 ENV_PREFIX = "OPENCODE_SANDBOX_"
 
 
-@dataclass(frozen=True)
-class RawValue:
+class RawValue(NamedTuple):
     value: Any
     source: str
     base_dir: Path | None = None
