@@ -5,12 +5,12 @@ import re
 
 import pytest
 
+from opencode_sandbox.core.digest import sha256
 from opencode_sandbox.core.naming import MAX_NAME_LENGTH, home_volume_name, vm_name
 from opencode_sandbox.core.slug import (
     base36_hash,
     name_part,
     normalize_remote,
-    sha256_digest,
     slug_for_path,
     slug_for_remote,
 )
@@ -58,7 +58,7 @@ def test_hash_is_the_spec_computation_over_hashlib_sha256() -> None:
         expected = "0123456789abcdefghijklmnopqrstuvwxyz"[digit] + expected
     assert base36_hash(text) == expected
     for data in (b"", b"abc", bytes(range(256)) * 100):
-        assert sha256_digest(data) == hashlib.sha256(data).digest()
+        assert sha256(data).digest() == hashlib.sha256(data).digest()
 
 
 def test_different_hosts_or_paths_differ() -> None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from opencode_sandbox.core.digest import sha256
 from opencode_sandbox.runtime.types import SandboxInfo, SandboxStatus
 
 
@@ -30,7 +30,7 @@ class VmPlan:
 def fingerprint(values: Mapping[str, object]) -> str:
     """A short stable digest of the settings that need a VM recreate when they change."""
     text = json.dumps(values, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return sha256(text.encode()).hexdigest()[:16]
 
 
 def plan_vm(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 
+from opencode_sandbox.core.digest import sha256
+
 HASH_LENGTH = 14
 NAME_LENGTH = 20
 _ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
@@ -12,23 +14,8 @@ _SCP_LIKE = re.compile(r"^(?:[^@/]+@)?(?P<host>[^:/]+):(?P<path>(?!//).*)$")
 _URL = re.compile(r"^(?P<scheme>[a-z][a-z0-9+.-]*)://(?:[^@/]*@)?(?P<host>[^/:]*)(?::\d*)?(?P<path>/.*)?$", re.I)
 
 
-def sha256_digest(data: bytes) -> bytes:
-    """SHA-256 from the interpreter's own module where it has one: hashlib loads OpenSSL
-    first, which costs more than a command's start-up can spare."""
-    import importlib
-
-    for name in ("_sha2", "_sha256"):
-        try:
-            return bytes(importlib.import_module(name).sha256(data).digest())
-        except (ImportError, AttributeError):
-            continue
-    import hashlib
-
-    return hashlib.sha256(data).digest()
-
-
 def base36_hash(text: str) -> str:
-    number = int.from_bytes(sha256_digest(text.encode()), "big") % (36**HASH_LENGTH)
+    number = int.from_bytes(sha256(text.encode()).digest(), "big") % (36**HASH_LENGTH)
     digits = []
     for _ in range(HASH_LENGTH):
         number, remainder = divmod(number, 36)

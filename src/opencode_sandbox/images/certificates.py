@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from opencode_sandbox.core.digest import sha256
 from opencode_sandbox.errors import UsageError
 
 HOST_CA_DIR = Path("/usr/local/share/ca-certificates")
@@ -33,13 +31,16 @@ def _certificates_in(path: Path, origin: str, data: bytes) -> list[CaCertificate
         pem = block.replace(b"\r\n", b"\n") + b"\n"
         if not _is_der_sequence(pem):
             continue
-        digest = hashlib.sha256(pem).hexdigest()[:12]
+        digest = sha256(pem).hexdigest()[:12]
         found.append(CaCertificate(f"{origin}-{stem}-{digest}.crt", pem, path))
     return found
 
 
 def _is_der_sequence(pem: bytes) -> bool:
     """Whether the PEM body is one complete DER SEQUENCE, as every X.509 certificate is."""
+    import base64
+    import binascii
+
     body = b"".join(pem.strip().splitlines()[1:-1])
     try:
         der = base64.b64decode(body, validate=True)

@@ -8,7 +8,6 @@ it so, and one clear spelling keeps the rule checkable without building.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from opencode_sandbox.core.naming import BASE_IMAGE, BASE_IMAGE_DIND
@@ -48,7 +47,7 @@ def default_dockerfile(dind: bool) -> str:
 
 def packaged_file(name: str) -> str:
     """A file shipped with the package next to the base Dockerfiles."""
-    return resources.files("opencode_sandbox.images").joinpath("dockerfiles", name).read_text("utf-8")
+    return (Path(__file__).parent / "dockerfiles" / name).read_text("utf-8")
 
 
 def base_dockerfile(dind: bool) -> str:

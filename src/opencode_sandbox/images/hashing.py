@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 
+from opencode_sandbox.core.digest import Sha256, sha256
 from opencode_sandbox.images.certificates import CaCertificate
 from opencode_sandbox.images.context import ContextFile
 
@@ -13,7 +13,7 @@ HASH_SCHEME = "1"
 SHORT_HASH_LENGTH = 16
 
 
-def _record(digest: hashlib._Hash, *fields: bytes) -> None:
+def _record(digest: Sha256, *fields: bytes) -> None:
     for value in fields:
         digest.update(len(value).to_bytes(8, "big"))
         digest.update(value)
@@ -29,7 +29,7 @@ def content_hash(
     packaged: Mapping[str, str] | None = None,
 ) -> str:
     """sha256 (64 hex) over everything that shapes the image; equal inputs, equal hash."""
-    digest = hashlib.sha256()
+    digest = sha256()
     _record(digest, b"scheme", HASH_SCHEME.encode())
     _record(digest, b"dockerfile", dockerfile.encode())
     for reference in sorted(base_image_ids):

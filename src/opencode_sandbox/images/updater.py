@@ -7,8 +7,8 @@ answer is data for the caller to act on. Its state lives in `<state_root>/update
 
 from __future__ import annotations
 
-import logging
 import re
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -27,7 +27,6 @@ RESOLVE_TIMEOUT_S = 10.0
 STATE_FILE = "updater.yaml"
 
 _VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
-_log = logging.getLogger(__name__)
 
 
 class LookupFailed(Exception):
@@ -190,8 +189,12 @@ def load_state(state_root: Path, warn: Callable[[str], None] | None = None) -> U
             noticed=_versions(document.get("noticed")),
         )
     except (UnreadableState, ValueError, TypeError) as error:
-        (warn or _log.warning)(f"ignoring corrupt {path} ({str(error).splitlines()[0]}); starting fresh")
+        (warn or _print_warning)(f"ignoring corrupt {path} ({str(error).splitlines()[0]}); starting fresh")
         return UpdaterState()
+
+
+def _print_warning(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
 
 
 def save_state(state_root: Path, state: UpdaterState) -> None:
@@ -252,7 +255,7 @@ def refresh_latest(
     try:
         latest = fetch_latest_version(releases_url, timeout_s)
     except LookupFailed as failure:
-        _log.info("opencode update check failed: %s", failure)
+        print(f"opencode update check failed: {failure}", file=sys.stderr)
         return False
     current = load_state(state_root, warn)
     save_state(state_root, replace(current, last_check=moment, latest_version=latest))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -10,6 +9,8 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from opencode_sandbox.core.digest import sha256
 
 VM_HOME = "/home/dev"
 DEV_UID = 1000
@@ -69,13 +70,13 @@ def manifest(files: Mapping[str, Path]) -> dict[str, str]:
     """Target path -> content digest (and mode), the record of what was provisioned."""
     result: dict[str, str] = {}
     for target, path in sorted(files.items()):
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:32]
+        digest = sha256(path.read_bytes()).hexdigest()[:32]
         result[target] = f"{digest}:{path.stat().st_mode & 0o777:o}"
     return result
 
 
 def manifest_fingerprint(entries: Mapping[str, str]) -> str:
-    return hashlib.sha256(json.dumps(dict(sorted(entries.items()))).encode()).hexdigest()[:16]
+    return sha256(json.dumps(dict(sorted(entries.items()))).encode()).hexdigest()[:16]
 
 
 def changed_files(files: Mapping[str, Path], current: Mapping[str, str], provisioned: Mapping[str, str]) -> list[str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,9 @@ def ensure_private_dir(path: Path) -> None:
 def write_atomic(path: Path, text: str) -> None:
     """Write to a temporary file beside `path`, fsync, then rename over it."""
     ensure_private_dir(path.parent)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    # O_EXCL on a random name, as tempfile.mkstemp does; tempfile itself loads shutil and random.
+    temporary = path.parent / f".{path.name}.{os.urandom(6).hex()}"
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
             os.fchmod(handle.fileno(), FILE_MODE)
