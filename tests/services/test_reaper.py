@@ -8,7 +8,6 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -195,7 +194,7 @@ def test_an_unknown_state_holds_like_a_busy_one(setup: Setup) -> None:
 
 def test_stop_immediately_mode_stops_despite_busy_sessions(setup: Setup) -> None:
     setup.daemon.set_activity(BUSY)
-    setup.settings = replace(setup.settings, mode=StopMode.STOP_IMMEDIATELY)
+    setup.settings = setup.settings._replace(mode=StopMode.STOP_IMMEDIATELY)
     assert setup.run() is ReaperOutcome.STOPPED
     assert setup.stopped_at is not None and TIMEOUT_S <= setup.stopped_at < TIMEOUT_S + 1
     assert setup.daemon.requested("GET") == 0
@@ -235,7 +234,7 @@ def test_clients_attached_from_the_start_are_waited_for(setup: Setup) -> None:
 
 
 def test_a_new_detach_restarts_the_idle_timer(setup: Setup) -> None:
-    setup.clock.at(8, lambda: setattr(setup, "settings", replace(setup.settings, generation="second")))
+    setup.clock.at(8, lambda: setattr(setup, "settings", setup.settings._replace(generation="second")))
     assert setup.run() is ReaperOutcome.STOPPED
     assert setup.stopped_at is not None and setup.stopped_at >= 8 + TIMEOUT_S
     assert "a client left again; the idle timer starts over" in setup.log_lines()
@@ -278,10 +277,10 @@ def test_an_unreadable_api_holds_and_says_why(
 
 
 def test_an_unreachable_daemon_holds(setup: Setup) -> None:
-    setup.settings = replace(setup.settings, daemon_url=f"http://127.0.0.1:{free_port()}")
+    setup.settings = setup.settings._replace(daemon_url=f"http://127.0.0.1:{free_port()}")
     setup.clock.at(30, setup.expect_running)
     setup.clock.at(30, lambda: setup.daemon.set_activity({}))
-    setup.clock.at(31, lambda: setattr(setup, "settings", replace(setup.settings, daemon_url=setup.daemon.url)))
+    setup.clock.at(31, lambda: setattr(setup, "settings", setup.settings._replace(daemon_url=setup.daemon.url)))
     assert setup.run() is ReaperOutcome.STOPPED
     assert any("cannot reach the opencode daemon" in line for line in setup.log_lines())
     assert setup.stopped_at is not None and setup.stopped_at >= 31
@@ -382,7 +381,7 @@ def test_spawn_saves_private_settings_with_a_new_generation(setup: Setup, monkey
     assert saved is not None
     assert saved.password == "secret"
     assert saved.generation not in ("", "first")
-    assert replace(saved, generation="first") == setup.settings
+    assert saved._replace(generation="first") == setup.settings
     assert stat.S_IMODE(settings_path(setup.root, SLUG).stat().st_mode) == 0o600
     assert started == [[sys.executable, "-m", "opencode_sandbox.services.reaper",
                         "--state-root", str(setup.root), "--slug", SLUG]]
@@ -395,10 +394,16 @@ def test_a_spawned_reaper_for_a_missing_vm_exits_and_logs(setup: Setup, unique: 
     if not docker_answers():
         pytest.skip("the Docker engine is not answering")
     slug = f"{unique}-0123456789abcd"
-    settings = replace(setup.settings, slug=slug, vm_name=vm_name(slug))
+    settings = setup.settings._replace(slug=slug, vm_name=vm_name(slug))
     pid = spawn_reaper(settings)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     lines = [line.split("] ", 1)[1] for line in (setup.root / slug / "reaper.log").read_text().splitlines()]
     assert lines[-2:] == [f"{vm_name(slug)} no longer exists; nothing to stop", "done (vm-gone)"]
     assert count_live_leases(setup.root, slug) == 0
+
+
+def test_the_settings_never_show_the_password(setup: Setup) -> None:
+    shown = repr(setup.settings)
+    assert "secret" not in shown
+    assert "password='***'" in shown and f"slug='{SLUG}'" in shown

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 from opencode_sandbox.core.digest import sha256
 from opencode_sandbox.runtime.types import SandboxInfo, SandboxStatus
@@ -19,8 +19,7 @@ class VmAction(StrEnum):
     RECREATE = "recreate"
 
 
-@dataclass(frozen=True)
-class VmPlan:
+class VmPlan(NamedTuple):
     action: VmAction
     reason: str
     image_changed: bool = False
@@ -70,8 +69,7 @@ class HomeAction(StrEnum):
     ASK = "ask"
 
 
-@dataclass(frozen=True)
-class HomePlan:
+class HomePlan(NamedTuple):
     action: HomeAction
     volume: str | None
     """The volume to use (USE) or to keep offering (ASK); None when one must be created."""

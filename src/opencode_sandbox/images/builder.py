@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from opencode_sandbox.core.naming import (
     BASE_IMAGE,
@@ -50,8 +49,7 @@ class BuildAction(StrEnum):
     SKIP = "skip"
 
 
-@dataclass(frozen=True)
-class ImageBuildResult:
+class ImageBuildResult(NamedTuple):
     reference: str
     image_id: str
     """Docker's image ID, `sha256:<64 hex>`."""
@@ -61,11 +59,10 @@ class ImageBuildResult:
     opencode_version: str | None
     built: bool
     """False when the existing image was up to date and no build ran."""
-    labels: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = {}
 
 
-@dataclass(frozen=True)
-class PlannedImage:
+class PlannedImage(NamedTuple):
     reference: str
     action: BuildAction
     reason: str
@@ -73,8 +70,7 @@ class PlannedImage:
     """None when it depends on a base image that is itself still to be built."""
 
 
-@dataclass(frozen=True)
-class BuildPlan:
+class BuildPlan(NamedTuple):
     images: tuple[PlannedImage, ...]
 
     @property
@@ -100,8 +96,7 @@ class BuildFailed(SandboxError):
         )
 
 
-@dataclass(frozen=True)
-class _Job:
+class _Job(NamedTuple):
     kind: ImageKind
     dockerfile: str
     context: tuple[ContextFile, ...]
@@ -109,8 +104,8 @@ class _Job:
     opencode_version: str | None
     slug: str | None = None
     fixed_reference: str | None = None
-    packaged: Mapping[str, str] = field(default_factory=dict)
-    build_args: Mapping[str, str] = field(default_factory=dict)
+    packaged: Mapping[str, str] = {}
+    build_args: Mapping[str, str] = {}
 
     def reference(self, full_hash: str) -> str:
         if self.fixed_reference is not None:
@@ -125,8 +120,7 @@ class _Job:
         return labels
 
 
-@dataclass(frozen=True)
-class _Evaluation:
+class _Evaluation(NamedTuple):
     reference: str
     content_hash: str
     existing: Mapping[str, Any] | None

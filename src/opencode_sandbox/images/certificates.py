@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from opencode_sandbox.core.digest import sha256
 from opencode_sandbox.errors import UsageError
@@ -16,8 +16,7 @@ CONTEXT_FOLDER = "ca-certificates"
 _PEM_RE = re.compile(rb"-----BEGIN CERTIFICATE-----\r?\n[A-Za-z0-9+/=\r\n]+?-----END CERTIFICATE-----")
 
 
-@dataclass(frozen=True)
-class CaCertificate:
+class CaCertificate(NamedTuple):
     file_name: str
     """Name inside the build context's `ca-certificates/` folder (ends in `.crt`)."""
     pem: bytes

@@ -7,8 +7,8 @@ it so, and one clear spelling keeps the rule checkable without building.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from opencode_sandbox.core.naming import BASE_IMAGE, BASE_IMAGE_DIND
 from opencode_sandbox.errors import UsageError
@@ -23,8 +23,7 @@ BASE_DIND_DOCKERFILE = "runner-base-dind.Dockerfile"
 DIND_START_SCRIPT = "opencode-sandbox-start-docker"
 
 
-@dataclass(frozen=True)
-class EffectiveDockerfile:
+class EffectiveDockerfile(NamedTuple):
     text: str
     source: Path | None
     """The project's own Dockerfile, None when the default one-line Dockerfile is used."""

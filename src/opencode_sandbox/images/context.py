@@ -11,8 +11,8 @@ import os
 import shutil
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from opencode_sandbox.errors import UsageError
 from opencode_sandbox.images.certificates import CONTEXT_FOLDER, CaCertificate
@@ -22,8 +22,7 @@ LAUNCHER_FILES = frozenset({"config.yaml"})
 DOCKERFILE_NAME = "Dockerfile"
 
 
-@dataclass(frozen=True)
-class ContextFile:
+class ContextFile(NamedTuple):
     relative: str
     """Posix path inside the build context."""
     path: Path

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 _DIRECTIVE_RE = re.compile(r"^#\s*([a-zA-Z][a-zA-Z0-9]*)\s*=\s*(.+?)\s*$")
 _VARIABLE_RE = re.compile(
@@ -11,8 +11,7 @@ _VARIABLE_RE = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class Instruction:
+class Instruction(NamedTuple):
     keyword: str
     """Upper case, e.g. `FROM`, `USER`."""
     arguments: str
@@ -20,13 +19,12 @@ class Instruction:
     """1-based line where the instruction starts."""
 
 
-@dataclass(frozen=True)
-class Stage:
+class Stage(NamedTuple):
     base: str
     """The image (or earlier stage) named by FROM, with global ARG defaults substituted."""
     name: str | None
     line: int
-    instructions: tuple[Instruction, ...] = field(default=())
+    instructions: tuple[Instruction, ...] = ()
 
 
 def _escape_character(lines: list[str]) -> str:

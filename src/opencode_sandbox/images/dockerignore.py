@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class IgnorePattern:
+class IgnorePattern(NamedTuple):
     regex: re.Pattern[str]
     negated: bool
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from opencode_sandbox.errors import SandboxError, UsageError
 from opencode_sandbox.state.files import UnreadableState, read_yaml_mapping, write_yaml
@@ -41,8 +40,7 @@ class UpdateAction(StrEnum):
     NOTHING = "nothing"
 
 
-@dataclass(frozen=True)
-class UpdaterState:
+class UpdaterState(NamedTuple):
     last_check: datetime | None = None
     """When the releases endpoint last answered usefully."""
     latest_version: str | None = None
@@ -52,14 +50,13 @@ class UpdaterState:
     noticed: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class UpdateDecision:
+class UpdateDecision(NamedTuple):
     action: UpdateAction
     baked_version: str | None
     latest_version: str | None
     checked: bool
     """Whether the releases endpoint was asked this time."""
-    warnings: tuple[str, ...] = field(default=())
+    warnings: tuple[str, ...] = ()
 
 
 # versions ------------------------------------------------------------------------------
@@ -258,7 +255,7 @@ def refresh_latest(
         print(f"opencode update check failed: {failure}", file=sys.stderr)
         return False
     current = load_state(state_root, warn)
-    save_state(state_root, replace(current, last_check=moment, latest_version=latest))
+    save_state(state_root, current._replace(last_check=moment, latest_version=latest))
     return True
 
 
@@ -291,16 +288,16 @@ def record_shown(state_root: Path, decision: UpdateDecision) -> None:
         return
     state = load_state(state_root)
     if decision.action is UpdateAction.OFFER_REBUILD:
-        state = replace(state, offered=_add(state.offered, decision.latest_version))
+        state = state._replace(offered=_add(state.offered, decision.latest_version))
     else:
-        state = replace(state, noticed=_add(state.noticed, decision.latest_version))
+        state = state._replace(noticed=_add(state.noticed, decision.latest_version))
     save_state(state_root, state)
 
 
 def record_baked_version(state_root: Path, version: str) -> None:
     """Called after a build: the version run/shell reuse without asking the network."""
     state = load_state(state_root)
-    save_state(state_root, replace(state, baked_version=version))
+    save_state(state_root, state._replace(baked_version=version))
 
 
 def baked_version(state_root: Path) -> str | None:

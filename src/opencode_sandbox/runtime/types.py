@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import NamedTuple
 
 from opencode_sandbox.runtime.kind import RuntimeKind
 
@@ -33,8 +33,7 @@ class MountKind(StrEnum):
     BIND = "bind"
 
 
-@dataclass(frozen=True)
-class Mount:
+class Mount(NamedTuple):
     kind: MountKind
     source: str
     """A volume name for VOLUME, an absolute host path for BIND."""
@@ -42,52 +41,47 @@ class Mount:
     readonly: bool = False
 
 
-@dataclass(frozen=True)
-class SandboxSpec:
+class SandboxSpec(NamedTuple):
     name: str
     image: str
     """The runner image reference (for microsandbox: as loaded into the runtime)."""
     cpus: int
     memory_mib: int
-    env: Mapping[str, str] = field(default_factory=dict)
-    labels: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = {}
+    labels: Mapping[str, str] = {}
     mounts: tuple[Mount, ...] = ()
     workdir: str = "/workspace"
     published_ports: tuple[int, ...] = ()
     """Guest TCP ports published on the host's 127.0.0.1 only, on a free host port."""
 
 
-@dataclass(frozen=True)
-class SandboxInfo:
+class SandboxInfo(NamedTuple):
     name: str
     status: SandboxStatus
     image: str
     created_at: datetime | None
     last_activity_at: datetime | None
-    labels: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = {}
 
 
-@dataclass(frozen=True)
-class VolumeInfo:
+class VolumeInfo(NamedTuple):
     name: str
     kind: str
     size_bytes: int | None
     created_at: datetime | None
-    labels: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = {}
 
 
-@dataclass(frozen=True)
-class ImageInfo:
+class ImageInfo(NamedTuple):
     reference: str
     digest: str
     """The image's config digest (`sha256:<64 hex>`): equal to Docker's image ID."""
     size_bytes: int | None
     created_at: datetime | None
-    labels: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = {}
 
 
-@dataclass(frozen=True)
-class ExecResult:
+class ExecResult(NamedTuple):
     exit_code: int
     stdout: str
     stderr: str

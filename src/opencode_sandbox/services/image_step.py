@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from opencode_sandbox.cli.app import App
 from opencode_sandbox.core.naming import LABEL_DIND
@@ -15,8 +15,7 @@ ATTEMPT_STAMP = "update-check.attempt"
 RETRY_AFTER_S = 600.0
 
 
-@dataclass(frozen=True)
-class ReadyImage:
+class ReadyImage(NamedTuple):
     reference: str
     """What the runtime runs (for docker: the Docker image; for microsandbox: as loaded)."""
     digest: str

@@ -7,8 +7,8 @@ import json
 import os
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from opencode_sandbox.core.digest import sha256
 
@@ -17,8 +17,7 @@ DEV_UID = 1000
 DEV_GID = 1000
 
 
-@dataclass(frozen=True)
-class ProvisionSource:
+class ProvisionSource(NamedTuple):
     host: Path
     """A file or folder on the host."""
     target: str

@@ -9,9 +9,8 @@ holds the daemon password, so it is private (0600) like every state file.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from opencode_sandbox.core.stop_mode import StopMode
 from opencode_sandbox.runtime.kind import RuntimeKind
@@ -22,8 +21,7 @@ LOG_FILE = "reaper.log"
 LOCK_FILE = "reaper.lock"
 
 
-@dataclass(frozen=True)
-class ReaperSettings:
+class ReaperSettings(NamedTuple):
     slug: str
     vm_name: str
     runtime_kind: RuntimeKind
@@ -35,15 +33,19 @@ class ReaperSettings:
     max_retries: int
     """`auto-stop-max-session-retries`."""
     state_root: Path
-    password: str | None = field(default=None, repr=False)
+    password: str | None = None
     generation: str = ""
     """New for every detach: a reaper that sees it change restarts its idle timer."""
+
+    def __repr__(self) -> str:
+        shown = self._asdict() | {"password": "***" if self.password else None}
+        return f"ReaperSettings({', '.join(f'{name}={value!r}' for name, value in shown.items())})"
 
     def project_dir(self) -> Path:
         return self.state_root / self.slug
 
     def with_new_generation(self) -> ReaperSettings:
-        return replace(self, generation=uuid.uuid4().hex)
+        return self._replace(generation=uuid.uuid4().hex)
 
 
 def settings_path(state_root: Path, slug: str) -> Path:

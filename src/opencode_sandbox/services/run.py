@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from opencode_sandbox.cli.app import App
 from opencode_sandbox.core import naming
@@ -34,8 +34,7 @@ DIND_START = "/usr/local/bin/opencode-sandbox-start-docker"
 AUTO_PRUNE_INTERVAL_S = 3600.0
 
 
-@dataclass(frozen=True)
-class ReadyVm:
+class ReadyVm(NamedTuple):
     name: str
     host_url: str
     """The daemon on the host's loopback."""

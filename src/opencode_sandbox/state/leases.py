@@ -18,8 +18,8 @@ import fcntl
 import os
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from opencode_sandbox.state.files import ensure_private_dir
 
@@ -32,8 +32,7 @@ def leases_dir(state_root: Path, slug: str) -> Path:
     return state_root / slug / LEASE_DIR
 
 
-@dataclass(frozen=True)
-class Lease:
+class Lease(NamedTuple):
     path: Path
     descriptor: int
 
