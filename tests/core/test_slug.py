@@ -109,3 +109,20 @@ def test_local_path_remotes_keep_their_path() -> None:
 
 def test_slug_for_path_uses_folder_name() -> None:
     assert slug_for_path("/home/me/Code/Some Thing").startswith("some-thing-")
+
+
+def test_without_the_builtin_module_hashlib_gives_the_same_digest(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    from opencode_sandbox.core import digest
+
+    def missing(name: str) -> object:
+        raise ImportError(name)
+
+    digest._constructor.cache_clear()
+    monkeypatch.setattr(importlib, "import_module", missing)
+    try:
+        assert digest._constructor() is hashlib.sha256
+        assert digest.sha256(b"abc").hexdigest() == hashlib.sha256(b"abc").hexdigest()
+    finally:
+        digest._constructor.cache_clear()

@@ -6,6 +6,8 @@ OpenSSL first, which costs more than a warm start can spare. The digests are the
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import cache
 from typing import Protocol
 
 
@@ -18,15 +20,19 @@ class Sha256(Protocol):
 
 
 def sha256(data: bytes = b"") -> Sha256:
+    return _constructor()(data)
+
+
+@cache
+def _constructor() -> Callable[[bytes], Sha256]:
     import importlib
 
     for name in ("_sha2", "_sha256"):
         try:
-            constructor = importlib.import_module(name).sha256
+            constructor: Callable[[bytes], Sha256] = importlib.import_module(name).sha256
         except (ImportError, AttributeError):
             continue
-        digest: Sha256 = constructor(data)
-        return digest
+        return constructor
     import hashlib
 
-    return hashlib.sha256(data)
+    return hashlib.sha256

@@ -6,7 +6,6 @@ matches the hash of the current inputs is used as it is and `docker build` is no
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
@@ -266,6 +265,8 @@ class ImageBuilder:
         return _result(evaluation, document, built=True)
 
     def _build(self, job: _Job, evaluation: _Evaluation, no_cache: bool) -> str:
+        import tempfile
+
         with tempfile.TemporaryDirectory(prefix="opencode-sandbox-build-") as temporary:
             root = Path(temporary)
             context_dir = root / "context"

@@ -8,7 +8,6 @@ does not rebuild the image.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 from collections.abc import Sequence
 from pathlib import Path
@@ -82,6 +81,8 @@ def write_build_context(
 
     A project file or folder named `ca-certificates` takes the place of the CA folder.
     """
+    import shutil
+
     (target / DOCKERFILE_NAME).write_text(dockerfile, encoding="utf-8")
     for item in files:
         destination = target / item.relative

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -57,6 +56,8 @@ class DockerCli:
         return found
 
     def _argv(self, args: Sequence[str]) -> list[str]:
+        import shutil
+
         resolved = shutil.which(self.executable)
         if resolved is None:
             raise RuntimeUnavailable(
