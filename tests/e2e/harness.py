@@ -66,6 +66,11 @@ class Project:
     def container_state(self) -> str:
         return docker("inspect", "--format", "{{.State.Status}}", self.vm).stdout.strip()
 
+    def serve_processes(self) -> int:
+        """How many `opencode serve` processes run in the VM."""
+        listing = docker("exec", self.vm, "pgrep", "-f", "opencode serve --hostname").stdout
+        return len(listing.split())
+
     def home_volumes(self) -> list[str]:
         listed = docker("volume", "ls", "--format", "{{.Name}}").stdout.split()
         return sorted(name for name in listed if name.startswith(f"opencode-sandbox-home-{self.slug}-"))

@@ -45,6 +45,7 @@ def test_first_run_warm_run_and_run_after_stop(project: Project) -> None:
     assert project.container_id() == vm_id
     assert project.container_state() == "running"
     assert len(project.home_volumes()) == 1
+    assert project.serve_processes() == 1  # started beside the command, before the launcher left
 
 
 def test_the_vm_reuses_its_state_and_home_after_being_deleted(project: Project) -> None:

@@ -35,6 +35,7 @@ def test_sixteen_runs_on_one_fresh_project_share_one_vm(project: Project) -> Non
     assert len(project.home_volumes()) == 1
     assert sum("Creating the home volume" in result.stderr for result in results) == 1
     assert sum(f"Creating {project.vm}" in result.stderr for result in results) == 1
+    assert project.serve_processes() == 1
 
 
 def test_sixteen_runs_over_four_fresh_projects_make_one_vm_each(

@@ -49,7 +49,16 @@ def client_of_vm(app: App, rebuild: bool, wait_for_daemon: bool = True) -> Itera
             yield ready
     finally:
         if ready is not None:
+            _finish_daemon_start(app, ready)
             _leave_to_reaper(app, ready)
+
+
+def _finish_daemon_start(app: App, ready: ReadyVm) -> None:
+    if ready.daemon_start is None:
+        return
+    failure = ready.daemon_start.finish()
+    if failure is not None:
+        app.console.warn(f"opencode serve did not start in {ready.name}: {failure}")
 
 
 def _leave_to_reaper(app: App, ready: ReadyVm) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from contextlib import ExitStack
 from typing import NamedTuple
 
 from opencode_sandbox.cli.app import App
@@ -39,6 +41,8 @@ class ReadyVm(NamedTuple):
     host_url: str
     """The daemon on the host's loopback."""
     password: str
+    daemon_start: daemon_control.BackgroundStart | None = None
+    """For `shell`: `opencode serve` still starting while the command runs."""
 
 
 class RunLifecycle:
@@ -61,7 +65,8 @@ class RunLifecycle:
         update_check.start()
         self._auto_prune()
         self._doctor()
-        with self.store.first_boot_lock(self.slug):
+        with ExitStack() as held:
+            held.enter_context(self.store.first_boot_lock(self.slug))
             upgrade_to = self._ask_upgrade(update_check)
             image = ensure_image(self.app, rebuild, upgrade_to)
             self.console.verbose(f"image {image.reference} ({image.digest})")
@@ -83,8 +88,11 @@ class RunLifecycle:
             host_url = f"http://127.0.0.1:{self.app.runtime.host_port(self.vm, daemon_control.DAEMON_PORT)}"
             config_fingerprint = self._provision(home_volume)
             booted = vm_plan.action is not VmAction.CONNECT
-            self._ensure_daemon(state, host_url, password, config_fingerprint, other_clients, booted, wait_for_daemon)
-        return ReadyVm(self.vm, host_url, password)
+            start = self._ensure_daemon(state, host_url, password, config_fingerprint, other_clients, booted,
+                                        wait_for_daemon)
+            if start is None:
+                return ReadyVm(self.vm, host_url, password)
+            return ReadyVm(self.vm, host_url, password, daemon_control.BackgroundStart(start, held.pop_all()))
 
     # steps ---------------------------------------------------------------------------------
 
@@ -312,8 +320,9 @@ class RunLifecycle:
     def _ensure_daemon(
         self, state: ProjectState, host_url: str, password: str, config_fingerprint: str, other_clients: int,
         booted: bool, wait: bool,
-    ) -> None:
-        """`booted`: the VM was just (re)started, so no daemon runs in it yet."""
+    ) -> Callable[[], None] | None:
+        """`booted`: the VM was just (re)started, so no daemon runs in it yet. Without `wait`,
+        a needed start is not run but returned, for the caller to run beside its command."""
         from opencode_sandbox.daemon.health import is_serving
 
         def healthy_now() -> bool:
@@ -331,16 +340,24 @@ class RunLifecycle:
                 daemon_control.stop_daemon(self.app.runtime, self.vm)
                 healthy = False
         if healthy:
-            return
+            return None
         starting = not booted and not config_changed and daemon_control.daemon_running(self.app.runtime, self.vm)
         # Started by an earlier shell and still coming up: give it its time, not a restart.
         if starting and (not wait or daemon_control.wait_until_healthy(healthy_now)):
-            return
+            return None
         if not booted:
             daemon_control.stop_daemon(self.app.runtime, self.vm)
+
+        def start() -> None:
+            daemon_control.start_daemon(self.app.runtime, self.vm, password)
+            state.config_fingerprint = config_fingerprint
+            self.store.save(self.slug, state)
+
+        if not wait:
+            return start
         with slow_step(self.console, "Starting opencode serve"):
             daemon_control.start_daemon(self.app.runtime, self.vm, password)
-            if wait and not daemon_control.wait_until_healthy(healthy_now):
+            if not daemon_control.wait_until_healthy(healthy_now):
                 tail = daemon_control.daemon_log_tail(self.app.runtime, self.vm)
                 raise BootFailed(
                     f"opencode serve did not come up in {self.vm}; the end of its log:\n{tail}",
@@ -348,6 +365,7 @@ class RunLifecycle:
                 )
         state.config_fingerprint = config_fingerprint
         self.store.save(self.slug, state)
+        return None
 
 
 def describe_plan(app: App) -> list[str]:
