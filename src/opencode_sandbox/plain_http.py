@@ -1,4 +1,4 @@
-"""One HTTP/1.0 GET over an already connected socket, on the standard library's socket alone.
+"""Plain HTTP over an already connected socket, on the standard library's socket alone.
 
 The warm start path asks the Docker engine and the opencode daemon a handful of questions;
 http.client would load the ssl and email packages first, which costs more than the answers.
@@ -9,31 +9,92 @@ from __future__ import annotations
 import socket
 from collections.abc import Mapping
 
+_HEAD_END = b"\r\n\r\n"
+_MAX_HEAD_BYTES = 65536
+
 
 class PlainHttpError(OSError):
     """The peer did not answer with a readable HTTP response."""
 
 
-def get(connection: socket.socket, host: str, path: str, headers: Mapping[str, str] | None = None) -> tuple[int, bytes]:
-    """Send `GET path` and read the whole response; the connection is closed afterwards."""
-    lines = [f"GET {path} HTTP/1.0", f"Host: {host}", "Connection: close"]
+def send(
+    connection: socket.socket,
+    method: str,
+    host: str,
+    path: str,
+    *,
+    body: bytes = b"",
+    headers: Mapping[str, str] | None = None,
+    version: str = "HTTP/1.0",
+) -> None:
+    """Send one request; `Content-Length` goes with a body and with every method but GET and HEAD."""
+    lines = [f"{method} {path} {version}", f"Host: {host}"]
     lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
+    if body or method not in ("GET", "HEAD"):
+        lines.append(f"Content-Length: {len(body)}")
+    connection.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+
+
+def read_head(connection: socket.socket) -> tuple[int, dict[str, str], bytes]:
+    """Read a response's header block: its status, its headers (lower-case names) and the bytes after it."""
+    received = b""
+    while _HEAD_END not in received:
+        if len(received) > _MAX_HEAD_BYTES:
+            raise PlainHttpError("the response head does not end")
+        chunk = connection.recv(65536)
+        if not chunk:
+            raise PlainHttpError("the peer closed the connection before the end of the response head")
+        received += chunk
+    head, _, rest = received.partition(_HEAD_END)
+    return _status_of(head, "the request"), _headers_of(head), rest
+
+
+def read_body(connection: socket.socket, headers: Mapping[str, str], received: bytes) -> bytes:
+    """The rest of a body after `received`: `Content-Length` bytes, or everything up to the close."""
+    length = headers.get("content-length", "")
+    wanted = int(length) if length.isdigit() else None
+    chunks = [received]
+    size = len(received)
+    while wanted is None or size < wanted:
+        chunk = connection.recv(65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    body = b"".join(chunks)
+    return body if wanted is None else body[:wanted]
+
+
+def request(
+    connection: socket.socket,
+    method: str,
+    host: str,
+    path: str,
+    *,
+    body: bytes = b"",
+    headers: Mapping[str, str] | None = None,
+) -> tuple[int, bytes]:
+    """Send one HTTP/1.0 request and read the whole response; the connection is closed afterwards."""
     with connection:
-        connection.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        send(connection, method, host, path, body=body, headers={"Connection": "close", **(headers or {})})
         chunks = []
         while True:
             chunk = connection.recv(65536)
             if not chunk:
                 break
             chunks.append(chunk)
-    head, separator, body = b"".join(chunks).partition(b"\r\n\r\n")
-    status_line = head.split(b"\r\n", 1)[0].split()
-    if not separator or len(status_line) < 2 or not status_line[1].isdigit():
-        raise PlainHttpError(f"not an HTTP response to GET {path}")
-    return int(status_line[1]), body
+    head, separator, answer = b"".join(chunks).partition(_HEAD_END)
+    if not separator:
+        raise PlainHttpError(f"not an HTTP response to {method} {path}")
+    return _status_of(head, f"{method} {path}"), answer
 
 
-def unix_get(socket_path: str, path: str, timeout_s: float) -> tuple[int, bytes]:
+def get(connection: socket.socket, host: str, path: str, headers: Mapping[str, str] | None = None) -> tuple[int, bytes]:
+    """Send `GET path` and read the whole response; the connection is closed afterwards."""
+    return request(connection, "GET", host, path, headers=headers)
+
+
+def unix_connect(socket_path: str, timeout_s: float | None) -> socket.socket:
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     connection.settimeout(timeout_s)
     try:
@@ -41,9 +102,29 @@ def unix_get(socket_path: str, path: str, timeout_s: float) -> tuple[int, bytes]
     except OSError:
         connection.close()
         raise
-    return get(connection, "docker", path)
+    return connection
+
+
+def unix_get(socket_path: str, path: str, timeout_s: float) -> tuple[int, bytes]:
+    return get(unix_connect(socket_path, timeout_s), "docker", path)
 
 
 def tcp_get(host: str, port: int, path: str, headers: Mapping[str, str], timeout_s: float) -> tuple[int, bytes]:
     connection = socket.create_connection((host, port), timeout=timeout_s)
     return get(connection, f"{host}:{port}", path, headers)
+
+
+def _status_of(head: bytes, asked: str) -> int:
+    status_line = head.split(b"\r\n", 1)[0].split()
+    if len(status_line) < 2 or not status_line[1].isdigit():
+        raise PlainHttpError(f"not an HTTP response to {asked}")
+    return int(status_line[1])
+
+
+def _headers_of(head: bytes) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for line in head.split(b"\r\n")[1:]:
+        name, separator, value = line.decode("latin-1").partition(":")
+        if separator:
+            headers[name.strip().lower()] = value.strip()
+    return headers

@@ -146,17 +146,16 @@ def test_main_process_dying_is_a_crash_and_exec_then_refuses(
         runtime.exec(vm_name("gone-0123456789abcd"), ["true"])
 
 
-def test_warm_path_costs_one_inspect_and_one_exec(
-    docker_contract_image: str, slug: str, tmp_path: Path
-) -> None:
+def test_warm_path_starts_no_process(docker_contract_image: str, slug: str, tmp_path: Path) -> None:
     DockerRuntime().create_sandbox(make_spec(slug, docker_contract_image, tmp_path))
     cli = CountingCli()
     runtime = DockerRuntime(cli)
     info = runtime.get_sandbox(vm_name(slug))
     assert info is not None and info.status is SandboxStatus.RUNNING
     assert runtime.exec(vm_name(slug), ["true"]).exit_code == 0
-    # The inspection goes over the engine's socket; the exec is the only process started.
-    assert cli.commands == ["exec"]
+    assert runtime.exec(vm_name(slug), ["false"]).exit_code == 1
+    # The inspection and the execs go over the engine's socket: no `docker` process at all.
+    assert cli.commands == []
 
 
 def test_socket_inspection_matches_the_command(

@@ -1,4 +1,4 @@
-"""Read-only Docker Engine API calls over the local socket, for the inspections on hot paths.
+"""Docker Engine API calls over the local socket, for the inspections and execs on hot paths.
 
 Each `docker inspect` process costs tens of milliseconds; the same answer over the socket
 costs about one. Only plain local engines qualify: with a `DOCKER_HOST` that is not a unix
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -55,6 +56,13 @@ class DockerApi:
         path = local_socket()
         return cls(path) if path else None
 
+    def connect(self, timeout_s: float | None = None) -> socket.socket:
+        """A connected socket, with `timeout_s` (default: this API's) on each operation."""
+        try:
+            return plain_http.unix_connect(self.socket_path, timeout_s or self.timeout_s)
+        except OSError as error:
+            raise ApiUnavailable(str(error)) from None
+
     def get(self, path: str) -> tuple[int, bytes]:
         try:
             return plain_http.unix_get(self.socket_path, path, self.timeout_s)
@@ -62,11 +70,17 @@ class DockerApi:
             raise ApiUnavailable(str(error)) from None
 
     def get_json(self, path: str) -> tuple[int, Any]:
-        status, body = self.get(path)
+        return _decoded(path, *self.get(path))
+
+    def post_json(self, path: str, document: Any = None, timeout_s: float | None = None) -> tuple[int, Any]:
+        """POST `document` as JSON (no body for None); the status and the decoded answer."""
+        body = b"" if document is None else json.dumps(document).encode()
+        headers = {"Content-Type": "application/json"} if body else {}
         try:
-            return status, json.loads(body) if body else None
-        except ValueError:
-            raise ApiUnavailable(f"unreadable answer from {path}") from None
+            answer = plain_http.request(self.connect(timeout_s), "POST", "docker", path, body=body, headers=headers)
+        except OSError as error:
+            raise ApiUnavailable(str(error)) from None
+        return _decoded(path, *answer)
 
     def inspect(self, kind: str, name: str) -> dict[str, Any] | None:
         """The same document `docker inspect --type KIND NAME` prints; None when missing."""
@@ -76,3 +90,17 @@ class DockerApi:
         if status != 200 or not isinstance(document, dict):
             raise ApiUnavailable(f"{kind} {name}: HTTP {status}")
         return document
+
+
+def error_message(document: Any) -> str:
+    """The engine's own words from an error answer (`{"message": ...}`)."""
+    if isinstance(document, dict) and isinstance(document.get("message"), str):
+        return str(document["message"]).strip()
+    return ""
+
+
+def _decoded(path: str, status: int, body: bytes) -> tuple[int, Any]:
+    try:
+        return status, json.loads(body) if body.strip() else None
+    except ValueError:
+        raise ApiUnavailable(f"unreadable answer from {path}") from None

@@ -2,9 +2,11 @@
 
 It shares the host's kernel, so it is opt-in only. The CLI (not an SDK) keeps imports light,
 honours the user's Docker contexts and `DOCKER_HOST`, and streams interactive sessions.
+On a plain local engine, inspections, execs without a TTY and starts skip the CLI's own
+process cost and talk to the engine's socket directly (`docker_api`, `docker_exec`).
 
 - The container runs a root keep-alive (`sleep infinity` under `--init`), whatever the
-  image's entrypoint; work happens through `docker exec`.
+  image's entrypoint; work happens through execs.
 - Images labelled `org.opencode-sandbox.dind=true` run `--privileged`, because a Docker
   engine inside the sandbox needs it. That gives the sandbox full access to the host's
   devices: use such images only for trusted projects.
@@ -21,7 +23,7 @@ import subprocess
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 from opencode_sandbox.core.naming import (
     BASE_IMAGES,
@@ -32,7 +34,9 @@ from opencode_sandbox.core.naming import (
     slug_of_task,
     slug_of_vm,
 )
-from opencode_sandbox.errors import BootFailed, NotFound, NotOurs, SandboxError
+from opencode_sandbox.errors import BootFailed, NotFound, NotOurs, RuntimeUnavailable, SandboxError
+from opencode_sandbox.runtime import docker_exec
+from opencode_sandbox.runtime.docker_api import ApiUnavailable, DockerApi
 from opencode_sandbox.runtime.docker_args import (
     DIND_LABEL,
     exec_args,
@@ -41,6 +45,7 @@ from opencode_sandbox.runtime.docker_args import (
     sandbox_labels,
 )
 from opencode_sandbox.runtime.docker_cli import (
+    ENGINE_HINT,
     DockerCli,
     DockerFailed,
     first_line,
@@ -80,6 +85,7 @@ class DockerRuntime:
         self.cli = cli or DockerCli()
         self.helper_image = helper_image
         """An image with `cp` for volume copies; by default this tool's base image or Debian."""
+        self._api: DockerApi | Literal[False] | None = None
 
     def check_available(self) -> None:
         if not self.cli.engine_answers_ping():
@@ -131,13 +137,19 @@ class DockerRuntime:
 
     def start_sandbox(self, name: str) -> None:
         self._owned_container(name)
+        api = self._socket_api()
+        if api is not None:
+            try:
+                docker_exec.start_container(api, name)
+                return
+            except ApiUnavailable:
+                self._api = False
+            except docker_exec.EngineRefused as refused:
+                raise _start_failed(name, first_line(refused.message)) from None
         try:
             self.cli.run(["start", name])
         except DockerFailed as failure:
-            raise BootFailed(
-                f"cannot start {name}: {_docker_message(failure)}",
-                hint="Check that the project folder still exists, or remove the sandbox.",
-            ) from None
+            raise _start_failed(name, _docker_message(failure)) from None
 
     def stop_sandbox(self, name: str, timeout_s: float = 10.0) -> None:
         status = container_status(self._owned_container(name).get("State") or {})
@@ -182,6 +194,13 @@ class DockerRuntime:
         stdin: bytes | None = None,
         timeout_s: float | None = None,
     ) -> ExecResult:
+        api = self._socket_api()
+        if api is not None:
+            request = docker_exec.ExecRequest(name, argv, user, workdir, env, stdin=stdin is not None)
+            try:
+                return _exec_through_socket(api, request, stdin, timeout_s)
+            except ApiUnavailable:
+                self._api = False
         args = exec_args(
             name,
             argv,
@@ -194,10 +213,7 @@ class DockerRuntime:
         try:
             completed = self.cli.run_raw(args, stdin=stdin, timeout_s=timeout_s)
         except subprocess.TimeoutExpired:
-            raise SandboxError(
-                f"`{' '.join(argv)}` in {name} did not finish within {timeout_s:g} s",
-                hint="Check what the command waits for inside the sandbox.",
-            ) from None
+            raise _timed_out(name, argv, timeout_s) from None
         stdout = completed.stdout.decode(errors="replace")
         stderr = completed.stderr.decode(errors="replace")
         if completed.returncode != 0 and not stdout:
@@ -214,6 +230,15 @@ class DockerRuntime:
         env: Mapping[str, str] | None = None,
         tty: bool = True,
     ) -> int:
+        # With a TTY the CLI's raw mode, resizing and signal handling are worth its cost.
+        api = None if tty else self._socket_api()
+        if api is not None:
+            request = docker_exec.ExecRequest(name, argv, user, workdir, env, stdin=True)
+            try:
+                with _socket_exec_failures(request, None):
+                    return docker_exec.attach(api, request)
+            except ApiUnavailable:
+                self._api = False
         args = exec_args(name, argv, user=user, workdir=workdir, env=env, interactive=True, tty=tty)
         process = subprocess.Popen(self.cli.command(args))
         with _interrupts_left_to(process):
@@ -358,6 +383,14 @@ class DockerRuntime:
             ) from None
 
     # helpers
+    def _socket_api(self) -> DockerApi | None:
+        """The engine's socket when it is plain local and has not failed us; None: use the CLI."""
+        if self.cli.executable != "docker" or self._api is False:
+            return None
+        if self._api is None:
+            self._api = DockerApi.for_environment() or False
+        return self._api or None
+
     def _container(self, name: str) -> dict[str, Any] | None:
         documents = self.cli.inspect("container", [name])
         if not documents or container_name(documents[0]) != name:
@@ -415,16 +448,10 @@ class DockerRuntime:
     def _raise_exec_failure(self, name: str, stderr: str) -> None:
         """Tell docker's own refusals apart from the command's ordinary failures."""
         raise_if_engine_unavailable(stderr)
-        line = first_line(stderr).lower()
-        if not line.startswith(_DAEMON_ERROR_PREFIXES):
-            return
-        if "no such container" in line:
-            raise NotFound(
-                f"sandbox {name} does not exist",
-                hint="Start it with `opencode-sandbox run`.",
-            )
-        if "is not running" in line or "is paused" in line:
-            raise SandboxError(f"sandbox {name} is not running", hint="Start it with `opencode-sandbox run`.")
+        line = first_line(stderr)
+        refusal = _exec_refusal(name, line) if line.lower().startswith(_DAEMON_ERROR_PREFIXES) else None
+        if refusal is not None:
+            raise refusal
 
     def _copy_image(self) -> str:
         if self.helper_image:
@@ -454,6 +481,59 @@ def _docker_message(failure: DockerFailed) -> str:
         if message.startswith(prefix):
             message = message[len(prefix) :]
     return message
+
+
+def _exec_refusal(name: str, daemon_message: str) -> SandboxError | None:
+    """Our error for the engine refusing an exec, when the refusal is about the sandbox itself."""
+    lowered = daemon_message.lower()
+    if "no such container" in lowered:
+        return NotFound(f"sandbox {name} does not exist", hint="Start it with `opencode-sandbox run`.")
+    if "is not running" in lowered or "is paused" in lowered:
+        return SandboxError(f"sandbox {name} is not running", hint="Start it with `opencode-sandbox run`.")
+    return None
+
+
+def _exec_through_socket(
+    api: DockerApi, request: docker_exec.ExecRequest, stdin: bytes | None, timeout_s: float | None
+) -> ExecResult:
+    with _socket_exec_failures(request, timeout_s):
+        captured = docker_exec.run_captured(api, request, stdin, timeout_s)
+    return ExecResult(
+        exit_code=captured.exit_code,
+        stdout=captured.stdout.decode(errors="replace"),
+        stderr=captured.stderr.decode(errors="replace"),
+    )
+
+
+@contextmanager
+def _socket_exec_failures(request: docker_exec.ExecRequest, timeout_s: float | None) -> Iterator[None]:
+    """The socket path's failures as the same errors the CLI path raises; `ApiUnavailable` passes."""
+    name, argv = request.container, request.argv
+    try:
+        yield
+    except docker_exec.EngineRefused as refused:
+        message = first_line(refused.message)
+        raise _exec_refusal(name, message) or SandboxError(
+            f"cannot run `{' '.join(argv)}` in {name}: {message}", hint=_RETRY_HINT
+        ) from None
+    except docker_exec.EngineLost:
+        raise RuntimeUnavailable("the Docker engine stopped answering", hint=ENGINE_HINT) from None
+    except TimeoutError:
+        raise _timed_out(name, argv, timeout_s) from None
+
+
+def _timed_out(name: str, argv: Sequence[str], timeout_s: float | None) -> SandboxError:
+    return SandboxError(
+        f"`{' '.join(argv)}` in {name} did not finish within {timeout_s or 0:g} s",
+        hint="Check what the command waits for inside the sandbox.",
+    )
+
+
+def _start_failed(name: str, reason: str) -> BootFailed:
+    return BootFailed(
+        f"cannot start {name}: {reason}",
+        hint="Check that the project folder still exists, or remove the sandbox.",
+    )
 
 
 def _not_ours(kind: str, name: str) -> NotOurs:
