@@ -110,8 +110,21 @@ def unix_get(socket_path: str, path: str, timeout_s: float) -> tuple[int, bytes]
 
 
 def tcp_get(host: str, port: int, path: str, headers: Mapping[str, str], timeout_s: float) -> tuple[int, bytes]:
-    connection = socket.create_connection((host, port), timeout=timeout_s)
-    return get(connection, f"{host}:{port}", path, headers)
+    return get(_tcp_connect(host, port, timeout_s), f"{host}:{port}", path, headers)
+
+
+def _tcp_connect(host: str, port: int, timeout_s: float) -> socket.socket:
+    # An ASCII host name as bytes: as a str, the lookup would load the idna codec first.
+    name: bytes | str = host.encode("ascii") if host.isascii() else host
+    family, kind, protocol, _, address = socket.getaddrinfo(name, port, type=socket.SOCK_STREAM)[0]
+    connection = socket.socket(family, kind, protocol)
+    connection.settimeout(timeout_s)
+    try:
+        connection.connect(address)
+    except OSError:
+        connection.close()
+        raise
+    return connection
 
 
 def _status_of(head: bytes, asked: str) -> int:
