@@ -2,7 +2,9 @@
 
 A `docker` wrapper first on the launcher's PATH recognises the Docker sub-command of one
 moment, touches a file and sleeps, either before the real command runs or right after it
-finished; the test then kills the launcher's whole process group. Afterwards the next plain
+finished. The moments the launcher reaches through the engine's socket (execs, starts) are
+held the same way by a relay in front of the socket. The test then kills the launcher's
+whole process group. Afterwards the next plain
 run works, the state file names a complete home volume, and every artifact of the project
 is in use, planned by `prune`, or gone.
 """
@@ -23,6 +25,7 @@ import pytest
 from opencode_sandbox.core.naming import LABEL_MANAGED, LABEL_SLUG, home_volume_name, managed_labels
 from opencode_sandbox.state.store import StateStore
 from tests.e2e.harness import Project, docker
+from tests.fixtures.engine_relay import holding_relay
 from tests.services.test_volumes_integration import wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
@@ -40,6 +43,8 @@ class KillPoint:
     command: tuple[str, ...] = FIRST_RUN
     prepare: str = "fresh"
     """fresh: nothing exists yet; stopped: the project ran once and its VM is stopped."""
+    request: str | None = None
+    """Instead of a `docker` command: a regular expression over a request to the engine's socket."""
 
 
 POINTS = [
@@ -49,9 +54,10 @@ POINTS = [
     KillPoint("home-volume-filled", f"run --rm *{LABEL_MANAGED}=helper *--entrypoint true*", after=True),
     KillPoint("vm-create", "run *--detach --name opencode-sandbox-vm-*", after=False),
     KillPoint("vm-created", "run *--detach --name opencode-sandbox-vm-*", after=True),
-    KillPoint("provisioning", "exec *tar -x*", after=False),
-    KillPoint("daemon-start", "exec *OPENCODE_SERVER_PASSWORD=*", after=False),
-    KillPoint("vm-start", "start *", after=False, prepare="stopped"),
+    KillPoint("provisioning", "", after=False, request=r'^POST /containers/[^ ]+/exec .*"Cmd":\s*\["tar",\s*"-x"'),
+    KillPoint("daemon-start", "", after=False, request=r"^POST /containers/[^ ]+/exec .*OPENCODE_SERVER_PASSWORD="),
+    KillPoint("vm-start", "", after=False, prepare="stopped",
+              request=r"^POST /containers/opencode-sandbox-vm-[^ ]+/start "),
     KillPoint("volume-migrate-copy", f"run --rm *{LABEL_MANAGED}=helper *--entrypoint cp*", after=False,
               command=("volume", "migrate", "--rm"), prepare="stopped"),
     KillPoint("volume-reset-fill", f"run --rm *{LABEL_MANAGED}=helper *--entrypoint true*", after=False,
@@ -76,8 +82,16 @@ def docker_wrapper(folder: Path, point: KillPoint, marker: Path) -> Path:
 
 def kill_at(project: Project, point: KillPoint, tmp_path: Path) -> None:
     marker = tmp_path / "reached"
-    wrapper = docker_wrapper(tmp_path / "wrapper", point, marker)
-    environment = {**os.environ, **project.env, "PATH": f"{wrapper}{os.pathsep}{os.environ['PATH']}"}
+    if point.request is None:
+        wrapper = docker_wrapper(tmp_path / "wrapper", point, marker)
+        environment = {**os.environ, **project.env, "PATH": f"{wrapper}{os.pathsep}{os.environ['PATH']}"}
+        launch_and_kill(project, point, environment, marker)
+        return
+    with holding_relay(tmp_path, point.request, marker) as docker_host:
+        launch_and_kill(project, point, {**os.environ, **project.env, "DOCKER_HOST": docker_host}, marker)
+
+
+def launch_and_kill(project: Project, point: KillPoint, environment: dict[str, str], marker: Path) -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "opencode_sandbox", *point.command], cwd=project.root, env=environment,
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
