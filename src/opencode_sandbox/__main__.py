@@ -1,3 +1,3 @@
-from opencode_sandbox.cli.main import main
+from opencode_sandbox.launcher import main
 
 main()
