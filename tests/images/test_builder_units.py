@@ -6,7 +6,8 @@ from opencode_sandbox.core.naming import LABEL_CONTENT_HASH
 from opencode_sandbox.core.units import format_size
 from opencode_sandbox.errors import RuntimeUnavailable
 from opencode_sandbox.images.builder import BuildAction, BuildFailed, _step_of, decide
-from opencode_sandbox.images.docker_cli import DockerCli, engine_failure
+from opencode_sandbox.images.docker_cli import DockerCli
+from opencode_sandbox.runtime.docker_cli import engine_failure
 from opencode_sandbox.services.listing import short_digest
 
 HASH = "f" * 64
@@ -70,7 +71,7 @@ def test_socket_permission_problem_has_its_own_hint() -> None:
     failure = engine_failure(
         "permission denied while trying to connect to the Docker daemon socket at unix:///var/run/docker.sock"
     )
-    assert failure is not None and "docker group" in (failure.hint or "")
+    assert failure is not None and "`docker` group" in (failure.hint or "")
 
 
 def test_other_errors_are_not_engine_failures() -> None:

@@ -10,27 +10,9 @@ from typing import Any
 
 from opencode_sandbox.errors import RuntimeUnavailable, SandboxError
 from opencode_sandbox.runtime.docker_api import ApiUnavailable, DockerApi
+from opencode_sandbox.runtime.docker_cli import engine_failure
 
-_ENGINE_DOWN_MARKERS = (
-    "cannot connect to the docker daemon",
-    "is the docker daemon running",
-    "error during connect",
-    "docker daemon is not running",
-)
 DOCTOR_HINT = "Start the Docker engine (or Docker Desktop), then retry; `opencode-sandbox doctor` checks the setup."
-
-
-def engine_failure(stderr: str) -> RuntimeUnavailable | None:
-    """The error for output that says the engine cannot be reached, else None."""
-    lowered = stderr.lower()
-    if "permission denied" in lowered and "docker" in lowered and "sock" in lowered:
-        return RuntimeUnavailable(
-            "no permission to use the Docker engine",
-            hint="Add your user to the docker group (then log in again), or use a rootless Docker context.",
-        )
-    if any(marker in lowered for marker in _ENGINE_DOWN_MARKERS):
-        return RuntimeUnavailable("the Docker engine is not reachable", hint=DOCTOR_HINT)
-    return None
 
 
 class DockerCli:

@@ -43,15 +43,23 @@ def first_line(text: str) -> str:
     return lines[0] if lines else ""
 
 
-def raise_if_engine_unavailable(stderr: str) -> None:
+def engine_failure(stderr: str) -> RuntimeUnavailable | None:
+    """The error for `docker` output that says the engine cannot be used, else None."""
     lowered = stderr.lower()
     if _PERMISSION_MARKER in lowered:
-        raise RuntimeUnavailable(
+        return RuntimeUnavailable(
             "permission denied on the Docker engine socket",
             hint="Add your user to the `docker` group (then log in again) or set DOCKER_HOST.",
         )
     if any(marker in lowered for marker in _ENGINE_DOWN_MARKERS):
-        raise RuntimeUnavailable("the Docker engine is not answering", hint=ENGINE_HINT)
+        return RuntimeUnavailable("the Docker engine is not answering", hint=ENGINE_HINT)
+    return None
+
+
+def raise_if_engine_unavailable(stderr: str) -> None:
+    failure = engine_failure(stderr)
+    if failure is not None:
+        raise failure
 
 
 class DockerCli:
