@@ -33,6 +33,7 @@ from opencode_sandbox.images.context import ContextFile, context_files, write_bu
 from opencode_sandbox.images.docker_cli import DockerCli
 from opencode_sandbox.images.dockerfile import external_bases, parse_stages
 from opencode_sandbox.images.hashing import content_hash, short_hash
+from opencode_sandbox.images.image_document import env_of, labels_of
 from opencode_sandbox.images.progress import BuildProgress, RichBuildProgress, SilentProgress
 
 LOG_TAIL_LINES = 15
@@ -144,27 +145,13 @@ def decide(existing_labels: Mapping[str, str] | None, full_hash: str, rebuild: b
     return BuildAction.SKIP, "up to date"
 
 
-def _labels_of(document: Mapping[str, Any] | None) -> dict[str, str] | None:
-    if document is None:
-        return None
-    return dict((document.get("Config") or {}).get("Labels") or {})
-
-
-def _env_of(document: Mapping[str, Any]) -> dict[str, str]:
-    env: dict[str, str] = {}
-    for entry in (document.get("Config") or {}).get("Env") or []:
-        name, _, value = entry.partition("=")
-        env[name] = value
-    return env
-
-
 def _result(evaluation: _Evaluation, document: Mapping[str, Any], built: bool) -> ImageBuildResult:
-    labels = _labels_of(document) or {}
+    labels = labels_of(document) or {}
     return ImageBuildResult(
         reference=evaluation.reference,
         image_id=str(document["Id"]),
         content_hash=evaluation.content_hash,
-        env=_env_of(document),
+        env=env_of(document),
         opencode_version=labels.get(LABEL_OPENCODE_VERSION) or None,
         built=built,
         labels=labels,
@@ -239,7 +226,7 @@ class ImageBuilder:
         if reference not in also:
             documents = self.docker.inspect_images([reference])
         existing = documents.get(reference)
-        action, reason = decide(_labels_of(existing), full_hash, rebuild)
+        action, reason = decide(labels_of(existing), full_hash, rebuild)
         return _Evaluation(reference, full_hash, existing, action, reason)
 
     # doing -----------------------------------------------------------------------------

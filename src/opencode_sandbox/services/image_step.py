@@ -8,7 +8,9 @@ from typing import NamedTuple
 from opencode_sandbox.cli.app import App
 from opencode_sandbox.core.naming import LABEL_DIND
 from opencode_sandbox.images import updater
+from opencode_sandbox.runtime.docker_api import ApiUnavailable, DockerApi
 from opencode_sandbox.runtime.types import ImageInfo
+from opencode_sandbox.services import image_record
 from opencode_sandbox.state.files import ensure_private_dir
 
 ATTEMPT_STAMP = "update-check.attempt"
@@ -102,9 +104,36 @@ def opencode_version_for_run(app: App, upgrade_to: str | None) -> str:
 
 
 def ensure_image(app: App, rebuild: bool, upgrade_to: str | None = None) -> ReadyImage:
+    version = opencode_version_for_run(app, upgrade_to)
+    project_state_dir = app.paths.state_dir / app.project.slug
+    api = DockerApi.for_environment()
+    signature: str | None = None
+    checked: image_record.CheckedImage | None = None
+    if api is not None:
+        try:
+            signature = image_record.inputs_signature(api, app.project, app.settings, version)
+            checked = None if rebuild else image_record.recall(api, project_state_dir, signature)
+        except ApiUnavailable:
+            signature = None
+    if checked is None:
+        checked = _full_check(app, rebuild, version)
+        if signature is not None:
+            image_record.remember(project_state_dir, signature, checked)
+    loaded: ImageInfo = app.runtime.load_image(checked.reference)
+    return ReadyImage(
+        reference=loaded.reference,
+        digest=loaded.digest,
+        env=dict(checked.env),
+        opencode_version=checked.opencode_version,
+        built=checked.built,
+        dind=checked.labels.get(LABEL_DIND) == "true",
+    )
+
+
+def _full_check(app: App, rebuild: bool, version: str) -> image_record.CheckedImage:
+    """Hash every input of the image and build it when the result is not in the engine yet."""
     from opencode_sandbox.images.builder import ensure_project_image
 
-    version = opencode_version_for_run(app, upgrade_to)
     settings = app.settings
     result = ensure_project_image(
         project_dir=app.project.root,
@@ -118,12 +147,5 @@ def ensure_image(app: App, rebuild: bool, upgrade_to: str | None = None) -> Read
     )
     if result.built or updater.baked_version(app.paths.state_dir) != version:
         updater.record_baked_version(app.paths.state_dir, version)
-    loaded: ImageInfo = app.runtime.load_image(result.reference)
-    return ReadyImage(
-        reference=loaded.reference,
-        digest=loaded.digest,
-        env=dict(result.env),
-        opencode_version=result.opencode_version,
-        built=result.built,
-        dind=result.labels.get(LABEL_DIND) == "true",
-    )
+    return image_record.CheckedImage(result.reference, result.image_id, dict(result.env), result.opencode_version,
+                        dict(result.labels), result.built)

@@ -1,0 +1,121 @@
+"""The record of the last full image check, so a start whose inputs did not change skips it.
+
+The full check reads the project's Dockerfile and build context and the CA certificates,
+hashes them with the base images' IDs, and compares the hash with the images' labels. The
+record keeps a signature of those inputs as the file system describes them (path, type,
+size, modification time and inode of every file, the targets of links), the settings and
+versions that shape the image, and the base images' current IDs, next to the image the
+check ended with. A start recomputes the signature (a few `stat` calls and two image
+inspections), and uses the recorded image when nothing differs and the engine still has
+that very image. Anything else, or a `--rebuild`, runs the full check again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+from opencode_sandbox import __version__, images
+from opencode_sandbox.config.settings import Settings
+from opencode_sandbox.core.digest import sha256
+from opencode_sandbox.core.naming import BASE_IMAGES, LABEL_OPENCODE_VERSION
+from opencode_sandbox.images.certificates import HOST_CA_DIR
+from opencode_sandbox.images.image_document import env_of, labels_of
+from opencode_sandbox.project import Project
+from opencode_sandbox.runtime.docker_api import DockerApi
+from opencode_sandbox.state.files import UnreadableState, read_yaml_mapping, write_yaml
+
+RECORD_FILE = "image-check.yaml"
+PACKAGED_DIR = Path(images.__file__).parent / "dockerfiles"
+
+
+class CheckedImage(NamedTuple):
+    reference: str
+    image_id: str
+    env: dict[str, str]
+    opencode_version: str | None
+    labels: dict[str, str]
+    built: bool = False
+
+
+def _tree(folder: Path) -> list[object]:
+    """Every entry under `folder` as the file system describes it, without reading files."""
+    entries: list[object] = []
+    try:
+        top = folder.lstat()
+    except OSError:
+        return ["absent"]
+    entries.append([".", *_described(folder, top)])
+    for directory, subdirectories, files in os.walk(folder):
+        subdirectories.sort()
+        for name in sorted(files) + subdirectories:
+            path = Path(directory) / name
+            try:
+                info = path.lstat()
+            except OSError:
+                continue
+            entries.append([path.relative_to(folder).as_posix(), *_described(path, info)])
+    return entries
+
+
+def _described(path: Path, info: os.stat_result) -> list[object]:
+    link = os.readlink(path) if os.path.islink(path) else None
+    return [info.st_mode, info.st_size, info.st_mtime_ns, info.st_ino, link]
+
+
+def _file(path: Path) -> list[object]:
+    try:
+        return [str(path), *_described(path, path.lstat())]
+    except OSError:
+        return [str(path), "absent"]
+
+
+def _base_image_ids(api: DockerApi) -> list[str | None]:
+    ids: list[str | None] = []
+    for reference in BASE_IMAGES:
+        document = api.inspect("image", reference)
+        ids.append(str(document.get("Id")) if document else None)
+    return ids
+
+
+def inputs_signature(api: DockerApi, project: Project, settings: Settings, opencode_version: str) -> str:
+    """The digest of everything that could change the result of the full image check;
+    `ApiUnavailable` when the engine cannot be asked."""
+    parts: list[object] = [
+        __version__,
+        project.slug,
+        str(project.root),
+        opencode_version,
+        settings.dind,
+        settings.trust_host_ca,
+        _tree(PACKAGED_DIR),
+        _tree(project.config_dir),
+        _tree(HOST_CA_DIR) if settings.trust_host_ca else None,
+        [_file(path.expanduser()) for path in settings.extra_ca_certificates],
+        _base_image_ids(api),
+    ]
+    return sha256(json.dumps(parts, default=str).encode()).hexdigest()
+
+
+def recall(api: DockerApi, project_state_dir: Path, signature: str) -> CheckedImage | None:
+    """The recorded image when the signature matches and the engine still has that very image;
+    `ApiUnavailable` when the engine cannot be asked."""
+    try:
+        record = read_yaml_mapping(project_state_dir / RECORD_FILE) or {}
+    except UnreadableState:
+        return None
+    reference, image_id = record.get("reference"), record.get("image_id")
+    if record.get("signature") != signature or not isinstance(reference, str) or not isinstance(image_id, str):
+        return None
+    document = api.inspect("image", reference)
+    if document is None or document.get("Id") != image_id:
+        return None
+    labels = labels_of(document) or {}
+    return CheckedImage(reference, image_id, env_of(document), labels.get(LABEL_OPENCODE_VERSION) or None, labels)
+
+
+def remember(project_state_dir: Path, signature: str, image: CheckedImage) -> None:
+    write_yaml(project_state_dir / RECORD_FILE,
+               {"signature": signature, "reference": image.reference, "image_id": image.image_id})
