@@ -113,7 +113,7 @@ def main(rounds: int = 10) -> float:
             stopped = interleaved_medians(
                 {"launcher": lambda: after_stop([tool]),
                  "docker start + exec": lambda: after_stop([["docker", "start", container], raw_exec])},
-                rounds=max(3, rounds // 2), warmup=1,
+                rounds=rounds, warmup=1,
             )
         finally:
             clean_up(slug)
