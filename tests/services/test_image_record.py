@@ -95,6 +95,18 @@ def test_every_input_changes_the_signature(setup: tuple[Project, Path, FakeEngin
     assert signature(project, engine, extra_ca_certificates=[str(extra)]) != with_extra
 
 
+def test_a_linked_dockerfile_counts_with_its_target(setup: tuple[Project, Path, FakeEngine], tmp_path: Path) -> None:
+    project, _, engine = setup
+    target = tmp_path / "shared.Dockerfile"
+    target.write_text("FROM opencode-sandbox/runner-base:latest\n")
+    dockerfile = project.config_dir / "Dockerfile"
+    dockerfile.unlink()
+    dockerfile.symlink_to(target)
+    before = signature(project, engine)
+    target.write_text("FROM opencode-sandbox/runner-base:latest\nRUN true\n")
+    assert signature(project, engine) != before
+
+
 def test_host_certificates_count_only_when_trusted(setup: tuple[Project, Path, FakeEngine]) -> None:
     project, _, engine = setup
     before = signature(project, engine, trust_host_ca=False)

@@ -61,8 +61,16 @@ def _tree(folder: Path) -> list[object]:
 
 
 def _described(path: Path, info: os.stat_result) -> list[object]:
-    link = os.readlink(path) if os.path.islink(path) else None
-    return [info.st_mode, info.st_size, info.st_mtime_ns, info.st_ino, link]
+    described: list[object] = [info.st_mode, info.st_size, info.st_mtime_ns, info.st_ino]
+    if os.path.islink(path):
+        # A linked Dockerfile or certificate is read through the link: its target counts too.
+        described.append(os.readlink(path))
+        try:
+            target = path.stat()
+            described += [target.st_mode, target.st_size, target.st_mtime_ns, target.st_ino]
+        except OSError:
+            described.append("dangling")
+    return described
 
 
 def _file(path: Path) -> list[object]:
