@@ -23,7 +23,7 @@ import subprocess
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import Any
 
 from opencode_sandbox.core.naming import (
     BASE_IMAGES,
@@ -85,7 +85,6 @@ class DockerRuntime:
         self.cli = cli or DockerCli()
         self.helper_image = helper_image
         """An image with `cp` for volume copies; by default this tool's base image or Debian."""
-        self._api: DockerApi | Literal[False] | None = None
 
     def check_available(self) -> None:
         if not self.cli.engine_answers_ping():
@@ -137,13 +136,13 @@ class DockerRuntime:
 
     def start_sandbox(self, name: str) -> None:
         self._owned_container(name)
-        api = self._socket_api()
+        api = self.cli.socket_api()
         if api is not None:
             try:
                 docker_exec.start_container(api, name)
                 return
             except ApiUnavailable:
-                self._api = False
+                self.cli.give_up_socket()
             except docker_exec.EngineRefused as refused:
                 raise _start_failed(name, first_line(refused.message)) from None
         try:
@@ -194,13 +193,13 @@ class DockerRuntime:
         stdin: bytes | None = None,
         timeout_s: float | None = None,
     ) -> ExecResult:
-        api = self._socket_api()
+        api = self.cli.socket_api()
         if api is not None:
             request = docker_exec.ExecRequest(name, argv, user, workdir, env, stdin=stdin is not None)
             try:
                 return _exec_through_socket(api, request, stdin, timeout_s)
             except ApiUnavailable:
-                self._api = False
+                self.cli.give_up_socket()
         args = exec_args(
             name,
             argv,
@@ -231,14 +230,14 @@ class DockerRuntime:
         tty: bool = True,
     ) -> int:
         # With a TTY the CLI's raw mode, resizing and signal handling are worth its cost.
-        api = None if tty else self._socket_api()
+        api = None if tty else self.cli.socket_api()
         if api is not None:
             request = docker_exec.ExecRequest(name, argv, user, workdir, env, stdin=True)
             try:
                 with _socket_exec_failures(request, None):
                     return docker_exec.attach(api, request)
             except ApiUnavailable:
-                self._api = False
+                self.cli.give_up_socket()
         args = exec_args(name, argv, user=user, workdir=workdir, env=env, interactive=True, tty=tty)
         process = subprocess.Popen(self.cli.command(args))
         with _interrupts_left_to(process):
@@ -383,14 +382,6 @@ class DockerRuntime:
             ) from None
 
     # helpers
-    def _socket_api(self) -> DockerApi | None:
-        """The engine's socket when it is plain local and has not failed us; None: use the CLI."""
-        if self.cli.executable != "docker" or self._api is False:
-            return None
-        if self._api is None:
-            self._api = DockerApi.for_environment() or False
-        return self._api or None
-
     def _container(self, name: str) -> dict[str, Any] | None:
         documents = self.cli.inspect("container", [name])
         if not documents or container_name(documents[0]) != name:

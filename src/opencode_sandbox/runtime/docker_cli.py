@@ -138,7 +138,7 @@ class DockerCli:
 
     def engine_answers_ping(self) -> bool:
         """True when the local engine's socket answers; False means: ask the command."""
-        api = self._socket_api()
+        api = self.socket_api()
         if api is None:
             return False
         try:
@@ -147,22 +147,27 @@ class DockerCli:
             return False
         return status == 200
 
-    def _socket_api(self) -> DockerApi | None:
+    def socket_api(self) -> DockerApi | None:
+        """The engine's socket while it is plain local and has not failed; None: use the command."""
         if self.executable != "docker" or self._api is False:
             return None
         if self._api is None:
             self._api = DockerApi.for_environment() or False
         return self._api or None
 
+    def give_up_socket(self) -> None:
+        """The socket failed: from now on every call goes through the command."""
+        self._api = False
+
     def _inspect_through_api(self, kind: str, names: Sequence[str]) -> list[dict[str, Any]] | None:
         """The same documents over the engine's socket; None to use the command instead."""
-        api = self._socket_api()
+        api = self.socket_api()
         if api is None:
             return None
         try:
             documents = [api.inspect(kind, name) for name in names]
         except ApiUnavailable:
-            self._api = False
+            self.give_up_socket()
             return None
         return [document for document in documents if document is not None]
 
