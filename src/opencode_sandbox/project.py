@@ -54,8 +54,8 @@ def _pick_remote(config_output: str) -> str | None:
 
 
 _ASK_GIT = "\0ask git"
-_SECTION = re.compile(r'^\s*\[\s*remote\s+"(?P<name>[^"]+)"\s*\]\s*$')
-_URL = re.compile(r"^\s*url\s*=\s*(?P<url>.*?)\s*$", re.IGNORECASE)
+_SECTION = r'^\s*\[\s*remote\s+"(?P<name>[^"]+)"\s*\]\s*$'
+_URL = r"(?i)^\s*url\s*=\s*(?P<url>.*?)\s*$"
 
 
 def _remote_from_config_file(path: Path) -> str | None:
@@ -71,7 +71,7 @@ def _remote_from_config_file(path: Path) -> str | None:
     for raw in text.splitlines():
         stripped = raw.strip()
         if stripped.startswith("["):
-            match = _SECTION.match(stripped)
+            match = re.match(_SECTION, stripped)
             if stripped.lower().startswith(("[include", "[includeif")) or (
                 stripped.lower().startswith("[remote") and not match
             ):
@@ -80,7 +80,7 @@ def _remote_from_config_file(path: Path) -> str | None:
             continue
         if section is None:
             continue
-        url = _URL.match(stripped)
+        url = re.match(_URL, stripped)
         if url:
             if any(mark in url.group("url") for mark in ('"', "\\", ";", "#")):
                 return _ASK_GIT
@@ -91,7 +91,7 @@ def _remote_from_config_file(path: Path) -> str | None:
 # Any of these changes where git looks for the repository; git then answers itself.
 _DISCOVERY_VARIABLES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_CEILING_DIRECTORIES",
                         "GIT_DISCOVERY_ACROSS_FILESYSTEM")
-_CORE_WORKTREE = re.compile(r"^\s*worktree\s*=", re.IGNORECASE | re.MULTILINE)
+_CORE_WORKTREE = r"(?im)^\s*worktree\s*="
 
 
 def _git_dir_of(candidate: Path) -> Path | None:
@@ -132,7 +132,7 @@ def _discover(folder: Path) -> tuple[Path, Path] | str | None:
         if (git_dir / "commondir").is_file():
             common = Path(os.path.realpath(git_dir / (git_dir / "commondir").read_text(encoding="utf-8").strip()))
         try:
-            if _CORE_WORKTREE.search((common / "config").read_text(encoding="utf-8")):
+            if re.search(_CORE_WORKTREE, (common / "config").read_text(encoding="utf-8")):
                 return _ASK_GIT
         except (OSError, UnicodeDecodeError):
             return _ASK_GIT

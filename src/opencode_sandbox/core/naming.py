@@ -28,9 +28,9 @@ LABEL_KIND = LABEL_PREFIX + "kind"
 LABEL_DIND = LABEL_PREFIX + "dind"
 
 HOME_TIMESTAMP_FORMAT = "%Y%m%dT%H%M%S"
-_HOME_RE = re.compile(r"^opencode-sandbox-home-(?P<slug>[a-z0-9-]+-[0-9a-z]{14})-(?P<ts>\d{8}T\d{6})$")
-_VM_RE = re.compile(r"^opencode-sandbox-vm-(?P<slug>[a-z0-9-]+-[0-9a-z]{14})$")
-_TASK_RE = re.compile(r"^opencode-sandbox-task-(?P<slug>[a-z0-9-]+-[0-9a-z]{14})-(?P<n>\d+)$")
+_HOME_RE = r"^opencode-sandbox-home-(?P<slug>[a-z0-9-]+-[0-9a-z]{14})-(?P<ts>\d{8}T\d{6})$"
+_VM_RE = r"^opencode-sandbox-vm-(?P<slug>[a-z0-9-]+-[0-9a-z]{14})$"
+_TASK_RE = r"^opencode-sandbox-task-(?P<slug>[a-z0-9-]+-[0-9a-z]{14})-(?P<n>\d+)$"
 
 # msb keeps each name as a file name (at most 255 bytes); Docker allows more. The slug's
 # name part is capped at 20 characters, so every name stays below this bound.
@@ -63,22 +63,22 @@ def runner_image(slug: str, content_hash: str) -> str:
 
 
 def slug_of_vm(name: str) -> str | None:
-    match = _VM_RE.match(name)
+    match = re.match(_VM_RE, name)
     return match.group("slug") if match else None
 
 
 def slug_of_task(name: str) -> str | None:
-    match = _TASK_RE.match(name)
+    match = re.match(_TASK_RE, name)
     return match.group("slug") if match else None
 
 
 def slug_of_home_volume(name: str) -> str | None:
-    match = _HOME_RE.match(name)
+    match = re.match(_HOME_RE, name)
     return match.group("slug") if match else None
 
 
 def home_volume_time(name: str) -> datetime | None:
-    match = _HOME_RE.match(name)
+    match = re.match(_HOME_RE, name)
     if not match:
         return None
     return datetime.strptime(match.group("ts"), HOME_TIMESTAMP_FORMAT).replace(tzinfo=UTC)

@@ -10,8 +10,8 @@ from opencode_sandbox.core.digest import sha256
 HASH_LENGTH = 14
 NAME_LENGTH = 20
 _ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
-_SCP_LIKE = re.compile(r"^(?:[^@/]+@)?(?P<host>[^:/]+):(?P<path>(?!//).*)$")
-_URL = re.compile(r"^(?P<scheme>[a-z][a-z0-9+.-]*)://(?:[^@/]*@)?(?P<host>[^/:]*)(?::\d*)?(?P<path>/.*)?$", re.I)
+_SCP_LIKE = r"^(?:[^@/]+@)?(?P<host>[^:/]+):(?P<path>(?!//).*)$"
+_URL = r"(?i)^(?P<scheme>[a-z][a-z0-9+.-]*)://(?:[^@/]*@)?(?P<host>[^/:]*)(?::\d*)?(?P<path>/.*)?$"
 
 
 def base36_hash(text: str) -> str:
@@ -31,12 +31,12 @@ def normalize_remote(url: str) -> str:
     A local path remote gives `:<path>`.
     """
     text = url.strip()
-    match = _URL.match(text)
+    match = re.match(_URL, text)
     if match:
         host = match.group("host").lower()
         path = match.group("path") or ""
     else:
-        scp = _SCP_LIKE.match(text)
+        scp = re.match(_SCP_LIKE, text)
         if scp and "/" not in scp.group("host"):
             host, path = scp.group("host").lower(), scp.group("path")
         else:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-_DURATION_RE = re.compile(r"^(?P<number>\d+)(?P<unit>[smhd])$")
+_DURATION_RE = r"^(?P<number>\d+)(?P<unit>[smhd])$"
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_DURATION = timedelta(days=36500)
 
-_SIZE_RE = re.compile(r"^(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT])(?:i?B)?$", re.IGNORECASE)
+_SIZE_RE = r"(?i)^(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT])(?:i?B)?$"
 _SIZE_UNITS = {"K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 
@@ -23,7 +23,7 @@ def parse_duration(text: str) -> timedelta:
         return timedelta(0)
     if value.startswith("-"):
         raise ValueError(f"'{text}' is negative; use a positive duration such as 10s, 90m, 24h or 30d")
-    match = _DURATION_RE.match(value)
+    match = re.match(_DURATION_RE, value)
     if not match:
         raise ValueError(f"'{text}' is not a duration; write a whole number and one unit: 10s, 90m, 24h, 30d")
     seconds = int(match.group("number")) * _DURATION_UNITS[match.group("unit")]
@@ -43,7 +43,7 @@ def format_duration(duration: timedelta) -> str:
 
 def parse_size(text: str) -> int:
     """Parse a size in binary units (`512M`, `4G`, `1.5GiB`) into bytes."""
-    match = _SIZE_RE.match(text.strip())
+    match = re.match(_SIZE_RE, text.strip())
     if not match:
         raise ValueError(f"'{text}' is not a size; write a number and a unit: 512M, 4G")
     return int(float(match.group("number")) * _SIZE_UNITS[match.group("unit").upper()])

@@ -13,7 +13,7 @@ from opencode_sandbox.errors import UsageError
 HOST_CA_DIR = Path("/usr/local/share/ca-certificates")
 CONTEXT_FOLDER = "ca-certificates"
 
-_PEM_RE = re.compile(rb"-----BEGIN CERTIFICATE-----\r?\n[A-Za-z0-9+/=\r\n]+?-----END CERTIFICATE-----")
+_PEM_RE = rb"-----BEGIN CERTIFICATE-----\r?\n[A-Za-z0-9+/=\r\n]+?-----END CERTIFICATE-----"
 
 
 class CaCertificate(NamedTuple):
@@ -26,7 +26,7 @@ class CaCertificate(NamedTuple):
 def _certificates_in(path: Path, origin: str, data: bytes) -> list[CaCertificate]:
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", path.stem).strip("-.") or "certificate"
     found = []
-    for block in _PEM_RE.findall(data):
+    for block in re.findall(_PEM_RE, data):
         pem = block.replace(b"\r\n", b"\n") + b"\n"
         if not _is_der_sequence(pem):
             continue

@@ -25,7 +25,7 @@ CHECK_TIMEOUT_S = 2.0
 RESOLVE_TIMEOUT_S = 10.0
 STATE_FILE = "updater.yaml"
 
-_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
+_VERSION_RE = r"^v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$"
 
 
 class LookupFailed(Exception):
@@ -64,12 +64,12 @@ class UpdateDecision(NamedTuple):
 
 def normalize_version(value: str) -> str | None:
     """`v1.2.3` -> `1.2.3`; None for anything that is not a release version."""
-    match = _VERSION_RE.match(value.strip())
+    match = re.match(_VERSION_RE, value.strip())
     return value.strip().removeprefix("v") if match else None
 
 
 def version_key(version: str) -> tuple[int, int, int, int, str]:
-    match = _VERSION_RE.match(version)
+    match = re.match(_VERSION_RE, version)
     if not match:
         return (-1, -1, -1, -1, version)
     major, minor, patch, prerelease = match.groups()

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import math
 import signal
-import subprocess
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opencode_sandbox.core.naming import (
     BASE_IMAGES,
@@ -70,6 +69,9 @@ from opencode_sandbox.runtime.types import (
     SandboxStatus,
     VolumeInfo,
 )
+
+if TYPE_CHECKING:
+    import subprocess
 
 FALLBACK_HELPER_IMAGE = "debian:trixie-slim"
 _RUNNING_STATES = (SandboxStatus.RUNNING, SandboxStatus.STARTING, SandboxStatus.PAUSED)
@@ -209,6 +211,8 @@ class DockerRuntime:
             interactive=stdin is not None,
             tty=False,
         )
+        import subprocess  # the engine's socket serves execs; the command is the fallback
+
         try:
             completed = self.cli.run_raw(args, stdin=stdin, timeout_s=timeout_s)
         except subprocess.TimeoutExpired:
@@ -238,6 +242,8 @@ class DockerRuntime:
                     return docker_exec.attach(api, request)
             except ApiUnavailable:
                 self.cli.give_up_socket()
+        import subprocess
+
         args = exec_args(name, argv, user=user, workdir=workdir, env=env, interactive=True, tty=tty)
         process = subprocess.Popen(self.cli.command(args))
         with _interrupts_left_to(process):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from opencode_sandbox.errors import RuntimeUnavailable, SandboxError
 from opencode_sandbox.runtime.docker_api import ApiUnavailable, DockerApi
+
+if TYPE_CHECKING:
+    import subprocess
 
 ENGINE_HINT = "Start the Docker engine, then check with `opencode-sandbox doctor`."
 MANAGEMENT_TIMEOUT_S = 120.0
@@ -95,6 +97,8 @@ class DockerCli:
         stdin: bytes | None = None,
         timeout_s: float | None = MANAGEMENT_TIMEOUT_S,
     ) -> subprocess.CompletedProcess[bytes]:
+        import subprocess  # loaded only when a command runs: the engine's socket answers most questions
+
         try:
             return subprocess.run(
                 self.command(args),

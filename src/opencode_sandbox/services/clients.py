@@ -12,13 +12,13 @@ from opencode_sandbox.errors import SandboxError, UsageError
 from opencode_sandbox.services.daemon_control import GUEST_URL
 from opencode_sandbox.services.run import ReadyVm, RunLifecycle
 
-_WORKTREE_NAME = re.compile(r"^[a-z0-9]+(?:[-/][a-z0-9]+)*$")
+_WORKTREE_NAME = r"^[a-z0-9]+(?:[-/][a-z0-9]+)*$"
 
 
 def parse_worktree(value: str) -> tuple[str, str | None]:
     """`NAME[:BASE]`: NAME a slug (`feature/foo` allowed), BASE any git ref."""
     name, _, base = value.partition(":")
-    if not _WORKTREE_NAME.match(name) or len(name) > 60:
+    if not re.match(_WORKTREE_NAME, name) or len(name) > 60:
         raise UsageError(
             f"invalid worktree name '{name}'",
             hint="use lower-case letters, digits, '-' and '/', for example -w feature/login:main",

@@ -8,7 +8,7 @@ holds the daemon password, so it is private (0600) like every state file.
 
 from __future__ import annotations
 
-import uuid
+import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -45,7 +45,7 @@ class ReaperSettings(NamedTuple):
         return self.state_root / self.slug
 
     def with_new_generation(self) -> ReaperSettings:
-        return self._replace(generation=uuid.uuid4().hex)
+        return self._replace(generation=os.urandom(16).hex())
 
 
 def settings_path(state_root: Path, slug: str) -> Path:

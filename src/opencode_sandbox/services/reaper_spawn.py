@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,6 +50,8 @@ def spawn_reaper(settings: ReaperSettings) -> int:
     if reaper_running(settings.state_root, settings.slug):
         # It reloads the settings, sees the new generation and restarts its idle timer.
         return 0
+    import subprocess
+
     log_path = settings.project_dir() / LOG_FILE
     descriptor = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from contextlib import ExitStack
 from typing import NamedTuple
@@ -71,7 +70,7 @@ class RunLifecycle:
             image = ensure_image(self.app, rebuild, upgrade_to)
             self.console.verbose(f"image {image.reference} ({image.digest})")
             state = self.store.load(self.slug)
-            recorded_state = dataclasses.replace(state)
+            recorded_state = state.copy()
             existing = self.app.runtime.get_sandbox(self.vm)
             vm_plan, home_volume = self._decide(state, existing, image, other_clients)
             recreated = self._apply_vm(vm_plan, existing, image, home_volume, state)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -41,7 +40,7 @@ def acquire_lease(state_root: Path, slug: str) -> Lease:
     """Take a new lease for this process; release it with `release_lease`."""
     folder = leases_dir(state_root, slug)
     ensure_private_dir(folder)
-    token = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    token = f"{os.getpid()}-{os.urandom(6).hex()}"
     staging = folder / f".{token}.new"
     descriptor = os.open(staging, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:

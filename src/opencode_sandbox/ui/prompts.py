@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import click
-
 
 def choose(question: str, choices: Sequence[str], default: str, interactive: bool) -> str:
     if not interactive:
         return default
+    import click
+
     answer: str = click.prompt(
         question, type=click.Choice(list(choices)), default=default, show_choices=True, err=True
     )
@@ -19,4 +19,6 @@ def choose(question: str, choices: Sequence[str], default: str, interactive: boo
 def confirm(question: str, default: bool, interactive: bool) -> bool:
     if not interactive:
         return default
+    import click
+
     return click.confirm(question, default=default, err=True)
