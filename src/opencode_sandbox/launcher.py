@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import os
+import sys
 
 
 def main() -> None:
@@ -12,6 +14,11 @@ def main() -> None:
     # Reference counting still frees everything else.
     gc.disable()
     try:
+        from opencode_sandbox.cli.fast_path import carry_out, recognise
+
+        invocation = recognise(sys.argv[1:], os.environ)
+        if invocation is not None:
+            carry_out(invocation)
         from opencode_sandbox.cli.main import main as run_command_line
 
         run_command_line()

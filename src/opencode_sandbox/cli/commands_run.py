@@ -32,15 +32,9 @@ def run(app: App, worktree: str | None, rebuild: bool, dry_run: bool, cpus: int 
 
     Arguments after `--` are passed to `opencode attach`.
     """
-    app.with_flags({"cpus": cpus, "memory": memory})
-    if dry_run:
-        _print_plan(app)
-        return 0
-    from opencode_sandbox.services.clients import parse_worktree, run_attached
+    from opencode_sandbox.cli.actions import run_project
 
-    if worktree:
-        parse_worktree(worktree)
-    return run_attached(app, rebuild, worktree, serve_only, opencode_args, _wait_forever)
+    return run_project(app, worktree, rebuild, dry_run, cpus, memory, serve_only, opencode_args)
 
 
 @click.command()
@@ -57,26 +51,9 @@ def shell(app: App, root: bool, rebuild: bool, dry_run: bool, cpus: int | None,
 
     With CMD, exits with its exit code.
     """
-    app.with_flags({"cpus": cpus, "memory": memory})
-    if dry_run:
-        _print_plan(app)
-        return 0
-    from opencode_sandbox.services.clients import run_shell
+    from opencode_sandbox.cli.actions import shell_in_project
 
-    return run_shell(app, rebuild, root, command)
-
-
-def _print_plan(app: App) -> None:
-    from opencode_sandbox.services.run import describe_plan
-
-    for line in describe_plan(app):
-        click.echo(line)
-
-
-def _wait_forever() -> None:
-    import threading
-
-    threading.Event().wait()
+    return shell_in_project(app, root, rebuild, dry_run, cpus, memory, command)
 
 
 def register(group: click.Group) -> None:

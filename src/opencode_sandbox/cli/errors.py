@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-import click
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.ui.console import Console
@@ -12,17 +14,27 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
+def exit_with_result(command: Callable[[], Any], console: Console) -> NoReturn:
+    """Run the command and exit with its code; every failure ends here with a message and a code."""
+    try:
+        result = command()
+    except SystemExit:
+        raise
+    except BaseException as error:
+        sys.exit(report(error, console))
+    sys.exit(result if isinstance(result, int) else 0)
+
+
 def report(error: BaseException, console: Console) -> int:
     """Print the failure for the user and return the exit code."""
     if isinstance(error, SandboxError):
         console.error(error.message, error.hint)
         code = error.exit_code
-    elif isinstance(error, click.exceptions.Abort | KeyboardInterrupt):
+    elif isinstance(error, KeyboardInterrupt):
         console.error("interrupted")
         return EXIT_INTERRUPTED
-    elif isinstance(error, click.ClickException):
-        error.show()
-        return error.exit_code
+    elif (click_code := _click_failure(error, console)) is not None:
+        return click_code
     else:
         console.error(
             f"unexpected failure: {type(error).__name__}: {error}",
@@ -34,3 +46,21 @@ def report(error: BaseException, console: Console) -> int:
 
         console.verbose("".join(traceback.format_exception(error)).rstrip())
     return code
+
+
+def _click_failure(error: BaseException, console: Console) -> int | None:
+    """The exit code of a failure the command-line parser raised, after telling the user."""
+    click = sys.modules.get("click")  # not loaded: the failure cannot be one of its own
+    if click is None:
+        return None
+    if isinstance(error, click.exceptions.Exit):
+        code: int = error.exit_code
+        return code
+    if isinstance(error, click.exceptions.Abort):
+        console.error("interrupted")
+        return EXIT_INTERRUPTED
+    if isinstance(error, click.ClickException):
+        error.show()
+        code = error.exit_code
+        return code
+    return None

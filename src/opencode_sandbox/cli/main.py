@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from typing import Any
-
 import click
 
-from opencode_sandbox.cli.errors import report
-from opencode_sandbox.ui.console import LOG_LEVEL_NAMES, Console, LogLevel
+from opencode_sandbox.cli.errors import exit_with_result
+from opencode_sandbox.ui.console import LOG_LEVEL_NAMES, Console
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 _GLOBAL_OPTIONS_WITH_VALUE = {"--log-level", "--runtime"}
@@ -62,21 +59,9 @@ def cli(ctx: click.Context, assume_yes: bool, quiet: bool, log_level: str | None
     Run it inside a checkout: with no command it starts (or reuses) the project's VM and
     attaches opencode to it, like `opencode-sandbox run`.
     """
-    if log_level is not None:
-        _console.level = LogLevel[log_level.upper()]
-    elif quiet:
-        _console.level = LogLevel.ERROR
-    from pathlib import Path
+    from opencode_sandbox.cli.actions import open_app
 
-    from opencode_sandbox.cli.app import App
-
-    ctx.obj = App.create(
-        console=_console,
-        cwd=Path.cwd(),
-        global_flags={"runtime": runtime},
-        assume_yes=assume_yes,
-        interactive=sys.stdin.isatty() and not assume_yes,
-    )
+    ctx.obj = open_app(_console, assume_yes, quiet, log_level, runtime)
 
 
 def _register() -> None:
@@ -89,13 +74,5 @@ def _register() -> None:
 _register()
 
 
-def main(argv: list[str] | None = None) -> Any:
-    try:
-        result = cli.main(args=argv, prog_name="opencode-sandbox", standalone_mode=False)
-    except BaseException as error:  # every failure ends here with a message and a code
-        if isinstance(error, SystemExit):
-            raise
-        if isinstance(error, click.exceptions.Exit):
-            sys.exit(error.exit_code)
-        sys.exit(report(error, _console))
-    sys.exit(result if isinstance(result, int) else 0)
+def main(argv: list[str] | None = None) -> None:
+    exit_with_result(lambda: cli.main(args=argv, prog_name="opencode-sandbox", standalone_mode=False), _console)

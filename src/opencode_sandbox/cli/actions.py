@@ -1,0 +1,72 @@
+"""The work behind the global flags, `run` and `shell`, apart from the parser that reads them.
+
+The click commands call these, and so does the launcher's fast path, which reads the common
+command lines without loading click (see `cli/fast_path.py`).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from opencode_sandbox.ui.console import Console, LogLevel
+
+if TYPE_CHECKING:
+    from opencode_sandbox.cli.app import App
+
+
+def open_app(console: Console, assume_yes: bool, quiet: bool, log_level: str | None, runtime: str | None) -> App:
+    """What the global flags set up for every command: the log level and the application."""
+    if log_level is not None:
+        console.level = LogLevel[log_level.upper()]
+    elif quiet:
+        console.level = LogLevel.ERROR
+    from pathlib import Path
+
+    from opencode_sandbox.cli.app import App
+
+    return App.create(
+        console=console,
+        cwd=Path.cwd(),
+        global_flags={"runtime": runtime},
+        assume_yes=assume_yes,
+        interactive=sys.stdin.isatty() and not assume_yes,
+    )
+
+
+def run_project(app: App, worktree: str | None, rebuild: bool, dry_run: bool, cpus: int | None,
+                memory: str | None, serve_only: bool, opencode_args: Sequence[str]) -> int:
+    app.with_flags({"cpus": cpus, "memory": memory})
+    if dry_run:
+        print_plan(app)
+        return 0
+    from opencode_sandbox.services.clients import parse_worktree, run_attached
+
+    if worktree:
+        parse_worktree(worktree)
+    return run_attached(app, rebuild, worktree, serve_only, opencode_args, _wait_forever)
+
+
+def shell_in_project(app: App, root: bool, rebuild: bool, dry_run: bool, cpus: int | None,
+                     memory: str | None, command: Sequence[str]) -> int:
+    app.with_flags({"cpus": cpus, "memory": memory})
+    if dry_run:
+        print_plan(app)
+        return 0
+    from opencode_sandbox.services.clients import run_shell
+
+    return run_shell(app, rebuild, root, tuple(command))
+
+
+def print_plan(app: App) -> None:
+    from opencode_sandbox.services.run import describe_plan
+
+    for line in describe_plan(app):
+        print(line)
+
+
+def _wait_forever() -> None:
+    import threading
+
+    threading.Event().wait()

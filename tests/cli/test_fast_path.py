@@ -1,0 +1,164 @@
+"""The launcher's fast path reads `run` and `shell` lines exactly as click does, or declines them."""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from opencode_sandbox.cli import actions
+from opencode_sandbox.cli.fast_path import carry_out, recognise
+from opencode_sandbox.cli.main import main as full_command_line
+
+Call = tuple[str, dict[str, Any]]
+
+WORDS = [
+    "", "-", "--", "shell", "run", "list", "version", "true", "ls", "-la", "x y", "é",
+    "-y", "--yes", "-q", "--quiet", "-yq", "-qy", "-h", "--help", "--version",
+    "--log-level", "--log-level=verbose", "--log-level=VERBOSE", "--log-level=", "verbose", "error", "bogus",
+    "--runtime", "--runtime=docker", "--runtime=vm", "docker", "microsandbox",
+    "--root", "--root=1", "-r", "--rebuild", "-n", "--dry-run", "-nr", "--dry",
+    "-c", "--cpus", "--cpus=3", "-c=3", "-c3", "3", " 4", "-1", "1_0", "abc",
+    "-m", "--memory", "--memory=4G", "4G", "-w", "--worktree", "--worktree=fix:main", "feature/x",
+    "-s", "--serve-only",
+]
+
+
+class Recorder:
+    """Stands in for the actions both readers call, noting each call with its arguments by name."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: list[Call] = []
+        for name in ("open_app", "run_project", "shell_in_project"):
+            monkeypatch.setattr(actions, name, self._recording(name, getattr(actions, name)))
+
+    def _recording(self, name: str, real: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(real)
+
+        def record(*args: Any, **kwargs: Any) -> Any:
+            arguments = dict(signature.bind(*args, **kwargs).arguments)
+            arguments.pop("console" if name == "open_app" else "app")
+            self.calls.append((name, arguments))
+            return 0 if name != "open_app" else object()
+
+        return record
+
+    def take(self) -> list[Call]:
+        calls, self.calls = self.calls, []
+        return calls
+
+
+@pytest.fixture
+def recorder(monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorder]:
+    yield Recorder(monkeypatch)
+
+
+def exit_code(run: Callable[[], object]) -> int | str | None:
+    with pytest.raises(SystemExit) as exited:
+        run()
+    code = exited.value.code
+    return code if isinstance(code, int | str) or code is None else repr(code)
+
+
+def read_by_click(argv: Sequence[str], recorder: Recorder) -> tuple[list[Call], int | str | None]:
+    code = exit_code(lambda: full_command_line(list(argv)))
+    return recorder.take(), code
+
+
+def read_by_fast_path(argv: Sequence[str], recorder: Recorder) -> tuple[list[Call], int | str | None] | None:
+    invocation = recognise(argv, {})
+    if invocation is None:
+        return None
+    code = exit_code(lambda: carry_out(invocation))
+    return recorder.take(), code
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(argv=st.lists(st.sampled_from(WORDS), max_size=7))
+def test_every_line_the_fast_path_takes_is_read_as_click_reads_it(
+    argv: list[str], recorder: Recorder, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fast = read_by_fast_path(argv, recorder)
+    if fast is None:
+        return
+    assert fast == read_by_click(argv, recorder), argv
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], [("open_app", {"assume_yes": False, "quiet": False, "log_level": None, "runtime": None}),
+              ("run_project", {"worktree": None, "rebuild": False, "dry_run": False, "cpus": None, "memory": None,
+                               "serve_only": False, "opencode_args": ()})]),
+        (["shell", "--", "true"], [
+            ("open_app", {"assume_yes": False, "quiet": False, "log_level": None, "runtime": None}),
+            ("shell_in_project", {"root": False, "rebuild": False, "dry_run": False, "cpus": None, "memory": None,
+                                  "command": ("true",)})]),
+        (["-q", "--runtime", "docker", "shell", "--root", "-c", "4", "--memory=8G", "--", "ls", "-la", "--root"], [
+            ("open_app", {"assume_yes": False, "quiet": True, "log_level": None, "runtime": "docker"}),
+            ("shell_in_project", {"root": True, "rebuild": False, "dry_run": False, "cpus": 4, "memory": "8G",
+                                  "command": ("ls", "-la", "--root")})]),
+        (["--log-level=verbose", "-y", "-w", "feature/login:main", "-s", "--", "--model", "x"], [
+            ("open_app", {"assume_yes": True, "quiet": False, "log_level": "verbose", "runtime": None}),
+            ("run_project", {"worktree": "feature/login:main", "rebuild": False, "dry_run": False, "cpus": None,
+                             "memory": None, "serve_only": True, "opencode_args": ("--model", "x")})]),
+    ],
+)
+def test_the_common_lines_take_the_fast_path_and_match_click(
+    argv: list[str], expected: list[Call], recorder: Recorder, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert read_by_fast_path(argv, recorder) == (expected, 0)
+    assert read_by_click(argv, recorder) == (expected, 0)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["shell", "-h"], ["--version"], ["list"], ["shell", "ls"], ["shell", "-nr"], ["-yq", "shell"],
+     ["shell", "-c", "two"], ["shell", "-c"], ["shell", "-c2"], ["--runtime", "vm", "shell"], ["run", "-q"],
+     ["shell", "--memory", "-n"], ["--log-level", "VERBOSE"], ["shell", "--root=yes"], ["foo", "--", "x"]],
+)
+def test_help_other_commands_and_unusual_spellings_go_to_click(argv: list[str]) -> None:
+    assert recognise(argv, {}) is None
+
+
+def test_shell_completion_goes_to_click() -> None:
+    assert recognise([], {}) is not None
+    assert recognise([], {"_OPENCODE_SANDBOX_COMPLETE": "bash_complete"}) is None
+
+
+def test_failures_are_reported_alike_on_both_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENCODE_SANDBOX_CPUS", "many")
+    invocation = recognise(["shell", "-n"], {})
+    assert invocation is not None
+    fast_code = exit_code(lambda: carry_out(invocation))
+    fast_output = capsys.readouterr()
+    click_code = exit_code(lambda: full_command_line(["shell", "-n"]))
+    click_output = capsys.readouterr()
+    assert fast_code == click_code == 2
+    assert "OPENCODE_SANDBOX_CPUS" in fast_output.err
+    assert (fast_output.out, fast_output.err) == (click_output.out, click_output.err)
+
+
+def test_a_shell_on_the_fast_path_never_loads_click(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "opencode_sandbox", "--runtime", "docker", "shell", "-n"],
+        cwd=tmp_path, capture_output=True, text=True, check=False, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "daemon: verify or start opencode serve" in result.stdout
+    imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "opencode_sandbox.cli.fast_path" in imported
+    assert not {name for name in imported if name == "click" or name.startswith("click.")}
