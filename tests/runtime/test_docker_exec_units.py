@@ -172,6 +172,10 @@ def exec_engine(start_head: bytes, exit_code: int) -> Handler:
         elif target == "/exec/e1/start":
             connection.sendall(start_head + frame(1, b"out "))
             connection.sendall(frame(2, b"err") + frame(1, b"more"))
+            # Take the process's stdin to its end, as the engine does: closing with it unread would
+            # reset the connection under the client's read.
+            while connection.recv(65536):
+                pass
         elif target == "/exec/e1/json":
             connection.sendall(json_answer("200 OK", {"Running": False, "ExitCode": exit_code}))
 
