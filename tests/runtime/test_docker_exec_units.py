@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,6 +14,9 @@ from opencode_sandbox import plain_http
 from opencode_sandbox.runtime import docker_exec
 from opencode_sandbox.runtime.docker_api import ApiUnavailable, DockerApi
 from opencode_sandbox.runtime.docker_exec import STDERR, STDOUT, ExecRequest, FrameDemux
+from tests.fixtures.scripted_engine import Handler, ScriptedEngine, engine_at, json_answer
+
+__all__ = ["engine_at"]  # a fixture, used by name
 
 
 def frame(stream: int, payload: bytes) -> bytes:
@@ -101,68 +104,6 @@ def test_read_body_stops_at_content_length_on_a_connection_left_open() -> None:
         theirs.sendall(b'ssage":"no"}')
         body = plain_http.read_body(ours, {"content-length": "16"}, b'{"me')
     assert body == b'{"message":"no"}'
-
-
-Handler = Callable[[str, str, dict[str, str], bytes, socket.socket], None]
-
-
-class ScriptedEngine:
-    """A unix socket that answers each request with `handler`, recording what was asked."""
-
-    def __init__(self, path: Path, handler: Handler) -> None:
-        self.path = str(path)
-        self.handler = handler
-        self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
-        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.server.bind(self.path)
-        self.server.listen(8)
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                connection, _ = self.server.accept()
-            except OSError:
-                return
-            with connection:
-                status, headers, rest = _read_request(connection)
-                method, target = status.split()[:2]
-                body = plain_http.read_body(connection, headers, rest) if "content-length" in headers else rest
-                self.requests.append((method, target, headers, body))
-                self.handler(method, target, headers, body, connection)
-
-
-def _read_request(connection: socket.socket) -> tuple[str, dict[str, str], bytes]:
-    received = b""
-    while b"\r\n\r\n" not in received:
-        chunk = connection.recv(65536)
-        if not chunk:
-            raise ConnectionError("the client left before the end of its request")
-        received += chunk
-    head, _, rest = received.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-    return lines[0], headers, rest
-
-
-def json_answer(status: str, document: object, close: bool = True) -> bytes:
-    body = json.dumps(document).encode()
-    lines = [f"HTTP/1.1 {status}", "Content-Type: application/json", f"Content-Length: {len(body)}"]
-    lines += ["Connection: close"] if close else []
-    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
-
-
-@pytest.fixture
-def engine_at(tmp_path: Path) -> Iterator[Callable[[Handler], ScriptedEngine]]:
-    engines: list[ScriptedEngine] = []
-
-    def make(handler: Handler) -> ScriptedEngine:
-        engines.append(ScriptedEngine(tmp_path / f"engine{len(engines)}.sock", handler))
-        return engines[-1]
-
-    yield make
-    for engine in engines:
-        engine.server.close()
 
 
 def exec_engine(start_head: bytes, exit_code: int) -> Handler:

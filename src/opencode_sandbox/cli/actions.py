@@ -41,6 +41,7 @@ def run_project(app: App, worktree: str | None, rebuild: bool, dry_run: bool, cp
     if dry_run:
         print_plan(app)
         return 0
+    _read_ahead(app)
     from opencode_sandbox.services.clients import parse_worktree, run_attached
 
     if worktree:
@@ -54,9 +55,17 @@ def shell_in_project(app: App, root: bool, rebuild: bool, dry_run: bool, cpus: i
     if dry_run:
         print_plan(app)
         return 0
+    _read_ahead(app)
     from opencode_sandbox.services.clients import run_shell
 
     return run_shell(app, rebuild, root, tuple(command))
+
+
+def _read_ahead(app: App) -> None:
+    """The engine answers the start's first questions while the lifecycle's code loads."""
+    from opencode_sandbox.services.read_ahead import read_ahead_for_start
+
+    read_ahead_for_start(app)
 
 
 def print_plan(app: App) -> None:

@@ -6,7 +6,7 @@ that question than the whole answer takes, so this one request is a plain HTTP G
 
 from __future__ import annotations
 
-import base64
+import binascii
 import json
 from urllib.parse import urlsplit
 
@@ -18,7 +18,7 @@ HEALTH_PATH = "/global/health"
 def is_serving(base_url: str, password: str, timeout_s: float = 2.0) -> bool:
     """True when an opencode daemon answers healthy at `base_url` with this password."""
     parts = urlsplit(base_url)
-    token = base64.b64encode(f"opencode:{password}".encode()).decode()
+    token = binascii.b2a_base64(f"opencode:{password}".encode(), newline=False).decode()
     try:
         status, body = plain_http.tcp_get(
             parts.hostname or "127.0.0.1", parts.port or 80, HEALTH_PATH, {"Authorization": f"Basic {token}"}, timeout_s

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opencode_sandbox.errors import RuntimeUnavailable, SandboxError
-from opencode_sandbox.runtime.docker_api import ApiUnavailable, DockerApi
+from opencode_sandbox.runtime.docker_api import ApiUnavailable, DockerApi, forget_read_ahead
 from opencode_sandbox.runtime.docker_cli import engine_failure
 
 DOCTOR_HINT = "Start the Docker engine (or Docker Desktop), then retry; `opencode-sandbox doctor` checks the setup."
@@ -38,7 +38,10 @@ class DockerCli:
         return found
 
     def _argv(self, args: Sequence[str]) -> list[str]:
+        """The command line of a docker command about to run, which may change the engine's answers."""
         import shutil
+
+        forget_read_ahead()
 
         resolved = shutil.which(self.executable)
         if resolved is None:

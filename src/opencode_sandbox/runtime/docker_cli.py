@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from opencode_sandbox.errors import RuntimeUnavailable, SandboxError
-from opencode_sandbox.runtime.docker_api import ApiUnavailable, DockerApi
+from opencode_sandbox.runtime.docker_api import ApiUnavailable, DockerApi, forget_read_ahead
 
 if TYPE_CHECKING:
     import subprocess
@@ -72,6 +72,8 @@ class DockerCli:
         self._api: DockerApi | Literal[False] | None = None
 
     def command(self, args: Sequence[str]) -> list[str]:
+        """The command line of a docker command about to run, which may change the engine's answers."""
+        forget_read_ahead()
         return [self.executable, *args]
 
     def run(

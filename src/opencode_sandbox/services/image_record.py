@@ -107,6 +107,16 @@ def inputs_signature(api: DockerApi, project: Project, settings: Settings, openc
     return sha256(json.dumps(parts, default=str).encode()).hexdigest()
 
 
+def recorded_reference(project_state_dir: Path) -> str | None:
+    """The image the last full check recorded, whatever its signature."""
+    try:
+        record = read_yaml_mapping(project_state_dir / RECORD_FILE) or {}
+    except UnreadableState:
+        return None
+    reference = record.get("reference")
+    return reference if isinstance(reference, str) else None
+
+
 def recall(api: DockerApi, project_state_dir: Path, signature: str) -> CheckedImage | None:
     """The recorded image when the signature matches and the engine still has that very image;
     `ApiUnavailable` when the engine cannot be asked."""

@@ -327,8 +327,22 @@ class RunLifecycle:
         def healthy_now() -> bool:
             return is_serving(host_url, password)
 
-        healthy = not booted and healthy_now()
+        def start() -> None:
+            daemon_control.start_daemon(self.app.runtime, self.vm, password)
+            state.config_fingerprint = config_fingerprint
+            self.store.save(self.slug, state)
+
         config_changed = state.config_fingerprint not in (None, config_fingerprint)
+        if not wait and not booted and not config_changed:
+            # `shell`: its command needs no daemon, so even the health check runs beside it.
+            def verify_or_start() -> None:
+                if healthy_now() or daemon_control.daemon_running(self.app.runtime, self.vm):
+                    return  # serving, or started by an earlier shell and still coming up
+                daemon_control.stop_daemon(self.app.runtime, self.vm)
+                start()
+
+            return verify_or_start
+        healthy = not booted and healthy_now()
         if healthy and config_changed:
             restart = True
             if needs_apply_prompt(other_clients, True):
@@ -346,12 +360,6 @@ class RunLifecycle:
             return None
         if not booted:
             daemon_control.stop_daemon(self.app.runtime, self.vm)
-
-        def start() -> None:
-            daemon_control.start_daemon(self.app.runtime, self.vm, password)
-            state.config_fingerprint = config_fingerprint
-            self.store.save(self.slug, state)
-
         if not wait:
             return start
         with slow_step(self.console, "Starting opencode serve"):
