@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+from typing import NoReturn
 
 
 def main() -> None:
@@ -18,9 +19,25 @@ def main() -> None:
 
         invocation = recognise(sys.argv[1:], os.environ)
         if invocation is not None:
-            carry_out(invocation)
+            leave(carry_out(invocation))
         from opencode_sandbox.cli.main import main as run_command_line
 
         run_command_line()
     finally:
         gc.freeze()  # the interpreter's last collection at exit skips what is frozen
+
+
+def leave(code: int) -> NoReturn:
+    """End the process now, skipping the interpreter's teardown of the modules it loaded.
+
+    Everything the fast path writes or holds is done or released by the time it returns (its
+    files are closed, its locks released, its helper threads joined or no longer needed), so
+    only the standard streams are left to flush.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:  # None: the process started with that descriptor closed
+                stream.flush()
+        except OSError:
+            code = code or 120  # as the interpreter reports an output it could not flush at exit
+    os._exit(code)

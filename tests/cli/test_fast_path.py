@@ -76,7 +76,7 @@ def read_by_fast_path(argv: Sequence[str], recorder: Recorder) -> tuple[list[Cal
     invocation = recognise(argv, {})
     if invocation is None:
         return None
-    code = exit_code(lambda: carry_out(invocation))
+    code = carry_out(invocation)
     return recorder.take(), code
 
 
@@ -141,7 +141,7 @@ def test_failures_are_reported_alike_on_both_paths(
     monkeypatch.setenv("OPENCODE_SANDBOX_CPUS", "many")
     invocation = recognise(["shell", "-n"], {})
     assert invocation is not None
-    fast_code = exit_code(lambda: carry_out(invocation))
+    fast_code = carry_out(invocation)
     fast_output = capsys.readouterr()
     click_code = exit_code(lambda: full_command_line(["shell", "-n"]))
     click_output = capsys.readouterr()

@@ -50,3 +50,15 @@ def test_errors_keep_their_exit_code_through_the_launcher(tmp_path: Path) -> Non
     )
     assert result.returncode == 2, result.stderr
     assert "cpus" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_fast_path_flushes_its_output_and_keeps_its_exit_code(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    planned = subprocess.run([sys.executable, "-m", "opencode_sandbox", "--runtime", "docker", "shell", "-n"],
+                             cwd=tmp_path, capture_output=True, text=True, check=False, timeout=60)
+    assert planned.returncode == 0, planned.stderr
+    assert planned.stdout.splitlines()[-1] == "daemon: verify or start opencode serve"
+    refused = subprocess.run([sys.executable, "-m", "opencode_sandbox", "--runtime", "docker", "shell", "-c", "0"],
+                             cwd=tmp_path, capture_output=True, text=True, check=False, timeout=60)
+    assert refused.returncode == 2
+    assert "cpus" in refused.stderr and "Traceback" not in refused.stderr

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from opencode_sandbox.core.stop_mode import StopMode
+from opencode_sandbox.runtime.kind import RuntimeKind
+from opencode_sandbox.services.reaper_settings import ReaperSettings, load_settings, save_settings
 from opencode_sandbox.state.files import write_atomic
 from opencode_sandbox.state.store import ProjectState, StateStore
 
@@ -63,6 +66,23 @@ def test_atomic_write_never_leaves_a_partial_file(tmp_path: Path, monkeypatch: p
         write_atomic(target, "home_volume: new\n")
     assert target.read_text() == "home_volume: old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["state.yaml"]
+
+
+def test_reaper_settings_are_replaced_whole_without_waiting_for_the_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[int] = []
+    monkeypatch.setattr(os, "fsync", synced.append)
+    write_atomic(tmp_path / "state.yaml", "home_volume: v\n")
+    assert len(synced) == 1  # the project's state waits for the disk
+    settings = ReaperSettings(slug=SLUG, vm_name="vm", runtime_kind=RuntimeKind.DOCKER,
+                              daemon_url="http://127.0.0.1:1", timeout_s=60.0, mode=StopMode.WAIT_FOR_QUIESCENCE,
+                              max_retries=3, state_root=tmp_path, password="pw")
+    save_settings(settings)
+    save_settings(settings._replace(timeout_s=120.0))
+    assert len(synced) == 1  # the reaper's settings, rewritten at every detach, do not
+    assert load_settings(tmp_path, SLUG) == settings._replace(timeout_s=120.0)
+    assert sorted(p.name for p in (tmp_path / SLUG).iterdir()) == ["reaper.yaml"]
 
 
 def test_concurrent_writers_leave_one_complete_file(tmp_path: Path) -> None:

@@ -15,14 +15,19 @@ EXIT_INTERRUPTED = 130
 
 
 def exit_with_result(command: Callable[[], Any], console: Console) -> NoReturn:
-    """Run the command and exit with its code; every failure ends here with a message and a code."""
+    """Run the command and exit with its code."""
+    sys.exit(run_reported(command, console))
+
+
+def run_reported(command: Callable[[], Any], console: Console) -> int:
+    """Run the command; its exit code. Every failure ends here with a message and a code."""
     try:
         result = command()
     except SystemExit:
         raise
     except BaseException as error:
-        sys.exit(report(error, console))
-    sys.exit(result if isinstance(result, int) else 0)
+        return report(error, console)
+    return result if isinstance(result, int) else 0
 
 
 def report(error: BaseException, console: Console) -> int:

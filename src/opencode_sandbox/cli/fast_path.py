@@ -140,10 +140,10 @@ def _checked_value(parameter: str, value: str) -> Any:
     return value
 
 
-def carry_out(invocation: Invocation) -> None:
-    """Run the invocation as the full command line would, exit code and failures alike."""
+def carry_out(invocation: Invocation) -> int:
+    """Run the invocation as the full command line would; its exit code, failures reported alike."""
     from opencode_sandbox.cli.actions import open_app, run_project, shell_in_project
-    from opencode_sandbox.cli.errors import exit_with_result
+    from opencode_sandbox.cli.errors import run_reported
     from opencode_sandbox.ui.console import Console
 
     console = Console()
@@ -154,4 +154,4 @@ def carry_out(invocation: Invocation) -> None:
             return shell_in_project(app, **invocation.options)
         return run_project(app, **invocation.options)
 
-    exit_with_result(command, console)
+    return run_reported(command, console)

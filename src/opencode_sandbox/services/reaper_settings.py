@@ -65,6 +65,7 @@ def save_settings(settings: ReaperSettings) -> None:
             "max_retries": settings.max_retries,
             "generation": settings.generation,
         },
+        durable=False,  # rewritten at every detach; a crash that could tear it ends the reaper too
     )
 
 

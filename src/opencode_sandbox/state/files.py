@@ -17,8 +17,12 @@ def ensure_private_dir(path: Path) -> None:
         os.chmod(path, DIR_MODE)
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write to a temporary file beside `path`, fsync, then rename over it."""
+def write_atomic(path: Path, text: str, durable: bool = True) -> None:
+    """Write to a temporary file beside `path`, fsync, then rename over it.
+
+    A reader sees the old text or the new, never a part. `durable=False` skips the fsync, for
+    files that describe running processes: a crash that could tear them ends those processes too.
+    """
     ensure_private_dir(path.parent)
     # O_EXCL on a random name, as tempfile.mkstemp does; tempfile itself loads shutil and random.
     temporary = path.parent / f".{path.name}.{os.urandom(6).hex()}"
@@ -28,7 +32,8 @@ def write_atomic(path: Path, text: str) -> None:
             os.fchmod(handle.fileno(), FILE_MODE)
             handle.write(text)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -36,12 +41,12 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def write_yaml(path: Path, data: dict[str, Any]) -> None:
+def write_yaml(path: Path, data: dict[str, Any], durable: bool = True) -> None:
     """Written in JSON's notation, which YAML reads too: the files stay YAML for people,
     while the launcher reads them without loading a YAML parser on every start."""
     import json
 
-    write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n", durable)
 
 
 class UnreadableState(Exception):
