@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import NamedTuple
 
 from opencode_sandbox.core.naming import TOOL
+from opencode_sandbox.core.records import Record
 
 
 def _xdg(variable: str, fallback: str) -> Path:
@@ -16,7 +16,7 @@ def _xdg(variable: str, fallback: str) -> Path:
     return Path.home() / fallback
 
 
-class ToolPaths(NamedTuple):
+class ToolPaths(Record):
     config_dir: Path
     state_dir: Path
     cache_dir: Path

@@ -6,16 +6,17 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import subprocess
 
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.slug import slug_for_path, slug_for_remote
 from opencode_sandbox.errors import SandboxError
 
 
-class Project(NamedTuple):
+class Project(Record):
     slug: str
     root: Path
     """The checkout's top-level folder (this worktree's), or the working directory."""

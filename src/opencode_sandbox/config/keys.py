@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.units import parse_duration, parse_size
 from opencode_sandbox.runtime.kind import RuntimeKind
 
@@ -74,7 +75,7 @@ def _read_url(value: Any) -> str:
     return value
 
 
-class Key(NamedTuple):
+class Key(Record):
     name: str
     default: Any
     read: Callable[[Any], Any]

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from opencode_sandbox.config.keys import KEYS, KEYS_BY_NAME, Key
 from opencode_sandbox.config.settings import Settings
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.errors import ConfigError
 
 ENV_PREFIX = "OPENCODE_SANDBOX_"
 
 
-class RawValue(NamedTuple):
+class RawValue(Record):
     value: Any
     source: str
     base_dir: Path | None = None

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
-from typing import NamedTuple
 
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.runtime.kind import RuntimeKind
 
 
-class Settings(NamedTuple):
+class Settings(Record):
     """A named tuple rather than a dataclass: it is built on every command, start-up counts."""
 
     runtime: RuntimeKind

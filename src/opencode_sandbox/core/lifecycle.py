@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import NamedTuple
 
 from opencode_sandbox.core.digest import sha256
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.runtime.types import SandboxInfo, SandboxStatus
 
 
@@ -19,7 +19,7 @@ class VmAction(StrEnum):
     RECREATE = "recreate"
 
 
-class VmPlan(NamedTuple):
+class VmPlan(Record):
     action: VmAction
     reason: str
     image_changed: bool = False
@@ -69,7 +69,7 @@ class HomeAction(StrEnum):
     ASK = "ask"
 
 
-class HomePlan(NamedTuple):
+class HomePlan(Record):
     action: HomeAction
     volume: str | None
     """The volume to use (USE) or to keep offering (ASK); None when one must be created."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from opencode_sandbox.core.naming import (
     BASE_IMAGE,
@@ -21,6 +21,7 @@ from opencode_sandbox.core.naming import (
     LABEL_SLUG,
     runner_image,
 )
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.images.certificates import CaCertificate, collect_ca_certificates
 from opencode_sandbox.images.compose import (
@@ -49,7 +50,7 @@ class BuildAction(StrEnum):
     SKIP = "skip"
 
 
-class ImageBuildResult(NamedTuple):
+class ImageBuildResult(Record):
     reference: str
     image_id: str
     """Docker's image ID, `sha256:<64 hex>`."""
@@ -62,7 +63,7 @@ class ImageBuildResult(NamedTuple):
     labels: Mapping[str, str] = {}
 
 
-class PlannedImage(NamedTuple):
+class PlannedImage(Record):
     reference: str
     action: BuildAction
     reason: str
@@ -70,7 +71,7 @@ class PlannedImage(NamedTuple):
     """None when it depends on a base image that is itself still to be built."""
 
 
-class BuildPlan(NamedTuple):
+class BuildPlan(Record):
     images: tuple[PlannedImage, ...]
 
     @property
@@ -96,7 +97,7 @@ class BuildFailed(SandboxError):
         )
 
 
-class _Job(NamedTuple):
+class _Job(Record):
     kind: ImageKind
     dockerfile: str
     context: tuple[ContextFile, ...]
@@ -120,7 +121,7 @@ class _Job(NamedTuple):
         return labels
 
 
-class _Evaluation(NamedTuple):
+class _Evaluation(Record):
     reference: str
     content_hash: str
     existing: Mapping[str, Any] | None

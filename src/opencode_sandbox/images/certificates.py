@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
 
 from opencode_sandbox.core.digest import sha256
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.errors import UsageError
 
 HOST_CA_DIR = Path("/usr/local/share/ca-certificates")
@@ -16,7 +16,7 @@ CONTEXT_FOLDER = "ca-certificates"
 _PEM_RE = rb"-----BEGIN CERTIFICATE-----\r?\n[A-Za-z0-9+/=\r\n]+?-----END CERTIFICATE-----"
 
 
-class CaCertificate(NamedTuple):
+class CaCertificate(Record):
     file_name: str
     """Name inside the build context's `ca-certificates/` folder (ends in `.crt`)."""
     pem: bytes

@@ -8,9 +8,9 @@ it so, and one clear spelling keeps the rule checkable without building.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
 
 from opencode_sandbox.core.naming import BASE_IMAGE, BASE_IMAGE_DIND
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.errors import UsageError
 from opencode_sandbox.images.dockerfile import Stage, parse_stages
 
@@ -23,7 +23,7 @@ BASE_DIND_DOCKERFILE = "runner-base-dind.Dockerfile"
 DIND_START_SCRIPT = "opencode-sandbox-start-docker"
 
 
-class EffectiveDockerfile(NamedTuple):
+class EffectiveDockerfile(Record):
     text: str
     source: Path | None
     """The project's own Dockerfile, None when the default one-line Dockerfile is used."""

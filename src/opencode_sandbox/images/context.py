@@ -11,8 +11,8 @@ import os
 import stat
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
 
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.errors import UsageError
 from opencode_sandbox.images.certificates import CONTEXT_FOLDER, CaCertificate
 from opencode_sandbox.images.dockerignore import is_ignored, parse_dockerignore
@@ -21,7 +21,7 @@ LAUNCHER_FILES = frozenset({"config.yaml"})
 DOCKERFILE_NAME = "Dockerfile"
 
 
-class ContextFile(NamedTuple):
+class ContextFile(Record):
     relative: str
     """Posix path inside the build context."""
     path: Path

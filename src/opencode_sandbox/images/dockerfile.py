@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+
+from opencode_sandbox.core.records import Record
 
 _DIRECTIVE_RE = re.compile(r"^#\s*([a-zA-Z][a-zA-Z0-9]*)\s*=\s*(.+?)\s*$")
 _VARIABLE_RE = re.compile(
@@ -11,7 +12,7 @@ _VARIABLE_RE = re.compile(
 )
 
 
-class Instruction(NamedTuple):
+class Instruction(Record):
     keyword: str
     """Upper case, e.g. `FROM`, `USER`."""
     arguments: str
@@ -19,7 +20,7 @@ class Instruction(NamedTuple):
     """1-based line where the instruction starts."""
 
 
-class Stage(NamedTuple):
+class Stage(Record):
     base: str
     """The image (or earlier stage) named by FROM, with global ARG defaults substituted."""
     name: str | None

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import NamedTuple
+
+from opencode_sandbox.core.records import Record
 
 
-class IgnorePattern(NamedTuple):
+class IgnorePattern(Record):
     regex: re.Pattern[str]
     negated: bool
 

@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.errors import SandboxError, UsageError
 from opencode_sandbox.state.files import UnreadableState, read_yaml_mapping, write_yaml
 
@@ -40,7 +41,7 @@ class UpdateAction(StrEnum):
     NOTHING = "nothing"
 
 
-class UpdaterState(NamedTuple):
+class UpdaterState(Record):
     last_check: datetime | None = None
     """When the releases endpoint last answered usefully."""
     latest_version: str | None = None
@@ -50,7 +51,7 @@ class UpdaterState(NamedTuple):
     noticed: tuple[str, ...] = ()
 
 
-class UpdateDecision(NamedTuple):
+class UpdateDecision(Record):
     action: UpdateAction
     baked_version: str | None
     latest_version: str | None

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
-from typing import NamedTuple
 
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.runtime.kind import RuntimeKind
 
 __all__ = ["RuntimeKind"]
@@ -33,7 +33,7 @@ class MountKind(StrEnum):
     BIND = "bind"
 
 
-class Mount(NamedTuple):
+class Mount(Record):
     kind: MountKind
     source: str
     """A volume name for VOLUME, an absolute host path for BIND."""
@@ -41,7 +41,7 @@ class Mount(NamedTuple):
     readonly: bool = False
 
 
-class SandboxSpec(NamedTuple):
+class SandboxSpec(Record):
     name: str
     image: str
     """The runner image reference (for microsandbox: as loaded into the runtime)."""
@@ -55,7 +55,7 @@ class SandboxSpec(NamedTuple):
     """Guest TCP ports published on the host's 127.0.0.1 only, on a free host port."""
 
 
-class SandboxInfo(NamedTuple):
+class SandboxInfo(Record):
     name: str
     status: SandboxStatus
     image: str
@@ -64,7 +64,7 @@ class SandboxInfo(NamedTuple):
     labels: Mapping[str, str] = {}
 
 
-class VolumeInfo(NamedTuple):
+class VolumeInfo(Record):
     name: str
     kind: str
     size_bytes: int | None
@@ -72,7 +72,7 @@ class VolumeInfo(NamedTuple):
     labels: Mapping[str, str] = {}
 
 
-class ImageInfo(NamedTuple):
+class ImageInfo(Record):
     reference: str
     digest: str
     """The image's config digest (`sha256:<64 hex>`): equal to Docker's image ID."""
@@ -81,7 +81,7 @@ class ImageInfo(NamedTuple):
     labels: Mapping[str, str] = {}
 
 
-class ExecResult(NamedTuple):
+class ExecResult(Record):
     exit_code: int
     stdout: str
     stderr: str

@@ -15,12 +15,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import NamedTuple
 
 from opencode_sandbox import __version__, images
 from opencode_sandbox.config.settings import Settings
 from opencode_sandbox.core.digest import sha256
 from opencode_sandbox.core.naming import BASE_IMAGES, LABEL_OPENCODE_VERSION
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.images.certificates import HOST_CA_DIR
 from opencode_sandbox.images.image_document import env_of, labels_of
 from opencode_sandbox.project import Project
@@ -31,7 +31,7 @@ RECORD_FILE = "image-check.yaml"
 PACKAGED_DIR = Path(images.__file__).parent / "dockerfiles"
 
 
-class CheckedImage(NamedTuple):
+class CheckedImage(Record):
     reference: str
     image_id: str
     env: dict[str, str]

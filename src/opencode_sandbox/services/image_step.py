@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
 
 from opencode_sandbox.cli.app import App
 from opencode_sandbox.core.naming import LABEL_DIND
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.images import updater
 from opencode_sandbox.runtime.docker_api import ApiUnavailable, DockerApi
 from opencode_sandbox.runtime.types import ImageInfo
@@ -17,7 +17,7 @@ ATTEMPT_STAMP = "update-check.attempt"
 RETRY_AFTER_S = 600.0
 
 
-class ReadyImage(NamedTuple):
+class ReadyImage(Record):
     reference: str
     """What the runtime runs (for docker: the Docker image; for microsandbox: as loaded)."""
     digest: str

@@ -8,16 +8,16 @@ import os
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import NamedTuple
 
 from opencode_sandbox.core.digest import sha256
+from opencode_sandbox.core.records import Record
 
 VM_HOME = "/home/dev"
 DEV_UID = 1000
 DEV_GID = 1000
 
 
-class ProvisionSource(NamedTuple):
+class ProvisionSource(Record):
     host: Path
     """A file or folder on the host."""
     target: str

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.stop_mode import StopMode
 from opencode_sandbox.runtime.kind import RuntimeKind
 from opencode_sandbox.state.files import UnreadableState, read_yaml_mapping, write_yaml
@@ -21,7 +22,7 @@ LOG_FILE = "reaper.log"
 LOCK_FILE = "reaper.lock"
 
 
-class ReaperSettings(NamedTuple):
+class ReaperSettings(Record):
     slug: str
     vm_name: str
     runtime_kind: RuntimeKind

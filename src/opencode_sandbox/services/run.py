@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import ExitStack
-from typing import NamedTuple
 
 from opencode_sandbox.cli.app import App
 from opencode_sandbox.core import naming
@@ -19,6 +18,7 @@ from opencode_sandbox.core.lifecycle import (
     plan_home_volume,
     plan_vm,
 )
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.units import format_duration
 from opencode_sandbox.errors import BootFailed, SandboxError
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxInfo, SandboxSpec, SandboxStatus
@@ -35,7 +35,7 @@ DIND_START = "/usr/local/bin/opencode-sandbox-start-docker"
 AUTO_PRUNE_INTERVAL_S = 3600.0
 
 
-class ReadyVm(NamedTuple):
+class ReadyVm(Record):
     name: str
     host_url: str
     """The daemon on the host's loopback."""

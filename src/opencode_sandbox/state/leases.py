@@ -18,8 +18,8 @@ import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
 
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.state.files import ensure_private_dir
 
 LEASE_DIR = "leases"
@@ -31,7 +31,7 @@ def leases_dir(state_root: Path, slug: str) -> Path:
     return state_root / slug / LEASE_DIR
 
 
-class Lease(NamedTuple):
+class Lease(Record):
     path: Path
     descriptor: int
 
