@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -198,3 +200,27 @@ def test_timeout_while_the_stream_stays_silent(engine_at: Callable[[Handler], Sc
             docker_exec.run_captured(DockerApi(engine.path), ExecRequest("box", ["x"], "dev", "/"), None, 0.3)
     finally:
         release.set()
+
+
+@pytest.mark.parametrize(
+    ("stdin", "prelude", "expected"),
+    [
+        (subprocess.DEVNULL, "", "True"),
+        (None, "import os; os.close(0)\n", "True"),
+        (subprocess.PIPE, "", "False"),
+        ("file", "", "False"),
+    ],
+    ids=["devnull", "closed", "pipe", "file"],
+)
+def test_only_a_null_or_closed_stdin_counts_as_no_input(
+    tmp_path: Path, stdin: object, prelude: str, expected: str
+) -> None:
+    source = tmp_path / "input"
+    source.write_text("data")
+    with source.open("rb") as file:
+        result = subprocess.run(
+            [sys.executable, "-c", prelude + "from opencode_sandbox.runtime.docker_exec import stdin_is_null\n"
+             "print(stdin_is_null())"],
+            stdin=file if stdin == "file" else stdin, capture_output=True, text=True, check=True, timeout=60,
+        )
+    assert result.stdout.strip() == expected

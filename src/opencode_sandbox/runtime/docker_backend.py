@@ -236,7 +236,8 @@ class DockerRuntime:
         # With a TTY the CLI's raw mode, resizing and signal handling are worth its cost.
         api = None if tty else self.cli.socket_api()
         if api is not None:
-            request = docker_exec.ExecRequest(name, argv, user, workdir, env, stdin=True)
+            # Without -i, as `docker exec` would, when there is no input to forward.
+            request = docker_exec.ExecRequest(name, argv, user, workdir, env, stdin=not docker_exec.stdin_is_null())
             try:
                 with _socket_exec_failures(request, None):
                     return docker_exec.attach(api, request)

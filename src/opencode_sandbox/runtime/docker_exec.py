@@ -260,6 +260,16 @@ def write_to_fd(stream: int, data: bytes) -> None:
         raise OutputClosed() from None
 
 
+def stdin_is_null() -> bool:
+    """Whether our standard input is /dev/null (or closed): nothing to forward, the process reads EOF either way."""
+    try:
+        ours = os.fstat(0)
+    except OSError:
+        return True
+    null = os.stat(os.devnull)
+    return (ours.st_mode, ours.st_rdev) == (null.st_mode, null.st_rdev)
+
+
 def _reserve_standard_fds() -> None:
     """Point closed fds 0, 1 and 2 at /dev/null: a socket opened later must not take one of their numbers."""
     for fd in (0, 1, 2):
