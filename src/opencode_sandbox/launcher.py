@@ -5,7 +5,11 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from typing import NoReturn
+
+from opencode_sandbox import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 
 def main() -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+from opencode_sandbox import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import subprocess

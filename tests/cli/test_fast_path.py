@@ -162,3 +162,20 @@ def test_a_shell_on_the_fast_path_never_loads_click(tmp_path: Path) -> None:
                 if line.startswith("import time:")}
     assert "opencode_sandbox.cli.fast_path" in imported
     assert not {name for name in imported if name == "click" or name.startswith("click.")}
+
+
+WARM_PATH_MODULES = [
+    "opencode_sandbox.launcher", "opencode_sandbox.cli.fast_path", "opencode_sandbox.cli.actions",
+    "opencode_sandbox.cli.app", "opencode_sandbox.services.read_ahead", "opencode_sandbox.services.clients",
+    "opencode_sandbox.services.run", "opencode_sandbox.runtime.select", "opencode_sandbox.runtime.docker_backend",
+    "opencode_sandbox.daemon.health", "opencode_sandbox.state.leases", "opencode_sandbox.services.reaper_spawn",
+]
+KEPT_OFF_THE_WARM_PATH = ["click", "typing", "dataclasses", "inspect", "subprocess", "uuid", "hashlib", "tempfile",
+                          "logging", "yaml", "httpx", "rich"]
+
+
+def test_the_warm_path_loads_none_of_the_heavy_modules() -> None:
+    probe = (f"import sys\nfor name in {WARM_PATH_MODULES!r}:\n    __import__(name)\n"
+             f"print(sorted(name for name in {KEPT_OFF_THE_WARM_PATH!r} if name in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
+    assert result.stdout.strip() == "[]"

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.ui.console import Console, LogLevel
 
 if TYPE_CHECKING:

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.config.loader import config_files, load_settings
 from opencode_sandbox.paths import ToolPaths
 from opencode_sandbox.project import Project, resolve_project
 from opencode_sandbox.ui.console import Console
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from opencode_sandbox.config.settings import Settings
     from opencode_sandbox.runtime.base import Runtime
     from opencode_sandbox.state.store import StateStore

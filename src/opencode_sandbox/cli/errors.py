@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.ui.console import Console
+
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
 EXIT_RUNTIME = 1
 EXIT_USAGE = 2

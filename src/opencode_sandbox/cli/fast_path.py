@@ -11,9 +11,12 @@ in `cli/main.py` takes the line. Tests hold both readings equal on every line th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.ui.console import LOG_LEVEL_NAMES
+
+if TYPE_CHECKING:
+    from typing import Any
 
 RUNTIME_NAMES = ("microsandbox", "docker")
 COMPLETION_VARIABLE = "_OPENCODE_SANDBOX_COMPLETE"

@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.units import parse_duration, parse_size
 from opencode_sandbox.runtime.kind import RuntimeKind
+
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_RELEASES_URL = "https://api.github.com/repos/sst/opencode/releases/latest"
 MIN_MEMORY = 512 * 1024**2

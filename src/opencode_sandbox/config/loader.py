@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.config.keys import KEYS, KEYS_BY_NAME, Key
 from opencode_sandbox.config.settings import Settings
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.errors import ConfigError
+
+if TYPE_CHECKING:
+    from typing import Any
 
 ENV_PREFIX = "OPENCODE_SANDBOX_"
 

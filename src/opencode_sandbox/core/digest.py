@@ -8,15 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cache
-from typing import Protocol
 
+from opencode_sandbox import TYPE_CHECKING
 
-class Sha256(Protocol):
-    def update(self, data: bytes, /) -> None: ...
+if TYPE_CHECKING:
+    from typing import Protocol
 
-    def digest(self) -> bytes: ...
+    class Sha256(Protocol):
+        def update(self, data: bytes, /) -> None: ...
 
-    def hexdigest(self) -> str: ...
+        def digest(self) -> bytes: ...
+
+        def hexdigest(self) -> str: ...
 
 
 def sha256(data: bytes = b"") -> Sha256:

@@ -10,9 +10,10 @@ same `collections.namedtuple` at run time, built without that check; type checke
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from opencode_sandbox import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from typing import Any
     from typing import NamedTuple as Record
 else:
     import collections

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from opencode_sandbox.core.digest import Sha256, sha256
+from opencode_sandbox import TYPE_CHECKING
+from opencode_sandbox.core.digest import sha256
 from opencode_sandbox.images.certificates import CaCertificate
 from opencode_sandbox.images.context import ContextFile
+
+if TYPE_CHECKING:
+    from opencode_sandbox.core.digest import Sha256
 
 # Bumped whenever what goes into the hash changes, so older images are rebuilt once.
 HASH_SCHEME = "1"

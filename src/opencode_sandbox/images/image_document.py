@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+
+from opencode_sandbox import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def labels_of(document: Mapping[str, Any] | None) -> dict[str, str] | None:

@@ -13,11 +13,14 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.errors import SandboxError, UsageError
 from opencode_sandbox.state.files import UnreadableState, read_yaml_mapping, write_yaml
+
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_RELEASES_URL = "https://api.github.com/repos/sst/opencode/releases/latest"
 NPM_LATEST_URL = "https://registry.npmjs.org/opencode-ai/latest"

@@ -20,10 +20,12 @@ import socket
 import threading
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
-from opencode_sandbox import plain_http
+from opencode_sandbox import TYPE_CHECKING, plain_http
+
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
 _KIND_PATHS = {"container": "/containers/{}/json", "image": "/images/{}/json", "volume": "/volumes/{}"}

@@ -22,8 +22,8 @@ import signal
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.naming import (
     BASE_IMAGES,
     IMAGE_REPOSITORY_PREFIX,
@@ -72,6 +72,7 @@ from opencode_sandbox.runtime.types import (
 
 if TYPE_CHECKING:
     import subprocess
+    from typing import Any
 
 FALLBACK_HELPER_IMAGE = "debian:trixie-slim"
 _RUNNING_STATES = (SandboxStatus.RUNNING, SandboxStatus.STARTING, SandboxStatus.PAUSED)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.errors import RuntimeUnavailable, SandboxError
 from opencode_sandbox.runtime.docker_api import ApiUnavailable, DockerApi, forget_read_ahead
 
 if TYPE_CHECKING:
     import subprocess
+    from typing import Any, Literal
 
 ENGINE_HINT = "Start the Docker engine, then check with `opencode-sandbox doctor`."
 MANAGEMENT_TIMEOUT_S = 120.0

@@ -21,11 +21,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from typing import Any
 from urllib.parse import quote
 
-from opencode_sandbox import plain_http
+from opencode_sandbox import TYPE_CHECKING, plain_http
 from opencode_sandbox.runtime.docker_api import ApiUnavailable, DockerApi, error_message
+
+if TYPE_CHECKING:
+    from typing import Any
 
 STDOUT = 1
 STDERR = 2

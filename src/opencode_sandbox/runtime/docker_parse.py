@@ -5,9 +5,12 @@ from __future__ import annotations
 import signal
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.runtime.types import ImageInfo, SandboxInfo, SandboxStatus, VolumeInfo
+
+if TYPE_CHECKING:
+    from typing import Any
 
 VOLUME_KIND = "docker"
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from opencode_sandbox.runtime.base import Runtime
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.runtime.kind import RuntimeKind
 from opencode_sandbox.ui.console import Console
+
+if TYPE_CHECKING:
+    from opencode_sandbox.runtime.base import Runtime
 
 DOCKER_NOTICE = (
     "notice: using the docker runtime: the sandbox is a container that shares the host's "

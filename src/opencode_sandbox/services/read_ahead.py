@@ -9,8 +9,7 @@ The VM and the home volume are asked later, under the client's lease and the set
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.naming import BASE_IMAGES
 from opencode_sandbox.runtime.docker_api import DockerApi, inspect_path
 from opencode_sandbox.runtime.kind import RuntimeKind

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.stop_mode import StopMode
 from opencode_sandbox.runtime.kind import RuntimeKind
 from opencode_sandbox.state.files import UnreadableState, read_yaml_mapping, write_yaml
+
+if TYPE_CHECKING:
+    from typing import Any
 
 SETTINGS_FILE = "reaper.yaml"
 LOG_FILE = "reaper.log"

@@ -5,7 +5,11 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Any
+
+from opencode_sandbox import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600

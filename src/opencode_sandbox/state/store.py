@@ -5,14 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.state.files import (
     UnreadableState,
     ensure_private_dir,
     read_yaml_mapping,
     write_yaml,
 )
+
+if TYPE_CHECKING:
+    from typing import Any
 
 STATE_FILE = "state.yaml"
 LOCK_DIR = "vm-ensure"

@@ -5,7 +5,11 @@ from __future__ import annotations
 import os
 import sys
 from enum import IntEnum
-from typing import TextIO
+
+from opencode_sandbox import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import TextIO
 
 
 class LogLevel(IntEnum):
