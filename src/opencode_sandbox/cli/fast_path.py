@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from opencode_sandbox import TYPE_CHECKING
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.ui.console import LOG_LEVEL_NAMES
 
 if TYPE_CHECKING:
@@ -22,27 +23,22 @@ RUNTIME_NAMES = ("microsandbox", "docker")
 COMPLETION_VARIABLE = "_OPENCODE_SANDBOX_COMPLETE"
 
 
-# Plain classes rather than named tuples, which cost more to define than this whole module.
-class Invocation:
-    __slots__ = ("command", "global_options", "options")
-
-    def __init__(self, command: str, global_options: dict[str, Any], options: dict[str, Any]) -> None:
-        self.command = command  # `run` or `shell`
-        self.global_options = global_options
-        self.options = options  # the command's parameters, named as its function's arguments
-
-    def __repr__(self) -> str:
-        return f"Invocation({self.command!r}, {self.global_options!r}, {self.options!r})"
+class Invocation(Record):
+    command: str
+    """`run` or `shell`."""
+    global_options: dict[str, Any]
+    options: dict[str, Any]
+    """The command's parameters, named as its function's arguments."""
 
 
-class _Grammar:
-    __slots__ = ("defaults", "flags", "rest", "valued")
-
-    def __init__(self, flags: dict[str, str], valued: dict[str, str], defaults: dict[str, Any], rest: str) -> None:
-        self.flags = flags  # option spelling -> parameter set to True
-        self.valued = valued  # option spelling -> parameter that takes the next word
-        self.defaults = defaults
-        self.rest = rest  # the parameter that receives the words after `--`
+class _Grammar(Record):
+    flags: dict[str, str]
+    """Option spelling -> parameter set to True."""
+    valued: dict[str, str]
+    """Option spelling -> parameter that takes the next word."""
+    defaults: dict[str, Any]
+    rest: str
+    """The parameter that receives the words after `--`."""
 
 
 _GLOBAL = _Grammar(
