@@ -19,6 +19,7 @@ import os
 import socket
 import threading
 from collections.abc import Iterable
+from contextlib import suppress
 from pathlib import Path
 from urllib.parse import quote
 
@@ -58,12 +59,11 @@ def local_socket() -> str | None:
 
 
 class _Answer:
-    __slots__ = ("error", "ready", "result")
+    __slots__ = ("ready", "result")
 
     def __init__(self) -> None:
         self.ready = threading.Event()
-        self.result: tuple[int, bytes] | None = None
-        self.error: OSError | None = None
+        self.result: tuple[int, bytes] | None = None  # None after a failure: the reader asks again
 
 
 class DockerApi:
@@ -102,10 +102,8 @@ class DockerApi:
 
     def _fetch(self, answers: dict[str, _Answer]) -> None:
         for path, answer in answers.items():
-            try:
+            with suppress(OSError):
                 answer.result = plain_http.unix_get(self.socket_path, path, self.timeout_s)
-            except OSError as error:
-                answer.error = error
             answer.ready.set()
 
     def get(self, path: str) -> tuple[int, bytes]:
