@@ -62,3 +62,16 @@ def test_the_fast_path_flushes_its_output_and_keeps_its_exit_code(tmp_path: Path
                              cwd=tmp_path, capture_output=True, text=True, check=False, timeout=60)
     assert refused.returncode == 2
     assert "cpus" in refused.stderr and "Traceback" not in refused.stderr
+
+
+@pytest.mark.parametrize("args", [["--runtime", "docker", "shell", "-n"], ["build", "dockerfile"]],
+                         ids=["fast-path", "click"])
+def test_output_whose_reader_left_ends_quietly(tmp_path: Path, args: list[str]) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    process = subprocess.Popen([sys.executable, "-m", "opencode_sandbox", "-q", *args], cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()
+    errors = process.stderr.read().decode()
+    assert process.wait(timeout=60) == 1
+    assert errors == ""

@@ -41,6 +41,11 @@ def report(error: BaseException, console: Console) -> int:
     elif isinstance(error, KeyboardInterrupt):
         console.error("interrupted")
         return EXIT_INTERRUPTED
+    elif isinstance(error, BrokenPipeError) and _reader_gone(sys.stdout):
+        # `... | head`: the rest of the output has nobody to read it. Ended quietly with 1, as
+        # click ends its own commands in that case.
+        _discard_further_output(sys.stdout)
+        return EXIT_RUNTIME
     elif (click_code := _click_failure(error, console)) is not None:
         return click_code
     else:
@@ -72,3 +77,23 @@ def _click_failure(error: BaseException, console: Console) -> int | None:
         code = error.exit_code
         return code
     return None
+
+
+def _reader_gone(stream: Any) -> bool:
+    """Whether `stream` is a pipe or socket whose reading end is closed."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(stream.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _discard_further_output(stream: Any) -> None:
+    """Point the stream's descriptor at /dev/null, so the interpreter's last flush has nowhere to fail."""
+    import os
+
+    with open(os.devnull, "wb") as null:
+        os.dup2(null.fileno(), stream.fileno())
