@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import signal
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
@@ -71,7 +70,6 @@ from opencode_sandbox.runtime.types import (
 )
 
 if TYPE_CHECKING:
-    import subprocess
     from typing import Any
 
 FALLBACK_HELPER_IMAGE = "debian:trixie-slim"
@@ -248,7 +246,7 @@ class DockerRuntime:
 
         args = exec_args(name, argv, user=user, workdir=workdir, env=env, interactive=True, tty=tty)
         process = subprocess.Popen(self.cli.command(args))
-        with _interrupts_left_to(process):
+        with docker_exec.sigint_handled_by(signal.SIG_IGN):  # Ctrl-C belongs to the attached program
             return process.wait()
 
     # volumes
@@ -548,16 +546,3 @@ def _volume_not_found(name: str) -> NotFound:
 
 def _image_not_found(reference: str) -> NotFound:
     return NotFound(f"image {reference} does not exist", hint="Build it with `opencode-sandbox build`.")
-
-
-@contextmanager
-def _interrupts_left_to(process: subprocess.Popen[bytes]) -> Iterator[None]:
-    """Ctrl-C belongs to the attached program, not to us, while it runs."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)

@@ -190,7 +190,7 @@ def exit_code(api: DockerApi, exec_id: str, wait_s: float = EXIT_WAIT_S) -> int:
 def attach(api: DockerApi, request: ExecRequest) -> int:
     """Run on our own fds 0, 1 and 2, streaming; the exit code, 130 on Ctrl-C, 141 when our output closes."""
     _reserve_standard_fds()
-    with _interrupts_raise():
+    with sigint_handled_by(signal.default_int_handler):  # Ctrl-C raises KeyboardInterrupt here
         try:
             exec_id = create(api, request)
             connection, rest = open_stream(api, exec_id)
@@ -330,12 +330,13 @@ def _closing(connection: socket.socket) -> Iterator[None]:
 
 
 @contextmanager
-def _interrupts_raise() -> Iterator[None]:
-    """Ctrl-C raises `KeyboardInterrupt` here, whatever handler the caller had installed."""
+def sigint_handled_by(handler: Callable[..., Any] | int) -> Iterator[None]:
+    """Ctrl-C goes to `handler` inside the block, whatever the caller had installed
+    (only the main thread can set it; elsewhere the block runs as it is)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    previous = signal.signal(signal.SIGINT, handler)
     try:
         yield
     finally:
