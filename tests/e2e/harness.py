@@ -17,8 +17,6 @@ from opencode_sandbox.core.naming import runner_repository, vm_name
 from opencode_sandbox.core.slug import slug_for_remote
 from opencode_sandbox.paths import ToolPaths
 
-DEV_UID = 1000
-
 
 def git(cwd: Path, *args: str) -> str:
     return subprocess.run(
@@ -106,8 +104,6 @@ def make_project(folder: Path, name: str) -> Project:
     git(folder, "commit", "-q", "-m", "init")
     remote = f"git@example.org:e2e/{name}.git"
     git(folder, "remote", "add", "origin", remote)
-    if os.geteuid() == 0:
-        subprocess.run(["chown", "-R", f"{DEV_UID}:{DEV_UID}", str(folder)], check=True)
     return Project(folder, remote)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import concurrent.futures
 import json
+import os
 import re
 import subprocess
 import time
@@ -26,7 +27,8 @@ FROM_BASE = "FROM opencode-sandbox/runner-base:latest\n"
 def test_first_run_warm_run_and_run_after_stop(project: Project) -> None:
     first = project.shell("id -un; pwd; echo $OPENCODE_DISABLE_AUTOUPDATE; exit 7")
     assert first.returncode == 7, first.stderr
-    assert first.stdout.splitlines() == ["dev", "/workspace", "true"]
+    # dev takes the host user's ids on the docker runtime: uid 0, named root, for a root host user
+    assert first.stdout.splitlines() == ["root" if os.geteuid() == 0 else "dev", "/workspace", "true"]
     assert "Creating" in first.stderr
     vm_id = project.container_id()
     assert project.container_state() == "running"

@@ -12,6 +12,7 @@ Failure injection: `fail_next_boot`, `engine_down`, `crash(name)`.
 from __future__ import annotations
 
 import hashlib
+import os
 import posixpath
 import shlex
 import socket
@@ -498,6 +499,9 @@ class _Shell:
             target = where / key
             with target.open("a" if append else "w") as handle:
                 handle.write(text)
+            identity = self.sandbox.spec.dev_identity if self.sandbox.spec else None
+            if identity is not None and self.call.user != "root":
+                os.chown(target, *identity)
             return None
         existing = self._node(path)
         if existing is not None and existing.kind == "file":

@@ -12,6 +12,7 @@ Tests marked `needs_boot` skip when `boot_unavailable_reason()` returns a reason
 
 from __future__ import annotations
 
+import os
 import socket
 import uuid
 from collections.abc import Iterator
@@ -42,6 +43,7 @@ from opencode_sandbox.runtime.types import (
 )
 
 GUEST_PORT = 4096
+OTHER_HOST_ID = 1001
 CLOCK_SLACK = timedelta(seconds=5)
 
 
@@ -186,6 +188,7 @@ class RuntimeContract:
         workspace: Path,
         home: str | None = None,
         ports: tuple[int, ...] = (),
+        dev_identity: tuple[int, int] | None = None,
     ) -> SandboxSpec:
         mounts = [Mount(MountKind.BIND, str(workspace), "/workspace")]
         if home is not None:
@@ -199,6 +202,7 @@ class RuntimeContract:
             labels={**managed_labels(slug), "org.opencode-sandbox.image": image},
             mounts=tuple(mounts),
             published_ports=ports,
+            dev_identity=dev_identity,
         )
 
     # --- sandboxes -----------------------------------------------------------------------
@@ -359,6 +363,29 @@ class RuntimeContract:
         )
         assert result.exit_code == 0
         assert (workspace / "made.txt").read_text() == "from inside\n"
+
+    @pytest.mark.needs_boot
+    @pytest.mark.parametrize("owner", ["the invoking user", "another host user"])
+    def test_dev_writes_the_checkout_and_home_as_the_host_user(
+        self, runtime: Runtime, contract_image: str, created: Created, workspace: Path, owner: str
+    ) -> None:
+        identity = (os.getuid(), os.getgid())
+        if owner == "another host user":
+            if os.geteuid() != 0:
+                pytest.skip("only root can hand a checkout to another host user")
+            identity = (OTHER_HOST_ID, OTHER_HOST_ID)
+            os.chown(workspace, *identity)
+        slug = new_slug()
+        home = created.volume(slug)
+        runtime.fill_volume_from_image(home, contract_image, "/home/dev")
+        info = created.sandbox(self.spec(slug, contract_image, workspace, home=home, dev_identity=identity))
+        wrote = runtime.exec(info.name, ["sh", "-c", "echo by dev > by-dev.txt"])
+        assert wrote.exit_code == 0, wrote.stderr
+        made = workspace / "by-dev.txt"
+        assert made.read_text() == "by dev\n"
+        assert (made.stat().st_uid, made.stat().st_gid) == identity
+        in_home = runtime.exec(info.name, ["sh", "-c", "echo mine >> /home/dev/.config/greeting"])
+        assert in_home.exit_code == 0, in_home.stderr
 
     @pytest.mark.needs_boot
     def test_exec_missing_command_fails_without_raising(

@@ -49,6 +49,7 @@ from opencode_sandbox.runtime.docker_cli import (
     first_line,
     raise_if_engine_unavailable,
 )
+from opencode_sandbox.runtime.docker_identity import adopt_command, with_dev_home
 from opencode_sandbox.runtime.docker_parse import (
     container_name,
     container_status,
@@ -133,7 +134,20 @@ class DockerRuntime:
                 f"cannot start {spec.name}: it stopped right after starting ({state})",
                 hint="Check that the image runs `sleep` (coreutils) and try again.",
             )
+        if spec.dev_identity is not None:
+            self._adopt_identity(spec.name, *spec.dev_identity)
         return info
+
+    def _adopt_identity(self, name: str, uid: int, gid: int) -> None:
+        result = self.exec(name, adopt_command(uid, gid), user="root", workdir="/", timeout_s=600)
+        if result.exit_code != 0:
+            self._discard(name)
+            output = (result.stderr or result.stdout).strip().splitlines()
+            raise BootFailed(
+                f"cannot start {name}: giving dev the host user's ids ({uid}:{gid}) failed: "
+                f"{output[-1] if output else f'exit code {result.exit_code}'}",
+                hint="The runner image needs a `dev` user and the usermod and groupmod commands (Debian's passwd).",
+            )
 
     def start_sandbox(self, name: str) -> None:
         self._owned_container(name)
@@ -194,6 +208,7 @@ class DockerRuntime:
         stdin: bytes | None = None,
         timeout_s: float | None = None,
     ) -> ExecResult:
+        env = with_dev_home(user, env)
         api = self.cli.socket_api()
         if api is not None:
             request = docker_exec.ExecRequest(name, argv, user, workdir, env, stdin=stdin is not None)
@@ -232,6 +247,7 @@ class DockerRuntime:
         env: Mapping[str, str] | None = None,
         tty: bool = True,
     ) -> int:
+        env = with_dev_home(user, env)
         # With a TTY the CLI's raw mode, resizing and signal handling are worth its cost.
         api = None if tty else self.cli.socket_api()
         if api is not None:

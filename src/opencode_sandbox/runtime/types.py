@@ -53,6 +53,9 @@ class SandboxSpec(Record):
     workdir: str = "/workspace"
     published_ports: tuple[int, ...] = ()
     """Guest TCP ports published on the host's 127.0.0.1 only, on a free host port."""
+    dev_identity: tuple[int, int] | None = None
+    """The host uid and gid that `dev` acts as: what it creates in a bind mount belongs to
+    them on the host, and it can write what they own. None leaves the image's `dev` as it is."""
 
 
 class SandboxInfo(Record):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from contextlib import ExitStack
 
@@ -129,6 +130,7 @@ class RunLifecycle:
 
     def _spec(self, image: ReadyImage, home_volume: str) -> SandboxSpec:
         settings = self.app.settings
+        dev_identity = (os.getuid(), os.getgid())
         mounts = (
             Mount(MountKind.VOLUME, home_volume, "/home/dev"),
             Mount(MountKind.BIND, str(self.app.project.root), "/workspace"),
@@ -140,6 +142,7 @@ class RunLifecycle:
             "env": image.env,
             "mounts": [[m.kind.value, m.source, m.target] for m in mounts],
             "ports": [daemon_control.DAEMON_PORT],
+            "dev_identity": list(dev_identity),
         }
         labels = {
             **naming.managed_labels(self.slug),
@@ -157,6 +160,7 @@ class RunLifecycle:
             mounts=mounts,
             workdir="/workspace",
             published_ports=(daemon_control.DAEMON_PORT,),
+            dev_identity=dev_identity,
         )
 
     def _plan(self, existing: SandboxInfo | None, spec: SandboxSpec, image: ReadyImage) -> VmPlan:

@@ -14,6 +14,7 @@ it and the old one stays current.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -206,6 +207,7 @@ def _edit_in_shell(runtime: Runtime, change: VolumeChange, say: Callable[[str], 
             Mount(MountKind.VOLUME, change.old, OLD_MOUNT, readonly=True),
         ),
         workdir="/home/dev",
+        dev_identity=(os.getuid(), os.getgid()),
     )
     runtime.create_sandbox(spec)
     try:
