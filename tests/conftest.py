@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.fixtures.images"]
+pytest_plugins = ["tests.fixtures.images", "tests.fixtures.host_users"]
 
 
 @pytest.fixture(autouse=True)

@@ -8,6 +8,7 @@ import pytest
 from opencode_sandbox.images.updater import record_baked_version
 from opencode_sandbox.paths import ToolPaths
 from tests.e2e.harness import Project, make_project
+from tests.fixtures.host_users import HostUser
 from tests.fixtures.images import RunnerBase
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
@@ -25,3 +26,22 @@ def project(tmp_path: Path, unique: str, runner_base_image: RunnerBase,
         yield created
     finally:
         created.cleanup()
+
+
+@pytest.fixture(params=["root or the test's user", "uid 1001"])
+def any_user_project(request: pytest.FixtureRequest, tmp_path: Path, unique: str, runner_base_image: RunnerBase,
+                     monkeypatch: pytest.MonkeyPatch) -> Iterator[Project]:
+    """A fresh git project on the docker runtime, run by the test's own user, then by uid 1001."""
+    if request.param == "uid 1001":
+        user: HostUser = request.getfixturevalue("other_host_user")
+        created = make_project(tmp_path / f"checkout {unique}", unique, user)
+        assert created.home is not None
+        record_baked_version(created.paths.state_dir, runner_base_image.opencode_version)
+        user.give(created.home)
+        created.env.update(OPENCODE_SANDBOX_RUNTIME="docker", OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT="1h")
+        try:
+            yield created
+        finally:
+            created.cleanup()
+        return
+    yield request.getfixturevalue("project")

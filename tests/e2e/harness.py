@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,10 +13,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from opencode_sandbox.core.naming import runner_repository, vm_name
+from opencode_sandbox.core.naming import TOOL, runner_repository, vm_name
 from opencode_sandbox.core.slug import slug_for_remote
 from opencode_sandbox.paths import ToolPaths
+from tests.fixtures.host_users import HostUser
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -34,6 +37,10 @@ class Project:
     root: Path
     remote: str
     env: dict[str, str] = field(default_factory=dict)
+    """Settings on top of the user's environment, OPENCODE_SANDBOX_* for example."""
+    user: HostUser | None = None
+    """Runs the tool as this host user, with a fresh home of its own; None: as the test process."""
+    home: Path | None = None
 
     @property
     def slug(self) -> str:
@@ -44,15 +51,38 @@ class Project:
         return vm_name(self.slug)
 
     @property
+    def paths(self) -> ToolPaths:
+        if self.home is None:
+            return ToolPaths.from_environment()
+        return ToolPaths(self.home / ".config" / TOOL, self.home / ".local/state" / TOOL, self.home / ".cache" / TOOL)
+
+    @property
     def state_dir(self) -> Path:
-        return ToolPaths.from_environment().state_dir / self.slug
+        return self.paths.state_dir / self.slug
+
+    @property
+    def opencode_config_dir(self) -> Path:
+        """Where the user's own opencode configuration lives, which the tool provisions."""
+        base = self.home / ".config" if self.home else Path(os.environ["XDG_CONFIG_HOME"])
+        return base / "opencode"
+
+    def process_env(self) -> dict[str, str]:
+        if self.user is None or self.home is None:
+            return {**os.environ, **self.env}
+        return self.user.environment(self.home, self.env)
+
+    def process_options(self) -> dict[str, Any]:
+        return self.user.process_options() if self.user else {}
+
+    def command(self, *args: str) -> list[str]:
+        return [self.user.python if self.user else sys.executable, "-m", "opencode_sandbox", *args]
 
     def cli(self, *args: str, timeout: float = 600, input_text: str | None = None,
             cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "opencode_sandbox", *args],
-            cwd=cwd or self.root, env={**os.environ, **self.env}, capture_output=True, text=True,
+            self.command(*args), cwd=cwd or self.root, env=self.process_env(), capture_output=True, text=True,
             timeout=timeout, input=input_text, stdin=None if input_text is not None else subprocess.DEVNULL,
+            **self.process_options(),
         )
 
     def shell(self, script: str, *flags: str) -> subprocess.CompletedProcess[str]:
@@ -94,9 +124,15 @@ class Project:
                           f"label=org.opencode-sandbox.slug={self.slug}").stdout.split()
         for image in dangling:
             docker("rmi", "-f", image)
+        if self.home is not None:
+            shutil.rmtree(self.home, ignore_errors=True)
 
 
-def make_project(folder: Path, name: str) -> Project:
+def make_project(folder: Path, name: str, user: HostUser | None = None) -> Project:
+    """A git checkout in `folder`; with `user`, in a fresh home of that host user, all theirs."""
+    home = user.make_home() if user else None
+    if home is not None:
+        folder = home / folder.name
     folder.mkdir(parents=True)
     git(folder, "init", "-q", "-b", "main")
     (folder / "README.md").write_text("# e2e\n")
@@ -104,7 +140,10 @@ def make_project(folder: Path, name: str) -> Project:
     git(folder, "commit", "-q", "-m", "init")
     remote = f"git@example.org:e2e/{name}.git"
     git(folder, "remote", "add", "origin", remote)
-    return Project(folder, remote)
+    if user is None or home is None:
+        return Project(folder, remote)
+    user.give(home)
+    return Project(folder, remote, user=user, home=home)
 
 
 class Tmux:
@@ -148,9 +187,9 @@ class ServeOnly:
 
     def __init__(self, project: Project, *extra: str) -> None:
         self.process = subprocess.Popen(
-            cli_command("run", "--serve-only", *extra), cwd=project.root, env={**os.environ, **project.env},
+            project.command("run", "--serve-only", *extra), cwd=project.root, env=project.process_env(),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-            start_new_session=True,
+            start_new_session=True, **project.process_options(),
         )
         assert self.process.stdout is not None
         lines: list[str] = []
