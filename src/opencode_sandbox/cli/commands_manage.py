@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from opencode_sandbox.cli.commands_run import run as run_command
 from opencode_sandbox.cli.options import list_options, prune_options
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ def prune(app: App, age: str | None, dry_run: bool, force: bool) -> None:
 
 @click.group()
 def sandbox() -> None:
-    """Project VMs: list, prune."""
+    """Project VMs: run, list, prune."""
 
 
 @sandbox.command(name="prune")
@@ -75,6 +76,7 @@ def sandbox_prune(app: App, age: str | None, dry_run: bool, force: bool) -> None
 
 
 sandbox.add_command(_list_command("list"))
+sandbox.add_command(run_command)
 
 
 @click.group()
