@@ -46,12 +46,14 @@ def stop(app: App, force: bool) -> None:
 
 
 @click.command()
+@click.option("-f", "--force", is_flag=True,
+              help="Also remove the VM and the project's state file (home volumes are kept).")
 @click.pass_obj
-def kill(app: App) -> None:
-    """Power the project's VM off at once."""
+def kill(app: App, force: bool) -> None:
+    """Power the project's VM off at once, without waiting for it to shut down."""
     from opencode_sandbox.services.stopping import kill as kill_vm
 
-    kill_vm(app, click.echo)
+    kill_vm(app, force, click.echo)
 
 
 @click.command()
