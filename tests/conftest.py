@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +32,19 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NO_COLOR", "1")
     yield home
+
+
+@pytest.fixture(autouse=True)
+def collector_restored() -> Iterator[None]:
+    """Code that readies its process for a long life switches the collector on and freezes
+    what is loaded; the test process gets its own state back."""
+    enabled = gc.isenabled()
+    yield
+    gc.unfreeze()
+    if enabled:
+        gc.enable()
+    else:
+        gc.disable()
 
 
 @pytest.fixture

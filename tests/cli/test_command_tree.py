@@ -23,7 +23,7 @@ ALL_COMMANDS = walk(cli)
 def test_the_tree_has_every_command_of_the_checklist() -> None:
     expected = {
         ("run",), ("shell",), ("build",), ("build", "dockerfile"), ("list",), ("ls",),
-        ("sandbox", "list"), ("sandbox", "prune"), ("stop",), ("kill",), ("prune",),
+        ("sandbox", "list"), ("sandbox", "prune"), ("sandbox", "run"), ("stop",), ("kill",), ("prune",),
         ("image", "list"), ("image", "build"), ("image", "prune"), ("volume", "list"),
         ("volume", "migrate"), ("volume", "reset"), ("volume", "edit"), ("volume", "prune"),
         ("doctor",), ("version",), ("completion",),

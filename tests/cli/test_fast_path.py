@@ -120,6 +120,20 @@ def test_the_common_lines_take_the_fast_path_and_match_click(
 
 
 @pytest.mark.parametrize(
+    "words",
+    [[], ["-w", "feature/login:main", "-s", "--", "--model", "x"], ["-n", "-c", "3", "--memory=8G"], ["-r"],
+     ["--cpus", "two"], ["-q"]],
+)
+def test_sandbox_run_is_run(words: list[str], recorder: Recorder, capsys: pytest.CaptureFixture[str]) -> None:
+    """The spec's other spelling: the same options, the same work, the same failures."""
+    assert recognise(["sandbox", "run", *words], {}) is None
+    as_run = read_by_click(["-y", "run", *words], recorder)
+    run_failure = capsys.readouterr().err
+    assert read_by_click(["-y", "sandbox", "run", *words], recorder) == as_run
+    assert capsys.readouterr().err == run_failure.replace("opencode-sandbox run", "opencode-sandbox sandbox run")
+
+
+@pytest.mark.parametrize(
     "argv",
     [["--help"], ["shell", "-h"], ["--version"], ["list"], ["shell", "ls"], ["shell", "-nr"], ["-yq", "shell"],
      ["shell", "-c", "two"], ["shell", "-c"], ["shell", "-c2"], ["--runtime", "vm", "shell"], ["run", "-q"],

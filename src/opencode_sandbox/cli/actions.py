@@ -38,14 +38,17 @@ def open_app(console: Console, assume_yes: bool, quiet: bool, log_level: str | N
 def run_project(app: App, worktree: str | None, rebuild: bool, dry_run: bool, cpus: int | None,
                 memory: str | None, serve_only: bool, opencode_args: Sequence[str]) -> int:
     app.with_flags({"cpus": cpus, "memory": memory})
+    parsed_worktree = None
+    if worktree:  # before the dry run's plan: a dry run refuses what a real run would
+        from opencode_sandbox.services.clients import parse_worktree
+
+        parsed_worktree = parse_worktree(worktree)
     if dry_run:
-        print_plan(app)
+        print_plan(app, parsed_worktree)
         return 0
     _read_ahead(app)
-    from opencode_sandbox.services.clients import parse_worktree, run_attached
+    from opencode_sandbox.services.clients import run_attached
 
-    if worktree:
-        parse_worktree(worktree)
     return run_attached(app, rebuild, worktree, serve_only, opencode_args, _wait_forever)
 
 
@@ -68,10 +71,10 @@ def _read_ahead(app: App) -> None:
     read_ahead_for_start(app)
 
 
-def print_plan(app: App) -> None:
+def print_plan(app: App, worktree: tuple[str, str | None] | None = None) -> None:
     from opencode_sandbox.services.run import describe_plan
 
-    for line in describe_plan(app):
+    for line in describe_plan(app, worktree):
         print(line)
 
 

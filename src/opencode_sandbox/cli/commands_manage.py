@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from opencode_sandbox.cli.commands_run import run as run_command
 from opencode_sandbox.cli.options import list_options, prune_options
 
 if TYPE_CHECKING:
@@ -45,12 +46,14 @@ def stop(app: App, force: bool) -> None:
 
 
 @click.command()
+@click.option("-f", "--force", is_flag=True,
+              help="Also remove the VM and the project's state file (home volumes are kept).")
 @click.pass_obj
-def kill(app: App) -> None:
-    """Power the project's VM off at once."""
+def kill(app: App, force: bool) -> None:
+    """Power the project's VM off at once, without waiting for it to shut down."""
     from opencode_sandbox.services.stopping import kill as kill_vm
 
-    kill_vm(app, click.echo)
+    kill_vm(app, force, click.echo)
 
 
 @click.command()
@@ -63,7 +66,7 @@ def prune(app: App, age: str | None, dry_run: bool, force: bool) -> None:
 
 @click.group()
 def sandbox() -> None:
-    """Project VMs: list, prune."""
+    """Project VMs: run, list, prune."""
 
 
 @sandbox.command(name="prune")
@@ -75,6 +78,7 @@ def sandbox_prune(app: App, age: str | None, dry_run: bool, force: bool) -> None
 
 
 sandbox.add_command(_list_command("list"))
+sandbox.add_command(run_command)
 
 
 @click.group()

@@ -18,7 +18,8 @@ CPUS_HELP = "Virtual CPUs of the VM (default: config 'cpus', 2)."
               help="Attach to the opencode worktree NAME inside the VM, creating it from BASE "
                    "(a git ref, default HEAD) when it does not exist.")
 @click.option("-r", "--rebuild", is_flag=True, help="Rebuild the runner image from scratch first.")
-@click.option("-n", "--dry-run", is_flag=True, help="Print what the run would do and change nothing.")
+@click.option("-n", "--dry-run", is_flag=True,
+              help="Check the inputs as a run would and print what it would do, changing nothing.")
 @click.option("-c", "--cpus", type=int, default=None, help=CPUS_HELP)
 @click.option("-m", "--memory", default=None, metavar="SIZE", help=MEMORY_HELP)
 @click.option("-s", "--serve-only", is_flag=True,
@@ -40,7 +41,8 @@ def run(app: App, worktree: str | None, rebuild: bool, dry_run: bool, cpus: int 
 @click.command()
 @click.option("--root", is_flag=True, help="Run as root instead of the user dev.")
 @click.option("-r", "--rebuild", is_flag=True, help="Rebuild the runner image from scratch first.")
-@click.option("-n", "--dry-run", is_flag=True, help="Print what would be done and change nothing.")
+@click.option("-n", "--dry-run", is_flag=True,
+              help="Check the inputs as a start would and print what it would do, changing nothing.")
 @click.option("-c", "--cpus", type=int, default=None, help=CPUS_HELP)
 @click.option("-m", "--memory", default=None, metavar="SIZE", help=MEMORY_HELP)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD...]")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
@@ -34,6 +34,10 @@ _VERSION_RE = r"^v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)
 
 class LookupFailed(Exception):
     """The releases endpoint gave no usable answer (offline, error status, bad document)."""
+
+
+class UntrustedServer(LookupFailed):
+    """The endpoint's certificate chain ends in a CA this machine does not trust."""
 
 
 class UpdateAction(StrEnum):
@@ -97,8 +101,11 @@ def version_from_document(document: Any) -> str:
     raise LookupFailed("the answer holds no version")
 
 
-def fetch_latest_version(url: str, timeout_s: float) -> str:
+def fetch_latest_version(url: str, timeout_s: float, extra_ca_certificates: Sequence[Path] = ()) -> str:
+    """Ask `url`, trusting the system's CA store and the extra PEM files (see `tls.py`)."""
     import httpx
+
+    from opencode_sandbox.tls import trusting_context, untrusted_certificate
 
     try:
         response = httpx.get(
@@ -106,8 +113,12 @@ def fetch_latest_version(url: str, timeout_s: float) -> str:
             timeout=timeout_s,
             follow_redirects=True,
             headers={"Accept": "application/json", "User-Agent": "opencode-sandbox"},
+            verify=trusting_context(extra_ca_certificates),
         )
     except httpx.HTTPError as error:
+        untrusted = untrusted_certificate(error)
+        if untrusted is not None:
+            raise UntrustedServer(f"{url}: certificate not trusted ({untrusted.verify_message})") from None
         raise LookupFailed(f"{url}: {error.__class__.__name__}") from None
     if response.status_code != 200:
         raise LookupFailed(f"{url}: HTTP {response.status_code}")
@@ -123,6 +134,7 @@ def resolve_opencode_version(
     releases_url: str = DEFAULT_RELEASES_URL,
     npm_url: str = NPM_LATEST_URL,
     timeout_s: float = RESOLVE_TIMEOUT_S,
+    extra_ca_certificates: Sequence[Path] = (),
 ) -> str:
     """The version a build installs: the pinned one, else the latest release.
 
@@ -136,15 +148,19 @@ def resolve_opencode_version(
                 hint="Give a release version such as --opencode-version 1.2.3.",
             )
         return version
-    failures = []
+    failures: list[LookupFailed] = []
     for url in (releases_url, npm_url):
         try:
-            return fetch_latest_version(url, timeout_s)
+            return fetch_latest_version(url, timeout_s, extra_ca_certificates)
         except LookupFailed as failure:
-            failures.append(str(failure))
+            failures.append(failure)
+    from opencode_sandbox.tls import UNTRUSTED_HINT
+
+    pin = "pin a version: opencode-sandbox build --opencode-version X.Y.Z"
+    untrusted = any(isinstance(failure, UntrustedServer) for failure in failures)
     raise SandboxError(
-        "cannot find the latest opencode release (" + "; ".join(failures) + ")",
-        hint="Check the network, or pin a version: opencode-sandbox build --opencode-version X.Y.Z",
+        "cannot find the latest opencode release (" + "; ".join(map(str, failures)) + ")",
+        hint=f"{UNTRUSTED_HINT} Or {pin}" if untrusted else f"Check the network, or {pin}",
     )
 
 
@@ -244,6 +260,7 @@ def refresh_latest(
     now: datetime | None = None,
     timeout_s: float = CHECK_TIMEOUT_S,
     warn: Callable[[str], None] | None = None,
+    extra_ca_certificates: Sequence[Path] = (),
 ) -> bool:
     """Ask the releases endpoint if the 24 h window allows it; True when it answered.
 
@@ -254,8 +271,8 @@ def refresh_latest(
     if not check_due(state, moment):
         return False
     try:
-        latest = fetch_latest_version(releases_url, timeout_s)
-    except LookupFailed as failure:
+        latest = fetch_latest_version(releases_url, timeout_s, extra_ca_certificates)
+    except (LookupFailed, SandboxError) as failure:
         print(f"opencode update check failed: {failure}", file=sys.stderr)
         return False
     current = load_state(state_root, warn)
@@ -271,10 +288,12 @@ def check_for_update(
     releases_url: str = DEFAULT_RELEASES_URL,
     now: datetime | None = None,
     timeout_s: float = CHECK_TIMEOUT_S,
+    extra_ca_certificates: Sequence[Path] = (),
 ) -> UpdateDecision:
     """Refresh (at most once per 24 h) and decide. Record what was shown with `record_shown`."""
     warnings: list[str] = []
-    checked = refresh_latest(state_root, releases_url, now=now, timeout_s=timeout_s, warn=warnings.append)
+    checked = refresh_latest(state_root, releases_url, now=now, timeout_s=timeout_s, warn=warnings.append,
+                             extra_ca_certificates=extra_ca_certificates)
     state = load_state(state_root, warnings.append)
     baked = baked_version or state.baked_version
     return UpdateDecision(
@@ -309,10 +328,14 @@ def baked_version(state_root: Path) -> str | None:
 
 
 def _refresh_from_command_line(arguments: list[str]) -> int:
-    """`python -m opencode_sandbox.images.updater STATE_ROOT RELEASES_URL`: one quiet check."""
-    if len(arguments) != 2:
+    """`python -m opencode_sandbox.images.updater STATE_ROOT RELEASES_URL [CA_FILE...]`: one quiet check.
+
+    The CA files are the configured `extra-ca-certificates`.
+    """
+    if len(arguments) < 2:
         return 2
-    refresh_latest(Path(arguments[0]), arguments[1], warn=lambda _message: None)
+    refresh_latest(Path(arguments[0]), arguments[1], warn=lambda _message: None,
+                   extra_ca_certificates=[Path(argument) for argument in arguments[2:]])
     return 0
 
 

@@ -11,7 +11,9 @@ from opencode_sandbox.images import updater
 
 
 def _version(app: App, pinned: str | None) -> str:
-    return updater.resolve_opencode_version(pinned, app.settings.releases_url)
+    return updater.resolve_opencode_version(
+        pinned, app.settings.releases_url, extra_ca_certificates=app.settings.extra_ca_certificates
+    )
 
 
 def _image_inputs(app: App, version: str, dind: bool | None, rebuild: bool) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from opencode_sandbox.cli.app import App
+from opencode_sandbox.collector import collect_from_now_on
 from opencode_sandbox.errors import SandboxError, UsageError
 from opencode_sandbox.services.daemon_control import GUEST_URL
 from opencode_sandbox.services.run import ReadyVm, RunLifecycle
@@ -46,6 +47,7 @@ def client_of_vm(app: App, rebuild: bool, wait_for_daemon: bool = True) -> Itera
     try:
         with client_lease(app.paths.state_dir, app.project.slug):
             ready = RunLifecycle(app).prepare(rebuild, others, wait_for_daemon)
+            collect_from_now_on()  # attached, or serving, for minutes or hours
             yield ready
     finally:
         if ready is not None:

@@ -50,7 +50,7 @@ class UpdateCheck:
         try:
             subprocess.Popen(
                 [sys.executable, "-m", "opencode_sandbox.images.updater", str(state_root),
-                 self._app.settings.releases_url],
+                 self._app.settings.releases_url, *map(str, self._app.settings.extra_ca_certificates)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True, close_fds=True,
             )
@@ -100,7 +100,9 @@ def opencode_version_for_run(app: App, upgrade_to: str | None) -> str:
     baked = updater.baked_version(app.paths.state_dir)
     if baked:
         return baked
-    return updater.resolve_opencode_version(None, app.settings.releases_url)
+    return updater.resolve_opencode_version(
+        None, app.settings.releases_url, extra_ca_certificates=app.settings.extra_ca_certificates
+    )
 
 
 def ensure_image(app: App, rebuild: bool, upgrade_to: str | None = None) -> ReadyImage:

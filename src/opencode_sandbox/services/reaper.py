@@ -24,6 +24,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from opencode_sandbox.collector import collect_from_now_on
 from opencode_sandbox.core.quiescence import DaemonActivity, StopDecision, decide_stop
 from opencode_sandbox.core.stop_mode import StopMode
 from opencode_sandbox.errors import NotFound, SandboxError
@@ -107,6 +108,7 @@ class Reaper:
         self._runtime_trouble: str | None = None
 
     def run(self) -> ReaperOutcome:
+        collect_from_now_on()  # the watch may last for days, polling the daemon all along
         current = self._settings()
         self._log(
             f"watching {current.vm_name}: stop {current.timeout_s:g}s after the last client leaves "

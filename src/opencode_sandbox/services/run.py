@@ -379,8 +379,11 @@ class RunLifecycle:
         return None
 
 
-def describe_plan(app: App) -> list[str]:
-    """What a run would do, step by step, changing nothing (`--dry-run`)."""
+def describe_plan(app: App, worktree: tuple[str, str | None] | None = None) -> list[str]:
+    """What a run would do, step by step, changing nothing (`--dry-run`).
+
+    `worktree` is the parsed `-w NAME[:BASE]`, when given.
+    """
     from opencode_sandbox.images.builder import plan_project_image
     from opencode_sandbox.images.updater import baked_version
 
@@ -404,4 +407,7 @@ def describe_plan(app: App) -> list[str]:
     lines.append(f"home volume: {state.home_volume or 'create a new one from the image'}")
     lines.append("provisioning: copy changed opencode configuration files into the VM home")
     lines.append("daemon: verify or start opencode serve")
+    if worktree is not None:
+        name, base = worktree
+        lines.append(f"worktree: use {name}, or create it from {base or 'HEAD'} if it does not exist")
     return lines

@@ -30,23 +30,31 @@ def stop(app: App, remove: bool, echo: Callable[[str], None]) -> None:
         echo(f"Stopped {name}.")
     else:
         echo(f"{name} is already {existing.status.value}.")
-    if not remove:
-        return
-    if existing is not None:
-        runtime.remove_sandbox(name)
+    if remove:
+        _remove_vm_and_state(app, existing is not None, echo)
+
+
+def kill(app: App, remove: bool, echo: Callable[[str], None]) -> None:
+    """Power off at once; with `remove`, also remove the VM and the state file (volumes stay)."""
+    name = vm_name(app.project.slug)
+    existing = app.runtime.get_sandbox(name)
+    if existing is None:
+        echo(f"No VM for this project ({name}).")
+    else:
+        app.runtime.kill_sandbox(name)
+        echo(f"Killed {name}.")
+    if remove:
+        _remove_vm_and_state(app, existing is not None, echo)
+
+
+def _remove_vm_and_state(app: App, vm_exists: bool, echo: Callable[[str], None]) -> None:
+    slug = app.project.slug
+    name = vm_name(slug)
+    if vm_exists:
+        app.runtime.remove_sandbox(name)
         echo(f"Removed {name}.")
     state = app.state
     recorded = state.load(slug).home_volume
     state.remove(slug)
     if recorded:
         echo(f"Removed the state file; the home volume {recorded} is kept (see `opencode-sandbox volume list`).")
-
-
-def kill(app: App, echo: Callable[[str], None]) -> None:
-    name = vm_name(app.project.slug)
-    existing = app.runtime.get_sandbox(name)
-    if existing is None:
-        echo(f"No VM for this project ({name}).")
-        return
-    app.runtime.kill_sandbox(name)
-    echo(f"Killed {name}.")

@@ -1,0 +1,38 @@
+"""`run -n` refuses every input a real run refuses, with the same message, and plans the rest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cli.helpers import run_cli
+
+BAD_INPUTS = [
+    (["-w", "../x"], "error: invalid worktree name '../x'"),
+    (["-w", "Feature"], "error: invalid worktree name 'Feature'"),
+    (["-w", "fix:"], "error: no base after ':' in 'fix:'"),
+    (["-c", "0"], "error: flag --cpus: invalid value for 'cpus': 0 is out of range"),
+    (["-m", "1K"], "error: flag --memory: invalid value for 'memory': '1K' is below the minimum of 512M"),
+]
+
+
+@pytest.mark.parametrize(("flags", "message"), BAD_INPUTS, ids=[" ".join(flags) for flags, _ in BAD_INPUTS])
+def test_a_dry_run_refuses_what_a_real_run_refuses(flags: list[str], message: str, tmp_path: Path) -> None:
+    # Without a terminal a real run that took the input would stop at `opencode attach`,
+    # before it changed anything.
+    real = run_cli("--runtime", "docker", "run", *flags, cwd=tmp_path)
+    dry = run_cli("--runtime", "docker", "run", "--dry-run", *flags, cwd=tmp_path)
+    assert real.returncode == 2
+    assert message in real.stderr
+    assert (dry.returncode, dry.stderr) == (real.returncode, real.stderr)
+    assert dry.stdout == ""
+
+
+@pytest.mark.docker
+def test_a_dry_run_plans_the_worktree(tmp_path: Path) -> None:
+    result = run_cli("--runtime", "docker", "run", "-n", "-w", "feature/login:main", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == (
+        "worktree: use feature/login, or create it from main if it does not exist"
+    )
