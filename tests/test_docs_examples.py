@@ -190,7 +190,6 @@ IMPORTANT = [
     "opencode attach needs a terminal, and standard input is not one",
     "opencode serve did not come up in {}; the end of its log:\n{}",
     "stopped at your request; nothing was changed",
-    "{} client(s) are attached to {}; stopping would cut them off",
     "the project's VM {} is {}; its home volume cannot change under it",
     "cannot start opencode serve in {}: {}",
     "{} must end with USER dev: its final stage does not set a user",

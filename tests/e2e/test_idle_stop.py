@@ -9,7 +9,7 @@ import time
 import pytest
 
 from opencode_sandbox.daemon.client import DaemonClient
-from tests.e2e.harness import Project, ServeOnly, docker, wait_until
+from tests.e2e.harness import Project, ServeOnly, Tmux, cli_command, docker, wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
 
@@ -90,16 +90,40 @@ def test_second_client_keeps_it_up_and_reattaching_cancels_the_stop(project: Pro
     assert wait_until(lambda: project.container_state() == "exited", timeout=90)
 
 
-def test_stop_refuses_with_clients_then_stops(project: Project) -> None:
+def test_stop_without_a_terminal_cuts_the_clients_off_and_says_how_many(project: Project) -> None:
     client = ServeOnly(project)
-    refused = project.cli("stop")
-    assert refused.returncode == 1
-    assert "client(s) are attached" in refused.stderr and "--yes" in refused.stderr
-    assert _running(project)
-    forced = project.cli("--yes", "stop")
-    assert forced.returncode == 0, forced.stderr
-    assert project.container_state() == "exited"
-    client.detach()
+    try:
+        result = project.cli("stop")  # standard input is not a terminal
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == f"Stopped {project.vm}. 1 attached client was cut off."
+        assert project.container_state() == "exited"
+    finally:
+        client.detach()
+
+
+def test_stop_on_a_terminal_names_the_clients_and_asks(project: Project, unique: str) -> None:
+    client = ServeOnly(project)
+    terminal = Tmux(f"osb-stop-{unique}", cli_command("stop"), project.root, project.env)
+    try:
+        screen = terminal.wait_for(r"Stop the VM anyway\? \[Y/n\]", timeout=60)
+        assert f"1 client is attached to {project.vm}:" in screen
+        assert f"pid {client.process.pid}: opencode-sandbox run --serve-only, attached" in screen
+        terminal.send("n", "Enter")
+        terminal.wait_for("EXIT-CODE=0", timeout=60)
+        assert f"{project.vm} keeps running." in terminal.screen()
+        assert _running(project)
+    finally:
+        terminal.close()
+    agreed = Tmux(f"osb-stop-yes-{unique}", cli_command("stop"), project.root, project.env)
+    try:
+        agreed.wait_for(r"Stop the VM anyway\?", timeout=60)
+        agreed.send("y", "Enter")
+        screen = agreed.wait_for("EXIT-CODE=0", timeout=120)
+        assert "1 attached client was cut off." in screen
+        assert project.container_state() == "exited"
+    finally:
+        agreed.close()
+        client.detach()
 
 
 def test_stop_force_removes_vm_and_state_but_keeps_the_volume(project: Project) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -32,10 +32,11 @@ class CountingCli(DockerCli):
         *,
         stdin: bytes | None = None,
         timeout_s: float | None = MANAGEMENT_TIMEOUT_S,
+        environment: Mapping[str, str] | None = None,
     ):
         self.commands.append(args[0])
         self.argument_lists.append(list(args))
-        return super().run_raw(args, stdin=stdin, timeout_s=timeout_s)
+        return super().run_raw(args, stdin=stdin, timeout_s=timeout_s, environment=environment)
 
 
 @pytest.fixture

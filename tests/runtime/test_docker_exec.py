@@ -42,7 +42,8 @@ class NoCli(DockerCli):
     """A `docker` command that must not run: what it is asked fails the test."""
 
     def run_raw(  # type: ignore[override]
-        self, args: Sequence[str], *, stdin: bytes | None = None, timeout_s: float | None = MANAGEMENT_TIMEOUT_S
+        self, args: Sequence[str], *, stdin: bytes | None = None, timeout_s: float | None = MANAGEMENT_TIMEOUT_S,
+        environment: Mapping[str, str] | None = None,
     ):
         raise AssertionError(f"the docker command ran: {list(args)}")
 

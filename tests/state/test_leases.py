@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from opencode_sandbox.core.attached_clients import AttachedClient
 from opencode_sandbox.state.leases import (
     acquire_lease,
+    attached_clients,
     client_lease,
     count_live_leases,
     leases_dir,
@@ -64,9 +66,10 @@ def test_a_lease_counts_until_released(tmp_path: Path) -> None:
 
 
 def test_the_context_manager_releases_even_on_error(tmp_path: Path) -> None:
-    with pytest.raises(RuntimeError), client_lease(tmp_path, SLUG) as lease:
+    with pytest.raises(RuntimeError), client_lease(tmp_path, SLUG, "opencode-sandbox shell"):
         assert count_live_leases(tmp_path, SLUG) == 1
-        assert lease.path.read_text() == f"{os.getpid()}\n"
+        [holder] = attached_clients(tmp_path, SLUG)
+        assert holder.pid == os.getpid() and holder.command == "opencode-sandbox shell"
         raise RuntimeError("boom")
     assert count_live_leases(tmp_path, SLUG) == 0
 
@@ -139,3 +142,28 @@ def test_a_lease_waits_while_a_stop_is_under_way(tmp_path: Path) -> None:
     assert leased.wait(timeout=30)
     attacher.join(timeout=30)
     assert order == ["stopped", "leased"]
+
+
+def test_a_lease_names_its_holder_its_command_and_when_it_attached(tmp_path: Path) -> None:
+    before = time.time()
+    first = acquire_lease(tmp_path, SLUG, "opencode-sandbox run --serve-only")
+    second = acquire_lease(tmp_path, SLUG, "opencode-sandbox shell -- make test")
+    holders = attached_clients(tmp_path, SLUG)
+    assert [holder.command for holder in holders] == ["opencode-sandbox run --serve-only",
+                                                       "opencode-sandbox shell -- make test"]
+    assert {holder.pid for holder in holders} == {os.getpid()}
+    assert all(holder.since is not None and before <= holder.since <= time.time() for holder in holders)
+    release_lease(first)
+    assert [holder.command for holder in attached_clients(tmp_path, SLUG)] == ["opencode-sandbox shell -- make test"]
+    release_lease(second)
+
+
+def test_a_lease_written_by_an_older_version_names_its_process(tmp_path: Path) -> None:
+    holder, _ = start_holder(tmp_path)
+    try:
+        [path] = leases_dir(tmp_path, SLUG).glob("*.lease")
+        path.write_text(f"{holder.pid}\n")  # the lock stays with the holder
+        assert attached_clients(tmp_path, SLUG) == [AttachedClient(holder.pid)]
+    finally:
+        holder.communicate("")
+    assert attached_clients(tmp_path, SLUG) == []

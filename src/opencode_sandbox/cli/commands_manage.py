@@ -38,7 +38,8 @@ def _list_command(name: str) -> click.Command:
 def stop(app: App, force: bool) -> None:
     """Stop the project's VM gracefully.
 
-    Refuses while clients are attached, unless --yes is given.
+    Clients still attached are cut off: on a terminal, stop lists them and asks first (skip
+    the question with -y/--yes); without a terminal it stops and says how many it cut off.
     """
     from opencode_sandbox.services.stopping import stop as stop_vm
 

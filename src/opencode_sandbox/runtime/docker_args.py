@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from opencode_sandbox.core.naming import LABEL_DIND, LABEL_MANAGED, LABEL_SLUG
+from opencode_sandbox.runtime.env_passing import env_flags
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec
 
 DIND_LABEL = LABEL_DIND
@@ -27,10 +28,8 @@ def label_args(labels: Mapping[str, str]) -> list[str]:
 
 
 def env_args(env: Mapping[str, str] | None) -> list[str]:
-    args: list[str] = []
-    for key, value in (env or {}).items():
-        args += ["-e", f"{key}={value}"]
-    return args
+    """`-e NAME` per variable: the values travel in the command's environment (`env_passing`)."""
+    return env_flags("-e", env)
 
 
 def mount_arg(mount: Mount) -> str:

@@ -59,6 +59,7 @@ from opencode_sandbox.runtime.docker_parse import (
     sandbox_info,
     volume_info,
 )
+from opencode_sandbox.runtime.env_passing import child_environment
 from opencode_sandbox.runtime.types import (
     ExecResult,
     ImageInfo,
@@ -117,7 +118,7 @@ class DockerRuntime:
         args = run_args(spec, sandbox_labels(spec.labels, slug), privileged)
         args.insert(1, "--pull=never")
         try:
-            self.cli.run(args)
+            self.cli.run(args, environment=child_environment(spec.env))
         except DockerFailed as failure:
             if "already in use" in failure.stderr:
                 self._refuse_existing(spec.name)
@@ -228,7 +229,7 @@ class DockerRuntime:
         import subprocess  # the engine's socket serves execs; the command is the fallback
 
         try:
-            completed = self.cli.run_raw(args, stdin=stdin, timeout_s=timeout_s)
+            completed = self.cli.run_raw(args, stdin=stdin, timeout_s=timeout_s, environment=child_environment(env))
         except subprocess.TimeoutExpired:
             raise _timed_out(name, argv, timeout_s) from None
         stdout = completed.stdout.decode(errors="replace")
@@ -261,7 +262,7 @@ class DockerRuntime:
         import subprocess
 
         args = exec_args(name, argv, user=user, workdir=workdir, env=env, interactive=True, tty=tty)
-        process = subprocess.Popen(self.cli.command(args))
+        process = subprocess.Popen(self.cli.command(args), env=child_environment(env))
         with docker_exec.sigint_handled_by(signal.SIG_IGN):  # Ctrl-C belongs to the attached program
             return process.wait()
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.errors import RuntimeUnavailable, SandboxError
@@ -83,9 +83,12 @@ class DockerCli:
         *,
         stdin: bytes | None = None,
         timeout_s: float | None = MANAGEMENT_TIMEOUT_S,
+        environment: Mapping[str, str] | None = None,
     ) -> str:
-        """Run `docker ARGS` and return its stdout; raise `DockerFailed` on a non-zero exit."""
-        completed = self.run_raw(args, stdin=stdin, timeout_s=timeout_s)
+        """Run `docker ARGS` and return its stdout; raise `DockerFailed` on a non-zero exit.
+
+        `environment` replaces this process's own for the command (see `env_passing`)."""
+        completed = self.run_raw(args, stdin=stdin, timeout_s=timeout_s, environment=environment)
         stdout = completed.stdout.decode(errors="replace")
         if completed.returncode != 0:
             stderr = completed.stderr.decode(errors="replace")
@@ -99,6 +102,7 @@ class DockerCli:
         *,
         stdin: bytes | None = None,
         timeout_s: float | None = MANAGEMENT_TIMEOUT_S,
+        environment: Mapping[str, str] | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
         import subprocess  # loaded only when a command runs: the engine's socket answers most questions
 
@@ -110,6 +114,7 @@ class DockerCli:
                 capture_output=True,
                 timeout=timeout_s,
                 check=False,
+                env=environment,
             )
         except FileNotFoundError:
             raise RuntimeUnavailable(

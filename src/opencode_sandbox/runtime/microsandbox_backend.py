@@ -20,6 +20,7 @@ from opencode_sandbox.core.naming import (
 )
 from opencode_sandbox.errors import BootFailed, NotFound, NotOurs, RuntimeUnavailable, SandboxError
 from opencode_sandbox.runtime import msb_parse
+from opencode_sandbox.runtime.env_passing import child_environment, env_flags
 from opencode_sandbox.runtime.kvm import KvmCheck, probe_kvm
 from opencode_sandbox.runtime.msb_cli import MsbCli
 from opencode_sandbox.runtime.msb_sdk_worker import call_sdk
@@ -132,7 +133,9 @@ class MicrosandboxRuntime:
                     f"sandbox {spec.name} cannot boot: folder {mount.source} does not exist",
                     hint="run from inside the project's checkout",
                 )
-        result = self._cli.run(self._create_args(spec), timeout_s=_BOOT_TIMEOUT_S)
+        result = self._cli.run(
+            self._create_args(spec), timeout_s=_BOOT_TIMEOUT_S, environment=child_environment(spec.env)
+        )
         if not result.ok:
             raise self._boot_failure(spec.name, result.error_text)
         info = self.get_sandbox(spec.name)
@@ -145,8 +148,7 @@ class MicrosandboxRuntime:
             "create", spec.image, "--name", spec.name, "--pull", "never", "--quiet",
             "--cpus", str(spec.cpus), "--memory", f"{spec.memory_mib}M", "--workdir", spec.workdir,
         ]  # fmt: skip
-        for key, value in spec.env.items():
-            args += ["--env", f"{key}={value}"]
+        args += env_flags("--env", spec.env)  # values travel in msb's environment: `env_passing`
         for key, value in spec.labels.items():
             args += ["--label", f"{key}={value}"]
         for mount in spec.mounts:
@@ -222,10 +224,7 @@ class MicrosandboxRuntime:
 
     # processes
     def _exec_args(self, user: str, workdir: str, env: Mapping[str, str] | None) -> list[str]:
-        args = ["exec", "--quiet", "--user", user, "--workdir", workdir]
-        for key, value in (env or {}).items():
-            args += ["--env", f"{key}={value}"]
-        return args
+        return ["exec", "--quiet", "--user", user, "--workdir", workdir, *env_flags("--env", env)]
 
     def exec(
         self,
@@ -245,7 +244,7 @@ class MicrosandboxRuntime:
             args += ["--timeout", f"{max(1, math.ceil(timeout_s))}s"]
         args += [name, "--", *argv]
         wait = None if timeout_s is None else timeout_s + 30
-        result = self._cli.run(args, stdin=stdin, timeout_s=wait)
+        result = self._cli.run(args, stdin=stdin, timeout_s=wait, environment=child_environment(env))
         if result.returncode != 0 and result.not_found and not result.stdout:
             raise NotFound(f"sandbox {name} does not exist", hint="run `opencode-sandbox list`")
         return ExecResult(result.returncode, result.stdout, result.stderr)
@@ -263,7 +262,7 @@ class MicrosandboxRuntime:
         args = self._exec_args(user, workdir, env)
         args += ["--tty" if tty else "--no-tty", name, "--", *argv]
         # The terminal belongs to msb for the whole session: it handles resizes and signals.
-        return subprocess.call(self._cli.command(*args))
+        return subprocess.call(self._cli.command(*args), env=child_environment(env))
 
     # volumes
     def _volume_fields(self, name: str) -> dict[str, str] | None:

@@ -6,7 +6,7 @@ import importlib.util
 import json
 import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,7 +83,9 @@ class MsbCli:
         *,
         stdin: bytes | None = None,
         timeout_s: float | None = 120.0,
+        environment: Mapping[str, str] | None = None,
     ) -> MsbResult:
+        """`msb ARGS`; `environment` replaces this process's own for it (see `env_passing`)."""
         try:
             completed = subprocess.run(
                 self.command(*args),
@@ -92,6 +94,7 @@ class MsbCli:
                 capture_output=True,
                 timeout=timeout_s,
                 check=False,
+                env=environment,
             )
         except FileNotFoundError as error:
             raise RuntimeUnavailable(f"msb not found at {self.binary}", hint=_INSTALL_HINT) from error

@@ -45,7 +45,7 @@ def client_of_vm(app: App, rebuild: bool, wait_for_daemon: bool = True) -> Itera
     others = other_clients(app)
     ready: ReadyVm | None = None
     try:
-        with client_lease(app.paths.state_dir, app.project.slug):
+        with client_lease(app.paths.state_dir, app.project.slug, " ".join(["opencode-sandbox", *sys.argv[1:]])):
             ready = RunLifecycle(app).prepare(rebuild, others, wait_for_daemon)
             collect_from_now_on()  # attached, or serving, for minutes or hours
             yield ready

@@ -2,32 +2,44 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from opencode_sandbox.cli.app import App
+from opencode_sandbox.core.attached_clients import cut_off_note, must_ask_before_stopping, stop_question
 from opencode_sandbox.core.naming import vm_name
-from opencode_sandbox.errors import SandboxError
 
 
-def stop(app: App, remove: bool, echo: Callable[[str], None]) -> None:
-    """Stop gracefully; with `remove`, also remove the VM and the state file (volumes stay)."""
-    from opencode_sandbox.state.leases import count_live_leases
+def ask_on_the_terminal(question: str) -> bool:
+    from opencode_sandbox.ui.prompts import confirm
+
+    return confirm(question, default=True, interactive=True)
+
+
+def stop(app: App, remove: bool, echo: Callable[[str], None],
+         ask: Callable[[str], bool] = ask_on_the_terminal) -> None:
+    """Stop gracefully; with `remove`, also remove the VM and the state file (volumes stay).
+
+    Clients still attached are cut off: a user at a terminal is asked first, with the
+    clients named; without a terminal, or with --yes, the stop goes ahead and says how
+    many it cut off.
+    """
+    from opencode_sandbox.state.leases import attached_clients
 
     slug = app.project.slug
     name = vm_name(slug)
-    clients = count_live_leases(app.paths.state_dir, slug)
-    if clients and not app.assume_yes:
-        raise SandboxError(
-            f"{clients} client(s) are attached to {name}; stopping would cut them off",
-            hint="detach them first, or stop anyway with `opencode-sandbox --yes stop`",
-        )
     runtime = app.runtime
     existing = runtime.get_sandbox(name)
+    running = existing is not None and existing.status.is_active
+    clients = attached_clients(app.paths.state_dir, slug) if running else []
+    if must_ask_before_stopping(clients, app.interactive) and not ask(stop_question(name, clients, time.time())):
+        echo(f"{name} keeps running.")
+        return
     if existing is None:
         echo(f"No VM for this project ({name}).")
-    elif existing.status.is_active:
+    elif running:
         runtime.stop_sandbox(name)
-        echo(f"Stopped {name}.")
+        echo(" ".join(filter(None, [f"Stopped {name}.", cut_off_note(len(clients))])))
     else:
         echo(f"{name} is already {existing.status.value}.")
     if remove:
