@@ -37,8 +37,9 @@ OURS = {"org.opencode-sandbox.managed": "true"}
 def synthetic_inventory(artifacts: int) -> Inventory:
     """About `artifacts` artifacts over artifacts/10 projects: a VM (every third one stale, every
     fifth missing), a task sandbox, two home volumes, three runtime images, three Docker images
-    (one dangling) and a state file each."""
-    sandboxes, volumes, images, docker_images = [], [], [], []
+    (one dangling) and a state file each; every eleventh project also has a VM on the other
+    runtime, and a foreign container runs on one image in a hundred."""
+    sandboxes, volumes, images, docker_images, elsewhere, foreign = [], [], [], [], [], set()
     projects = {}
     for index in range(artifacts // 10):
         slug = f"p{index}-{index:014d}"
@@ -58,7 +59,13 @@ def synthetic_inventory(artifacts: int) -> Inventory:
                 docker_images.append(DockerImageFact(f"sha256:{index:060d}{number:04d}", reference, created, OURS))
         docker_images.append(DockerImageFact(f"sha256:d{index:063d}", None, NOW - timedelta(days=9), OURS))
         projects[slug] = ProjectRecord(volumes[-1].name, current, None)
-    return Inventory(tuple(sandboxes), tuple(volumes), tuple(images), tuple(docker_images), projects)
+        if index % 11 == 0:
+            elsewhere.append(SandboxFact(vm_name(slug), False, runner_image(slug, "c2"), when, when,
+                                         managed_labels(slug)))
+        if index % 100 == 0:
+            foreign.add(runner_image(slug, "c1"))
+    return Inventory(tuple(sandboxes), tuple(volumes), tuple(images), tuple(docker_images), projects,
+                     tuple(elsewhere), frozenset(foreign))
 
 
 def best_times(inventories: dict[str, Inventory], rounds: int) -> dict[str, float]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 
 from opencode_sandbox.images.updater import baked_version
@@ -29,9 +32,19 @@ def test_build_dry_run_then_build_then_skip(project: Project) -> None:
     assert "build: opencode-sandbox/runner-" in planned.stdout
     assert docker("images", "-q", f"opencode-sandbox/runner-{project.slug}").stdout.strip() == ""
 
+    assert not project.state_dir.exists()
     built = project.cli("build", "--opencode-version", _baked(project))
     assert built.returncode == 0, built.stderr
     assert " built (opencode " in built.stdout
+    assert project.state_dir.is_dir()  # a project this user knows: pruning may judge its images
+    found = re.search(r"(opencode-sandbox/runner-\S+) built", built.stdout)
+    assert found is not None
+    for runtime, loaded in (("microsandbox", False), ("docker", True)):
+        listed = project.cli("--runtime", runtime, "image", "list", "--format", "json")
+        assert listed.returncode == 0, listed.stderr
+        entries = {entry["reference"]: entry for entry in json.loads(listed.stdout)}
+        assert entries[found.group(1)]["loaded"] is loaded, runtime
+        assert entries[found.group(1)]["project"] == project.slug
     again = project.cli("image", "build", "--opencode-version", _baked(project))
     assert again.returncode == 0
     assert " up to date (opencode " in again.stdout

@@ -98,6 +98,8 @@ class FakeSandbox:
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     last_activity_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     listeners: dict[int, socket.socket] = field(default_factory=dict)
+    image: str = ""
+    """The image of a foreign sandbox (ours keep theirs in `spec`)."""
 
 
 @dataclass(frozen=True)
@@ -157,8 +159,8 @@ class FakeRuntime:
             self.images[reference] = image
         return image
 
-    def add_foreign_sandbox(self, name: str, labels: Mapping[str, str] | None = None) -> None:
-        self.sandboxes[name] = FakeSandbox(name, dict(labels or {}), None, dev_home_files())
+    def add_foreign_sandbox(self, name: str, labels: Mapping[str, str] | None = None, image: str = "") -> None:
+        self.sandboxes[name] = FakeSandbox(name, dict(labels or {}), None, dev_home_files(), image=image)
 
     def add_foreign_volume(self, name: str, labels: Mapping[str, str] | None = None) -> None:
         self.volumes[name] = FakeVolume(name, dict(labels or {}))
@@ -196,6 +198,10 @@ class FakeRuntime:
             for name, sandbox in sorted(self.sandboxes.items())
             if is_ours(name, sandbox.labels)
         ]
+
+    def sandbox_images(self) -> dict[str, str]:
+        self._call("sandbox_images", "")
+        return {name: sandbox.spec.image if sandbox.spec else sandbox.image for name, sandbox in self.sandboxes.items()}
 
     def create_sandbox(self, spec: SandboxSpec) -> SandboxInfo:
         self._call("create_sandbox", spec.name)

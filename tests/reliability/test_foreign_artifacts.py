@@ -212,21 +212,25 @@ def docker_names(*args: str) -> set[str]:
     return set(docker(*args).stdout.split())
 
 
-def full_prune(runtime: Any, token: str, tmp_path: Path) -> tuple[list[str], list[str]]:
-    """Prune everything at age 0; what was asked to be removed, and the printed lines."""
+def full_prune(runtime: Any, other: Any, token: str, tmp_path: Path) -> tuple[list[str], list[str]]:
+    """Prune everything at age 0, seeing the other runtime too; what was asked to be removed,
+    and the printed lines."""
     guarded_runtime = Guarded(runtime, token)
+    guarded_other = Guarded(other, token)
     guarded_images = Guarded(DockerEngineImages(), token)
     lines: list[str] = []
-    app = make_app(guarded_runtime, tmp_path)  # type: ignore[arg-type]
+    app = make_app(guarded_runtime, tmp_path, other=guarded_other)  # type: ignore[arg-type]
     prune(app, "0", Scope.ALL, dry_run=False, force=True, docker=guarded_images, echo=lines.append)
-    return guarded_runtime.asked + guarded_images.asked, lines
+    return guarded_runtime.asked + guarded_other.asked + guarded_images.asked, lines
 
 
 def test_docker_runtime_prune_leaves_foreign_artifacts(
     docker_images: list[str], docker_extras: tuple[list[str], list[str]], unique: str, tmp_path: Path,
 ) -> None:
     volumes, containers = docker_extras
-    asked, lines = full_prune(DockerRuntime(), unique, tmp_path)
+    from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
+
+    asked, lines = full_prune(DockerRuntime(), MicrosandboxRuntime(), unique, tmp_path)
     assert lines and lines[-1].startswith("Pruned ")
     assert not [name for name in asked if unique in name]
     present = docker_names("image", "ls", "--all", "--no-trunc", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}")
@@ -242,7 +246,7 @@ def test_microsandbox_runtime_prune_leaves_foreign_artifacts(
     from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
 
     assert len(msb_json("list")) == COUNT
-    asked, lines = full_prune(MicrosandboxRuntime(), unique, tmp_path)
+    asked, lines = full_prune(MicrosandboxRuntime(), DockerRuntime(), unique, tmp_path)
     assert lines and lines[-1].startswith("Pruned ")
     assert not [name for name in asked if unique in name]
     assert {entry["name"] for entry in msb_json("list")} == set(msb_artifacts["sandboxes"])

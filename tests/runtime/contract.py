@@ -89,7 +89,8 @@ def contract_dockerfile(base: str = "debian:trixie-slim") -> str:
 class ForeignArtifacts(Protocol):
     """Makes artifacts with our names but without our labels, as another tool might."""
 
-    def sandbox(self, name: str) -> None: ...
+    def sandbox(self, name: str) -> None:
+        """A sandbox (stopped is enough) created from the contract image."""
     def volume(self, name: str, labels: dict[str, str]) -> None: ...
     def sandbox_exists(self, name: str) -> bool: ...
     def volume_exists(self, name: str) -> bool: ...
@@ -248,6 +249,7 @@ class RuntimeContract:
         assert runtime.get_sandbox(info.name) == info
         listed = {sandbox.name: sandbox for sandbox in runtime.list_sandboxes()}
         assert listed[info.name].status is SandboxStatus.RUNNING
+        assert runtime.sandbox_images()[info.name] == contract_image
 
     @pytest.mark.needs_boot
     def test_stop_start_kill_remove(
@@ -564,6 +566,7 @@ class RuntimeContract:
         name = vm_name(slug)
         foreign.sandbox(name)
         assert name not in {sandbox.name for sandbox in runtime.list_sandboxes()}
+        assert runtime.sandbox_images()[name] == contract_image  # what it runs on counts as in use
         with pytest.raises(NotOurs):
             runtime.get_sandbox(name)
         with pytest.raises(NotOurs):

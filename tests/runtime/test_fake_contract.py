@@ -19,11 +19,12 @@ def contract_tree() -> Tree:
 
 
 class FakeForeignArtifacts:
-    def __init__(self, runtime: FakeRuntime) -> None:
+    def __init__(self, runtime: FakeRuntime, image: str) -> None:
         self.runtime = runtime
+        self.image = image
 
     def sandbox(self, name: str) -> None:
-        self.runtime.add_foreign_sandbox(name)
+        self.runtime.add_foreign_sandbox(name, image=self.image)
 
     def volume(self, name: str, labels: dict[str, str]) -> None:
         self.runtime.add_foreign_volume(name, labels)
@@ -57,5 +58,5 @@ class TestFakeContract(RuntimeContract):
         return reference
 
     @pytest.fixture
-    def foreign(self, runtime: FakeRuntime) -> FakeForeignArtifacts:
-        return FakeForeignArtifacts(runtime)
+    def foreign(self, runtime: FakeRuntime, contract_image: str) -> FakeForeignArtifacts:
+        return FakeForeignArtifacts(runtime, contract_image)

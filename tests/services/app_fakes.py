@@ -14,7 +14,9 @@ from opencode_sandbox.core.prune_plan import DockerImageFact
 from opencode_sandbox.errors import NotFound
 from opencode_sandbox.paths import ToolPaths
 from opencode_sandbox.project import Project
-from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec, SandboxStatus
+from opencode_sandbox.runtime.base import Runtime
+from opencode_sandbox.runtime.types import Mount, MountKind, RuntimeKind, SandboxSpec, SandboxStatus
+from opencode_sandbox.state.store import ProjectState, StateStore
 from opencode_sandbox.ui.console import Console, LogLevel
 from tests.fakes.runtime import FakeRuntime
 
@@ -22,11 +24,22 @@ SLUG = "app-0123456789abcd"
 
 
 def make_app(runtime: FakeRuntime, root: Path, *, interactive: bool = False, assume_yes: bool = False,
-             slug: str = SLUG) -> App:
+             slug: str = SLUG, other: Runtime | None = None) -> App:
+    """`other` is the other runtime installed here; by default an empty fake one."""
     console = Console(LogLevel.INFO, stream=io.StringIO())
     project = Project(slug=slug, root=root, remote=None, is_git=False)
+    if other is None:
+        other = FakeRuntime(RuntimeKind.MICROSANDBOX if runtime.kind is RuntimeKind.DOCKER else RuntimeKind.DOCKER)
     return App(console, ToolPaths.from_environment(), project, load_settings([], {}, {}), assume_yes, interactive,
-               {}, runtime)
+               {}, runtime, other)
+
+
+def know_projects(*slugs: str) -> None:
+    """Make the projects ones this user knows: a folder each in the state folder."""
+    store = StateStore(ToolPaths.from_environment().state_dir)
+    for slug in slugs:
+        if not store.state_path(slug).is_file():
+            store.save(slug, ProjectState())
 
 
 def messages(app: App) -> str:
@@ -56,7 +69,8 @@ class FakeDockerImages:
 
 def plant_project(runtime: FakeRuntime, slug: str, *, volume_time: datetime, image_tag: str = "c0ffee",
                   status: SandboxStatus = SandboxStatus.STOPPED, activity: datetime | None = None) -> tuple[str, str]:
-    """A project VM on a home volume and a runner image; returns (volume, image)."""
+    """A project of this user's: a VM on a home volume and a runner image; returns (volume, image)."""
+    know_projects(slug)
     image = runner_image(slug, image_tag)
     runtime.add_docker_image(image, labels={"org.opencode-sandbox.managed": "true"})
     runtime.load_image(image)

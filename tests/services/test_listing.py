@@ -15,15 +15,18 @@ from opencode_sandbox.core.naming import home_volume_name, runner_image, vm_name
 from opencode_sandbox.errors import UsageError
 from opencode_sandbox.runtime.types import ImageInfo, RuntimeKind, SandboxStatus, VolumeInfo
 from opencode_sandbox.services.listing import (
+    RunnerImage,
+    list_runner_images,
     render_images,
     render_sandboxes,
     render_volumes,
+    runner_images,
     select_sandboxes,
 )
 from opencode_sandbox.ui.table import STATUS_COLORS, render, status_cell, wants_color
 from tests.cli.helpers import run_cli
 from tests.fakes.runtime import FakeRuntime
-from tests.services.app_fakes import plant_project
+from tests.services.app_fakes import make_app, messages, plant_project
 
 MOMENT = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
 RUNNING = "run-0123456789abcd"
@@ -130,11 +133,59 @@ def test_volume_list_shows_size_or_a_dash() -> None:
 
 def test_image_list_shortens_the_digest_and_uses_binary_units() -> None:
     digest = "sha256:" + "0123456789abcdef" * 4
-    images = [ImageInfo(runner_image(RUNNING, "c0ffee"), digest, 1536 * 1024**2, MOMENT - timedelta(hours=1))]
-    rows = [re.split(r"\s{2,}", line) for line in render_images(images, "table").splitlines()]
-    assert rows == [["REFERENCE", "DIGEST", "SIZE", "CREATED"],
-                    [images[0].reference, "sha256:0123456789ab", "1.5 GiB", local(MOMENT - timedelta(hours=1))]]
-    assert json.loads(render_images(images, "json"))[0]["digest"] == digest
+    image = ImageInfo(runner_image(RUNNING, "c0ffee"), digest, 1536 * 1024**2, MOMENT - timedelta(hours=1))
+    base = ImageInfo("opencode-sandbox/runner-base:latest", "sha256:" + "f" * 64, None, None)
+    rows = [re.split(r"\s{2,}", line) for line in render_images([RunnerImage(image, False),
+                                                                 RunnerImage(base, True)], "table").splitlines()]
+    assert rows == [["REFERENCE", "DIGEST", "SIZE", "CREATED", "LOADED"],
+                    [image.reference, "sha256:0123456789ab", "1.5 GiB", local(MOMENT - timedelta(hours=1)), "no"],
+                    [base.reference, "sha256:ffffffffffff", "-", "-", "yes"]]
+    assert json.loads(render_images([RunnerImage(image, False), RunnerImage(base, True)], "json")) == [
+        {"reference": image.reference, "project": RUNNING, "digest": digest, "size_bytes": 1536 * 1024**2,
+         "created": "2026-03-04T04:06:07+00:00", "loaded": False},
+        {"reference": base.reference, "project": None, "digest": base.digest, "size_bytes": None, "created": None,
+         "loaded": True},
+    ]
+
+
+def _image(tag: str, digit: str) -> ImageInfo:
+    return ImageInfo(runner_image(RUNNING, tag), "sha256:" + digit * 64, 1024, MOMENT)
+
+
+def test_image_rows_say_which_built_images_microsandbox_has_loaded() -> None:
+    base = ImageInfo("opencode-sandbox/runner-base:latest", "sha256:" + "e" * 64, 1024, MOMENT)
+    built = [_image("new", "2"), _image("loaded", "1"), base]
+    held = [_image("loaded", "1")._replace(reference="docker.io/" + runner_image(RUNNING, "loaded")),
+            _image("new", "0"),  # loaded before a rebuild under the same tag
+            _image("gone", "3")]  # no longer in the Docker engine
+    rows = [(row.image.reference.removeprefix("docker.io/"), row.image.digest[7], row.loaded)
+            for row in runner_images(built, held)]
+    assert rows == [
+        (base.reference, "e", False),
+        (runner_image(RUNNING, "gone"), "3", True),
+        (runner_image(RUNNING, "loaded"), "1", True),
+        (runner_image(RUNNING, "new"), "0", True),
+        (runner_image(RUNNING, "new"), "2", False),
+    ]
+    assert all(row.loaded for row in runner_images(built, None))  # the docker runtime runs them as built
+
+
+def test_image_list_under_microsandbox_lists_what_the_docker_engine_built(tmp_path: Path) -> None:
+    runtime, engine = FakeRuntime(RuntimeKind.MICROSANDBOX), FakeRuntime(RuntimeKind.DOCKER)
+    built, loaded = runner_image(RUNNING, "built"), runner_image(RUNNING, "loaded")
+    for reference in (built, loaded):
+        engine.add_docker_image(reference)
+        runtime.add_docker_image(reference)
+    runtime.load_image(loaded)
+    app = make_app(runtime, tmp_path, other=engine)
+    assert [(row.image.reference, row.loaded) for row in list_runner_images(app)] == [(built, False), (loaded, True)]
+    engine.engine_down = True
+    assert [(row.image.reference, row.loaded) for row in list_runner_images(app)] == [(loaded, True)]
+    assert "the images built in the Docker engine are left out: the engine is not answering" in messages(app)
+    docker_app = make_app(engine, tmp_path)
+    engine.engine_down = False
+    assert [(row.image.reference, row.loaded) for row in list_runner_images(docker_app)] == [(built, True),
+                                                                                             (loaded, True)]
 
 
 def cli_project(tmp_path: Path) -> Path:
@@ -154,7 +205,8 @@ def test_cli_list_on_an_empty_runtime(tmp_path: Path) -> None:
     both = run_cli("list", "--running", "--stopped", cwd=folder)
     assert both.returncode == 2 and "exclude each other" in both.stderr
     assert json.loads(run_cli("volume", "list", "--format", "json", cwd=folder).stdout) == []
-    assert run_cli("image", "list", cwd=folder).stdout.split() == ["REFERENCE", "DIGEST", "SIZE", "CREATED"]
+    header = run_cli("image", "list", cwd=folder).stdout.splitlines()[0]  # the Docker engine is shared: only the header
+    assert header.split() == ["REFERENCE", "DIGEST", "SIZE", "CREATED", "LOADED"]
 
 
 @pytest.mark.msb
@@ -174,3 +226,64 @@ def test_cli_list_does_not_import_heavy_modules(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", probe], cwd=folder, capture_output=True, text=True,
                             env=dict(os.environ), check=False, timeout=60)
     assert "HEAVY=\n" in result.stderr, result.stderr
+
+
+@pytest.fixture
+def built_images(unique: str, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """Runner images of one project in the real Docker engine, one of them loaded into this
+    test's microsandbox, and one left only in microsandbox."""
+    from tests.services.engine_artifacts import TEST_LABEL, docker, docker_answers
+    from tests.services.test_prune_integration import msb
+
+    if not docker_answers():
+        pytest.skip("the Docker engine is not answering")
+    slug = f"{unique}-0123456789abcd"
+    images = {name: runner_image(slug, name) for name in ("built", "loaded", "gone")}
+    try:
+        for name, reference in images.items():
+            folder = tmp_path / name
+            folder.mkdir()
+            (folder / "file").write_text(name + "\n")
+            (folder / "Dockerfile").write_text(f"FROM scratch\nCOPY file /file\nLABEL {TEST_LABEL}={unique}\n"
+                                               "LABEL org.opencode-sandbox.managed=true\n")
+            docker("build", "--quiet", "--tag", reference, str(folder), check=True)
+        from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
+
+        for name in ("loaded", "gone"):
+            MicrosandboxRuntime().load_image(images[name])
+        docker("image", "rm", images["gone"], check=True)
+        yield images
+    finally:
+        for reference in images.values():
+            docker("image", "rm", "--force", reference)
+            msb("image", "remove", "--force", "--quiet", reference)
+
+
+@pytest.mark.msb
+@pytest.mark.docker
+def test_cli_image_list_shows_what_was_built_and_whether_microsandbox_has_it(
+    built_images: dict[str, str], tmp_path: Path
+) -> None:
+    folder = cli_project(tmp_path)
+    listed = run_cli("image", "list", "--format", "json", cwd=folder)
+    assert listed.returncode == 0, listed.stderr
+    ours = {entry["reference"]: entry for entry in json.loads(listed.stdout)
+            if entry["reference"] in built_images.values()}
+    assert {reference: entry["loaded"] for reference, entry in ours.items()} == {
+        built_images["built"]: False, built_images["loaded"]: True, built_images["gone"]: True}
+    entry = ours[built_images["built"]]
+    assert set(entry) == {"reference", "project", "digest", "size_bytes", "created", "loaded"}
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", entry["digest"]) and entry["size_bytes"] > 0
+
+    table = run_cli("image", "list", cwd=folder).stdout.splitlines()
+    assert table[0].split() == ["REFERENCE", "DIGEST", "SIZE", "CREATED", "LOADED"]
+    rows = {cells[0]: cells for line in table[1:] if (cells := re.split(r"\s{2,}", line))[0] in ours}
+    assert rows[built_images["built"]][1] == entry["digest"][:19]
+    assert re.fullmatch(r"\d+(\.\d)? (B|KiB|MiB)", rows[built_images["built"]][2])
+    assert [rows[reference][4] for reference in sorted(ours)] == ["no", "yes", "yes"]  # built, gone, loaded
+
+    on_docker = run_cli("--runtime", "docker", "image", "list", "--format", "json", cwd=folder)
+    assert on_docker.returncode == 0, on_docker.stderr
+    assert {entry["reference"]: entry["loaded"] for entry in json.loads(on_docker.stdout)
+            if entry["reference"] in built_images.values()} == {built_images["built"]: True,
+                                                                 built_images["loaded"]: True}

@@ -28,7 +28,7 @@ from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec, Sandbo
 from opencode_sandbox.services.docker_images import DockerEngineImages
 from opencode_sandbox.services.prune import prune
 from tests.cli.helpers import run_cli
-from tests.services.app_fakes import make_app
+from tests.services.app_fakes import know_projects, make_app
 from tests.services.engine_artifacts import (
     ScopedRuntime,
     build_image,
@@ -55,6 +55,7 @@ def token(unique: str) -> Iterator[str]:
 def test_docker_runtime_prune_removes_exactly_the_plan(token: str, tmp_path: Path) -> None:
     stale, live, foreign = new_slug(token + "s"), new_slug(token + "l"), new_slug(token + "f")
     runtime = DockerRuntime()
+    know_projects(stale, live)
     stale_image = runner_image(stale, "s1")
     build_image(stale_image, tmp_path / "stale", token)
     live_old = runner_image(live, "old")
@@ -112,6 +113,7 @@ def test_docker_runtime_prune_removes_exactly_the_plan(token: str, tmp_path: Pat
 @pytest.mark.docker
 def test_docker_runtime_cli_dry_run_shows_the_plan(token: str, tmp_path: Path) -> None:
     stale = new_slug(token + "s")
+    know_projects(stale)
     runtime = DockerRuntime()
     image = runner_image(stale, "s1")
     build_image(image, tmp_path / "image", token)
@@ -160,6 +162,7 @@ def test_microsandbox_prune_removes_exactly_the_plan(token: str, msb_home: None,
 
     stale, foreign = new_slug(token + "s"), new_slug(token + "f")
     runtime = MicrosandboxRuntime()
+    know_projects(stale)
     image = runner_image(stale, "s1")
     build_image(image, tmp_path / "image", token)
     loaded = runtime.load_image(image)

@@ -233,7 +233,7 @@ def test_auto_prune_returns_at_once_when_nothing_is_stale(fake: FakeRuntime, tmp
     outcome = auto_prune_now(fake, docker, app.state, timedelta(days=30), app.console)
     assert outcome is not None and outcome.plan == []
     # no VM can be stale, so no volume can go: the volumes are not even listed
-    assert [operation for operation, _ in fake.calls] == ["list_sandboxes", "list_images"]
+    assert [operation for operation, _ in fake.calls] == ["list_sandboxes", "list_images", "sandbox_images"]
     assert docker.listed == 1
     assert messages(app) == ""
 
@@ -295,3 +295,59 @@ def test_docker_listing_times_are_read_with_their_zone() -> None:
 
     assert parse_created("2026-01-02 03:04:05 +0100 CET") == datetime(2026, 1, 2, 2, 4, 5, tzinfo=UTC)
     assert parse_created("yesterday") is None
+
+
+def test_images_of_projects_on_the_other_runtime_or_of_other_users_stay(tmp_path: Path) -> None:
+    """Under microsandbox: this user's docker-runtime project and another user's project
+    share the Docker engine; only this user's VM-less project loses its images."""
+    runtime, docker_runtime = FakeRuntime(RuntimeKind.MICROSANDBOX), FakeRuntime(RuntimeKind.DOCKER)
+    on_docker, theirs, gone = "docked-0123456789abcd", "theirs-0123456789abcd", "gone-0123456789abcd"
+    plant_project(docker_runtime, on_docker, volume_time=OLD, activity=OLD)
+    plant_project(docker_runtime, theirs, volume_time=OLD, activity=OLD)
+    StateStore(ToolPaths.from_environment().state_dir).remove(theirs)
+    (ToolPaths.from_environment().state_dir / theirs).rmdir()  # another user's: not in this state folder
+    know = ProjectState(image_reference=runner_image(gone, "cur"))
+    StateStore(ToolPaths.from_environment().state_dir).save(gone, know)
+    older = OLD - timedelta(days=1)
+    docker = FakeDockerImages([DockerImageFact("sha256:" + f"{n}" * 64, runner_image(slug, tag), created, OURS)
+                               for n, (slug, tag, created) in enumerate([
+                                   (on_docker, "c0ffee", OLD), (on_docker, "old", older),
+                                   (theirs, "c0ffee", OLD), (theirs, "old", older),
+                                   (gone, "cur", OLD), (gone, "old", older)])])
+    lines: list[str] = []
+    app = make_app(runtime, tmp_path, other=docker_runtime)
+    prune(app, "0s", Scope.ALL, dry_run=False, force=True, docker=docker, echo=lines.append)
+    assert docker.removed == [runner_image(on_docker, "old"), runner_image(gone, "old")]
+    assert lines[-1] == "Pruned 0 VMs, 0 home volumes, 2 docker images, 0 msb images"
+    assert set(docker_runtime.sandboxes) == {vm_name(on_docker), vm_name(theirs)}
+
+
+def test_when_the_other_runtime_does_not_answer_vm_less_projects_keep_their_images(tmp_path: Path) -> None:
+    runtime, docker_runtime = FakeRuntime(RuntimeKind.MICROSANDBOX), FakeRuntime(RuntimeKind.DOCKER)
+    slug = "gone-0123456789abcd"
+    StateStore(ToolPaths.from_environment().state_dir).save(slug, ProjectState())
+    docker = FakeDockerImages([DockerImageFact("sha256:" + "1" * 64, runner_image(slug, "old"), OLD, OURS)])
+    docker_runtime.engine_down = True
+    app = make_app(runtime, tmp_path, other=docker_runtime)
+    lines: list[str] = []
+    prune(app, "0s", Scope.IMAGES, dry_run=True, force=False, docker=docker, echo=lines.append)
+    assert lines == ["Nothing to prune.", "dry-run: Would prune 0 VMs, 0 home volumes, 0 docker images, 0 msb images"]
+    assert ("images of projects without a VM are kept: the docker runtime's sandboxes cannot be listed: "
+            "the engine is not answering") in messages(app)
+    docker_runtime.engine_down = False
+    prune(app, "0s", Scope.IMAGES, dry_run=True, force=False, docker=docker, echo=lines.append)
+    assert lines[-1] == "dry-run: Would prune 0 VMs, 0 home volumes, 1 docker images, 0 msb images"
+
+
+def test_an_image_a_foreign_sandbox_runs_on_stays(fake: FakeRuntime, tmp_path: Path) -> None:
+    slug = "gone-0123456789abcd"
+    StateStore(ToolPaths.from_environment().state_dir).save(slug, ProjectState())
+    used, spare = runner_image(slug, "used"), runner_image(slug, "spare")
+    for reference in (used, spare):
+        fake.add_docker_image(reference, labels=OURS)
+        fake.load_image(reference)
+        fake.images[reference].created_at = OLD
+    fake.add_foreign_sandbox("someone-elses-vm", image=used)
+    outcome = prune(make_app(fake, tmp_path), "0s", Scope.IMAGES, dry_run=True, force=False,
+                    docker=FakeDockerImages(), echo=lambda _line: None)
+    assert [(removal.name, removal.reason) for removal in outcome.plan] == [(spare, "its project has no VM")]

@@ -24,7 +24,26 @@ def test_round_trip_with_private_permissions(tmp_path: Path) -> None:
     path = store.state_path(SLUG)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
-    assert store.slugs() == [SLUG]
+    assert store.project_slugs() == [SLUG]
+
+
+def test_a_project_stays_known_without_its_state_file(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "state")
+    store.save(SLUG, ProjectState(home_volume="v1"))
+    store.remove(SLUG)
+    (tmp_path / "state" / "vm-ensure").mkdir()  # the lock folder is no project
+    (tmp_path / "state" / "updater.yaml").write_text("{}")
+    assert store.project_slugs() == [SLUG]
+    assert store.load(SLUG) == ProjectState()
+
+
+def test_a_built_project_is_known_without_a_state_file(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "state")
+    assert store.project_slugs() == []
+    store.know(SLUG)
+    assert store.project_slugs() == [SLUG]
+    assert stat.S_IMODE(store.project_dir(SLUG).stat().st_mode) == 0o700
+    assert not store.state_path(SLUG).exists()
 
 
 def test_missing_file_is_an_empty_state(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ class App:
         interactive: bool = False,
         global_flags: dict[str, Any] | None = None,
         runtime: Runtime | None = None,
+        other_runtime: Runtime | None = None,
     ) -> None:
         self.console = console
         self.paths = paths
@@ -39,6 +40,8 @@ class App:
         self.interactive = interactive
         self.global_flags = dict(global_flags or {})
         self._runtime = runtime
+        self._other_runtime = other_runtime
+        self._other_runtime_found = other_runtime is not None
 
     @classmethod
     def create(
@@ -97,3 +100,13 @@ class App:
 
             self._runtime = make_runtime(self.settings.runtime, self.console)
         return self._runtime
+
+    @property
+    def other_runtime(self) -> Runtime | None:
+        """The runtime not chosen, when it is installed here (None otherwise)."""
+        if not self._other_runtime_found:
+            from opencode_sandbox.runtime.select import other_runtime
+
+            self._other_runtime = other_runtime(self.runtime.kind)
+            self._other_runtime_found = True
+        return self._other_runtime

@@ -60,10 +60,14 @@ def image() -> None:
               help="Output format.")
 @click.pass_obj
 def image_list(app: App, output_format: str) -> None:
-    """List this tool's runner images."""
-    from opencode_sandbox.services.listing import render_images
+    """List this tool's runner images and whether the VM runtime has each loaded.
 
-    click.echo(render_images(app.runtime.list_images(), output_format))
+    The images are built in the Docker engine; microsandbox runs an image once it is loaded
+    into it (the next run does that), the docker runtime runs them as they are.
+    """
+    from opencode_sandbox.services.listing import list_runner_images, render_images
+
+    click.echo(render_images(list_runner_images(app), output_format))
 
 
 @image.command(name="prune")

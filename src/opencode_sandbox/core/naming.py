@@ -28,6 +28,7 @@ LABEL_KIND = LABEL_PREFIX + "kind"
 LABEL_DIND = LABEL_PREFIX + "dind"
 
 HOME_TIMESTAMP_FORMAT = "%Y%m%dT%H%M%S"
+_SLUG_RE = r"[a-z0-9-]+-[0-9a-z]{14}"
 _HOME_RE = r"^opencode-sandbox-home-(?P<slug>[a-z0-9-]+-[0-9a-z]{14})-(?P<ts>\d{8}T\d{6})$"
 _VM_RE = r"^opencode-sandbox-vm-(?P<slug>[a-z0-9-]+-[0-9a-z]{14})$"
 _TASK_RE = r"^opencode-sandbox-task-(?P<slug>[a-z0-9-]+-[0-9a-z]{14})-(?P<n>\d+)$"
@@ -92,7 +93,11 @@ def slug_of_image(reference: str) -> str | None:
     slug = repository[len(IMAGE_REPOSITORY_PREFIX) :]
     if slug in ("base", "base-dind"):
         return None
-    return slug if re.fullmatch(r"[a-z0-9-]+-[0-9a-z]{14}", slug) else None
+    return slug if is_slug(slug) else None
+
+
+def is_slug(text: str) -> bool:
+    return re.fullmatch(_SLUG_RE, text) is not None
 
 
 def is_ours(name: str, labels: Mapping[str, str] | None) -> bool:

@@ -7,26 +7,34 @@ Rules, in the order they are decided:
    the `opencode-sandbox/runner-<slug>` repository *and* our managed label; a dangling
    Docker image needs our managed label. Anything else (a look-alike name without our
    labels, `opencode-sandbox-home` without a slug, foreign images) is never planned.
-2. A sandbox is stale when it is not running, starting or draining and its last activity
+2. Only projects this user knows are judged: those with a folder in the state folder. The
+   sandboxes, volumes and images of any other project (another user's, on a shared Docker
+   engine) are never planned, and their sandboxes count as live users of their images.
+3. A sandbox is stale when it is not running, starting or draining and its last activity
    (or, lacking that, its creation) is at or before `now - age`. A sandbox with no known
    time at all is never stale. Age 0 makes every sandbox that is not active stale.
-3. A project is recent when any of its sandboxes (the project VM or a task sandbox) is not
+4. A project is recent when any of its sandboxes (the project VM or a task sandbox) is not
    stale. A recent project is left alone entirely: its VM, task sandboxes and home volumes
    stay. Otherwise its VM and task sandboxes are pruned.
-4. Home volumes go only together with their project's VM pruned in this plan (all of that
+5. Home volumes go only together with their project's VM pruned in this plan (all of that
    project's home volumes, except one created after `now - age`). A project without a VM
    keeps its volumes: they hold user data. A state file naming a volume that is gone
    changes nothing here.
-5. Runner images (in the runtime and in the Docker engine) of a project without a VM after
-   this plan go: all of them when the VM is pruned in this plan, otherwise those created at
-   or before `now - age` that the project's state file does not name as its current image.
-6. For a project that keeps its VM, surplus runner images go: images of that slug created
-   before the VM's current image and at or before `now - age`. The image a VM references,
-   even a stopped one, and the state file's current image always stay; when the VM's image
-   cannot be found, nothing of that project is surplus.
-7. Dangling Docker images with our managed label go when created at or before `now - age`,
-   unless a remaining sandbox references them by digest (a build running right now may
-   leave a fresh one for a moment). Tagged base images are never runner images: they stay.
+6. An image that a remaining sandbox or any foreign sandbox or container (on either
+   runtime) runs on is never planned.
+7. Runner images (in the runtime and in the Docker engine) of a project without a VM after
+   this plan, on this runtime and on the other one, go: all of them when the VM is pruned
+   in this plan, otherwise those created at or before `now - age` that the project's state
+   file does not name as its current image. When the other runtime could not be asked, no
+   project counts as having no VM there, so only the images of VMs pruned here go.
+8. For a project that keeps a VM (on either runtime), surplus runner images go: images of
+   that slug created before the image of every VM of it and at or before `now - age`. The
+   image a VM references, even a stopped one, and the state file's current image always
+   stay; when a VM's image cannot be found, nothing of that project is surplus.
+9. Dangling Docker images with our managed label go when created at or before `now - age`,
+   unless a remaining sandbox or a foreign container uses them (a build running right now
+   may leave a fresh one for a moment). Untagged, they cannot be any project's current
+   image. Tagged base images are never runner images: they stay.
 
 Scope narrows what is removed, not how it is judged: `sandboxes` removes stale VMs and task
 sandboxes; `volumes` removes the home volumes of stale projects together with their VM
@@ -126,11 +134,18 @@ class ProjectRecord:
 @dataclass(frozen=True)
 class Inventory:
     sandboxes: tuple[SandboxFact, ...] = ()
+    """This tool's sandboxes on the runtime being pruned."""
     volumes: tuple[VolumeFact, ...] = ()
     runtime_images: tuple[ImageFact, ...] = ()
     docker_images: tuple[DockerImageFact, ...] = ()
     projects: Mapping[str, ProjectRecord] = field(default_factory=dict)
-    """Slug -> state file contents."""
+    """The projects this user knows, slug -> state file contents (empty when the folder has none)."""
+    elsewhere: tuple[SandboxFact, ...] | None = ()
+    """This tool's sandboxes on the other runtime installed here, which no plan removes;
+    None when that runtime could not be asked."""
+    foreign_images: frozenset[str] = frozenset()
+    """References and IDs of the images that sandboxes and containers not of this tool run
+    on, on either runtime."""
 
 
 @dataclass(frozen=True)
@@ -201,7 +216,7 @@ def plan_prune(inventory: Inventory, now: datetime, age: timedelta, scope: Scope
     projects: dict[str, _Project] = defaultdict(_Project)
     for sandbox in inventory.sandboxes:
         slug = sandbox_slug(sandbox)
-        if slug is None:
+        if slug is None or slug not in inventory.projects:
             continue
         project = projects[slug]
         if slug_of_vm(sandbox.name):
@@ -235,6 +250,7 @@ def plan_prune(inventory: Inventory, now: datetime, age: timedelta, scope: Scope
             if (slug := sandbox_slug(sandbox)) is not None
             and not (slug in stale and (removes_sandboxes or (slug in pruned_vms and slug_of_vm(sandbox.name))))
         ]
+        remaining += [sandbox for sandbox in inventory.elsewhere or () if sandbox_slug(sandbox) is not None]
         judge = _ImageJudge(inventory, remaining, pruned_vms, cutoff)
         for image in sorted(inventory.runtime_images, key=lambda item: item.reference):
             verdict = judge.verdict(image.reference, image.digest, image.created_at, image.labels)
@@ -278,13 +294,14 @@ class _ImageJudge:
         self.cutoff = cutoff
         self.pruned_vms = pruned_vms
         self.projects = inventory.projects
-        self.referenced: set[str] = set()
-        self.live_vms: dict[str, SandboxFact] = {}
+        self.vms_everywhere_known = inventory.elsewhere is not None
+        self.referenced: set[str] = set(inventory.foreign_images)
+        self.live_vms: dict[str, list[SandboxFact]] = defaultdict(list)
         for sandbox in remaining:
             self.referenced |= _references_of(sandbox)
             slug = slug_of_vm(sandbox.name)
             if slug is not None:
-                self.live_vms[slug] = sandbox
+                self.live_vms[slug].append(sandbox)
         self.created: dict[str, datetime] = {}
         for image in inventory.runtime_images:
             self._remember(image.created_at, image.reference, image.digest)
@@ -298,31 +315,38 @@ class _ImageJudge:
             if key:
                 self.created.setdefault(key, created)
 
-    def _current_created(self, vm: SandboxFact) -> datetime | None:
+    def _image_created(self, vm: SandboxFact) -> datetime | None:
         for key in (vm.image, vm.labels.get(LABEL_IMAGE), vm.labels.get(LABEL_IMAGE_DIGEST)):
             if key and key in self.created:
                 return self.created[key]
         return None
+
+    def _oldest_vm_image(self, vms: list[SandboxFact]) -> datetime | None:
+        """When the oldest image a VM of the project runs on was created; None when one is unknown."""
+        moments = [self._image_created(vm) for vm in vms]
+        known = [moment for moment in moments if moment is not None]
+        return min(known) if known and len(known) == len(moments) else None
 
     def verdict(
         self, reference: str, digest: str, created: datetime | None, labels: Mapping[str, str]
     ) -> tuple[str, str | None] | None:
         """Why the image goes and its project, or None when it stays."""
         slug = image_slug(reference, labels)
-        if slug is None or reference in self.referenced or (digest and digest in self.referenced):
+        if slug is None or slug not in self.projects:
             return None
-        record = self.projects.get(slug)
-        is_current = record is not None and reference == record.image_reference
-        vm = self.live_vms.get(slug)
-        if vm is None:
+        if reference in self.referenced or (digest and digest in self.referenced):
+            return None
+        is_current = reference == self.projects[slug].image_reference
+        vms = self.live_vms.get(slug)
+        if not vms:
             if slug in self.pruned_vms:
                 return "its project's VM is pruned", slug
-            if is_current or not _older(created, self.cutoff):
+            if not self.vms_everywhere_known or is_current or not _older(created, self.cutoff):
                 return None
             return "its project has no VM", slug
         if is_current or not _older(created, self.cutoff):
             return None
-        current = self._current_created(vm)
+        current = self._oldest_vm_image(vms)
         if current is None or created is None or created >= current:
             return None
         return "older than the image of its project's VM", slug

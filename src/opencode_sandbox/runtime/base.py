@@ -32,6 +32,9 @@ class Runtime(Protocol):
     # sandboxes
     def get_sandbox(self, name: str) -> SandboxInfo | None: ...
     def list_sandboxes(self) -> list[SandboxInfo]: ...
+    def sandbox_images(self) -> dict[str, str]:
+        """The image of every sandbox this runtime holds, this tool's or not, by sandbox name:
+        the reference it was created from, or the image's ID once that reference has moved on."""
     def create_sandbox(self, spec: SandboxSpec) -> SandboxInfo:
         """Create and boot detached; on failure remove what was created and raise."""
     def start_sandbox(self, name: str) -> None: ...

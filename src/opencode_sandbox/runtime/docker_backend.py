@@ -103,6 +103,10 @@ class DockerRuntime:
         infos = [sandbox_info(document) for document in self.cli.inspect("container", ids)]
         return sorted((info for info in infos if is_ours(info.name, info.labels)), key=lambda i: i.name)
 
+    def sandbox_images(self) -> dict[str, str]:
+        listed = self.cli.lines(["ps", "--all", "--no-trunc", "--format", "{{.Names}}\t{{.Image}}"])
+        return dict(line.split("\t", 1) for line in listed if "\t" in line)
+
     def create_sandbox(self, spec: SandboxSpec) -> SandboxInfo:
         slug = slug_of_vm(spec.name) or slug_of_task(spec.name)
         if slug is None:

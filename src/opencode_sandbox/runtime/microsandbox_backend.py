@@ -114,6 +114,10 @@ class MicrosandboxRuntime:
                 sandboxes.append(info)
         return sandboxes
 
+    def sandbox_images(self) -> dict[str, str]:
+        listed = self._cli.json(["list"]) or []
+        return {str(entry.get("name", "")): str(entry.get("image", "")) for entry in listed}
+
     def create_sandbox(self, spec: SandboxSpec) -> SandboxInfo:
         if self.get_sandbox(spec.name) is not None:  # raises NotOurs for a look-alike
             raise SandboxError(

@@ -36,6 +36,7 @@ def build(app: App, rebuild: bool, pinned_version: str | None, dind: bool | None
     from opencode_sandbox.images.builder import ensure_project_image
 
     version = _version(app, pinned_version)
+    app.state.know(app.project.slug)
     result = ensure_project_image(**_image_inputs(app, version, dind, rebuild), verbose=app.console.verbose_enabled)
     updater.record_baked_version(app.paths.state_dir, version)
     state = "built" if result.built else "up to date"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -46,30 +46,52 @@ def gather_inventory(
     warn: Callable[[str], None],
     include_images: bool = True,
     include_volumes: Callable[[tuple[SandboxFact, ...]], bool] = lambda _sandboxes: True,
+    elsewhere: Runtime | None = None,
 ) -> Inventory:
     """Ask each source once. The runtime must answer; the Docker engine may be missing (under
     microsandbox it only holds build caches), which leaves its images out with a warning.
-    Volumes are listed only when `include_volumes` says the sandboxes make them matter."""
-    sandboxes = tuple(sandbox_fact(info) for info in runtime.list_sandboxes())
+    Volumes are listed only when `include_volumes` says the sandboxes make them matter.
+    `elsewhere` is the other runtime installed here: its sandboxes keep their projects' images,
+    and when it does not answer, no project counts as having no VM (with a warning)."""
+    listed = runtime.list_sandboxes()
+    sandboxes = tuple(sandbox_fact(info) for info in listed)
     volumes: tuple[VolumeFact, ...] = ()
     if include_volumes(sandboxes):
         volumes = tuple(VolumeFact(v.name, aware(v.created_at), dict(v.labels)) for v in runtime.list_volumes())
     runtime_images: tuple[ImageFact, ...] = ()
     docker_images: tuple[DockerImageFact, ...] = ()
+    other_sandboxes: tuple[SandboxFact, ...] | None = ()
+    foreign: set[str] = set()
     if include_images:
         runtime_images = tuple(
             ImageFact(i.reference, i.digest, aware(i.created_at), dict(i.labels)) for i in runtime.list_images()
         )
         if docker is not None:
             try:
-                listed = docker.list_images(include_tagged=runtime.kind is not RuntimeKind.DOCKER)
-                docker_images = tuple(replace(image, created_at=aware(image.created_at)) for image in listed)
+                listed_images = docker.list_images(include_tagged=runtime.kind is not RuntimeKind.DOCKER)
+                docker_images = tuple(replace(image, created_at=aware(image.created_at)) for image in listed_images)
             except SandboxError as error:
                 if runtime.kind is RuntimeKind.DOCKER:
                     raise
                 warn(f"Docker images are left out: {error.message}")
+        foreign |= foreign_images(runtime, listed)
+        if elsewhere is not None:
+            try:
+                other_listed = elsewhere.list_sandboxes()
+                foreign |= foreign_images(elsewhere, other_listed)
+                other_sandboxes = tuple(sandbox_fact(info) for info in other_listed)
+            except SandboxError as error:
+                warn(f"images of projects without a VM are kept: the {elsewhere.kind.value} runtime's "
+                     f"sandboxes cannot be listed: {error.message}")
+                other_sandboxes = None
     projects = {}
-    for slug in store.slugs():
+    for slug in store.project_slugs():
         state = store.load(slug)
         projects[slug] = ProjectRecord(state.home_volume, state.image_reference, state.image_digest)
-    return Inventory(sandboxes, volumes, runtime_images, docker_images, projects)
+    return Inventory(sandboxes, volumes, runtime_images, docker_images, projects, other_sandboxes, frozenset(foreign))
+
+
+def foreign_images(runtime: Runtime, ours: Sequence[SandboxInfo]) -> set[str]:
+    """The images that sandboxes not of this tool run on."""
+    names = {info.name for info in ours}
+    return {image for name, image in runtime.sandbox_images().items() if name not in names and image}

@@ -158,6 +158,7 @@ def prune(app: App, age_text: str | None, scope: Scope, dry_run: bool, force: bo
         include_images=scope in (Scope.ALL, Scope.IMAGES),
         include_volumes=lambda sandboxes: scope in (Scope.ALL, Scope.VOLUMES)
         and stale_vm_possible(sandboxes, now, age),
+        elsewhere=app.other_runtime if scope in (Scope.ALL, Scope.IMAGES) else None,
     )
     plan = plan_prune(inventory, now, age, scope)
     if plan:
@@ -214,7 +215,8 @@ def auto_prune(app: App) -> PruneOutcome | None:
     if not _auto_prune_once.claim():
         return None
     try:
-        return auto_prune_now(app.runtime, DockerEngineImages(), app.state, app.settings.auto_prune_age, app.console)
+        return auto_prune_now(app.runtime, DockerEngineImages(), app.state, app.settings.auto_prune_age, app.console,
+                              elsewhere=app.other_runtime)
     except Exception as error:  # a failed prune must never keep the user from their VM
         message = error.message if isinstance(error, SandboxError) else f"{type(error).__name__}: {error}"
         app.console.warn(f"auto-prune skipped: {message}")
@@ -228,6 +230,7 @@ def auto_prune_now(
     age: timedelta,
     console: Console,
     now: datetime | None = None,
+    elsewhere: Runtime | None = None,
 ) -> PruneOutcome | None:
     """Prune without asking. An age of 0 turns auto-pruning off (it would prune every VM
     that is not running, on every start)."""
@@ -237,6 +240,7 @@ def auto_prune_now(
     inventory = gather_inventory(
         runtime, docker, store, console.warn,
         include_volumes=lambda sandboxes: stale_vm_possible(sandboxes, moment, age),
+        elsewhere=elsewhere,
     )
     plan = plan_prune(inventory, moment, age, Scope.ALL)
     if not plan:

@@ -107,10 +107,18 @@ class StateStore:
     def remove(self, slug: str) -> None:
         self.state_path(slug).unlink(missing_ok=True)
 
-    def slugs(self) -> list[str]:
+    def know(self, slug: str) -> None:
+        """Record that this user builds or runs the project: pruning judges only such projects."""
+        ensure_private_dir(self.project_dir(slug))
+
+    def project_slugs(self) -> list[str]:
+        """Every project this user has built or run: a folder named by its slug, with or without
+        a state file in it (`stop -f` removes the file, never the folder)."""
+        from opencode_sandbox.core.naming import is_slug
+
         if not self.root.is_dir():
             return []
-        return sorted(path.parent.name for path in self.root.glob(f"*/{STATE_FILE}"))
+        return sorted(path.name for path in self.root.iterdir() if is_slug(path.name) and path.is_dir())
 
     def lock_path(self, slug: str) -> Path:
         return self.root / LOCK_DIR / f"{slug}.lock"
