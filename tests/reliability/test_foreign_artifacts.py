@@ -94,7 +94,7 @@ def docker_images(unique: str, tmp_path: Path) -> Iterator[list[str]]:
     made: list[str] = []
     folder = tmp_path / "image"
     folder.mkdir()
-    (folder / "file").write_text("foreign\n")
+    (folder / "file").write_text(f"foreign {unique}\n")
     try:
         for number in range(6):  # each build takes the tag from the previous one, which dangles
             labels = {TEST_LABEL: unique, **foreign_labels(number, unique)}
@@ -177,7 +177,8 @@ def msb_artifacts(unique: str, tmp_path: Path) -> Iterator[dict[str, list[str]]]
         pytest.skip("the Docker engine is not answering")
     folder = tmp_path / "msb-image"
     folder.mkdir()
-    (folder / "file").write_text("foreign\n")
+    # Content of its own: the legacy builder can fail when two suites register one layer at once.
+    (folder / "file").write_text(f"foreign {unique}\n")
     (folder / "Dockerfile").write_text(f"FROM scratch\nCOPY file /file\nLABEL {TEST_LABEL}={unique}\n")
     source = f"foreign-{unique}:msb"
     docker("build", "--quiet", "--tag", source, str(folder), check=True)

@@ -17,7 +17,7 @@ TEST_LABEL = "org.opencode-sandbox-tests.run"
 def docker(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(["docker", *args], capture_output=True, text=True, check=False, timeout=600)
     if check and result.returncode != 0:
-        raise AssertionError(f"docker {' '.join(args)}: {result.stderr}")
+        raise AssertionError(f"docker {' '.join(args)}: {result.stderr}{result.stdout}")
     return result
 
 
