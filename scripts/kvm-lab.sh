@@ -66,7 +66,7 @@ ensure_host_packages() {
   command -v debootstrap >/dev/null || missing+=(debootstrap)
   command -v mkfs.ext4 >/dev/null || missing+=(e2fsprogs)
   command -v socat >/dev/null || missing+=(socat)
-  command -v python3 >/dev/null || missing+=(python3 python3-venv)
+  python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3 python3-venv)
   if [ ${#missing[@]} -gt 0 ]; then
     say "installing ${HOST_PACKAGES[*]}"
     apt-get update -q >/dev/null
@@ -210,6 +210,8 @@ mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /dev/pts
 mount -t tmpfs -o mode=1777 shm /dev/shm
 mount -t tmpfs -o mode=755 run /run
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
+# Every microVM boot logs a harmless "Unhandled WRMSR": keep kernel messages off the console.
+dmesg -n 1
 # /tmp stays on the disk: loaded images are large, and the disk keeps extended attributes.
 chmod 1777 /tmp
 hostname lab
@@ -304,7 +306,7 @@ boot_once() {
     -drive "file=$RUN/disk.img,format=raw,if=virtio,cache=unsafe" \
     -netdev user,id=n0 -device virtio-net-pci,netdev=n0 \
     -virtfs "local,path=$RUN/share,mount_tag=share,security_model=none" \
-    -display none -serial stdio -monitor none -nodefaults -no-reboot < /dev/null > >(tr -d '\r') &
+    -display none -serial stdio -monitor none -nodefaults -no-reboot < /dev/null > >(sed -u 's/\r$//') &
   QEMU_PID=$!
   wait "$QEMU_PID"
   local qemu_status=$?
