@@ -65,3 +65,10 @@ def docker_spare_image(docker_contract_image: str) -> Iterator[str]:
         yield tag
     finally:
         docker("image", "rm", tag)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The microsandbox contract's tests that boot a sandbox need KVM: `-m kvm` selects them."""
+    for item in items:
+        if item.get_closest_marker("needs_boot") and "microsandbox" in item.nodeid:
+            item.add_marker(pytest.mark.kvm)

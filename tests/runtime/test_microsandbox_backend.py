@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import struct
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -36,6 +37,7 @@ from opencode_sandbox.runtime.base import Runtime
 from opencode_sandbox.runtime.kvm import KvmCheck, probe_kvm
 from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
 from opencode_sandbox.runtime.msb_cli import locate_msb
+from opencode_sandbox.runtime.msb_volume_files import OVERRIDE_STAT
 from opencode_sandbox.runtime.types import Mount, MountKind, RuntimeKind, SandboxSpec
 
 pytestmark = [pytest.mark.msb, pytest.mark.docker]
@@ -220,13 +222,27 @@ def test_foreign_volumes_are_never_listed_or_removed(runtime: MicrosandboxRuntim
     assert name in {str(volume["name"]) for volume in msb_json("volume", "list")}
 
 
-def _tree(folder: Path) -> dict[str, tuple[int, int, int, str | None]]:
-    """Relative path -> (uid, gid, mode, symlink target) for every entry below `folder`."""
-    entries: dict[str, tuple[int, int, int, str | None]] = {}
+Entry = tuple[int, int, int, str | None, tuple[int, int, int] | None]
+
+
+def _guest_stat(path: Path) -> tuple[int, int, int] | None:
+    """The (uid, gid, mode) the guest sees, from msb's extended attribute; None without one."""
+    try:
+        value = os.getxattr(path, OVERRIDE_STAT, follow_symlinks=False)
+    except OSError:
+        return None
+    version, uid, gid, mode, _ = struct.unpack("<IIIII", value)
+    assert version == 1
+    return uid, gid, mode
+
+
+def _tree(folder: Path) -> dict[str, Entry]:
+    """Relative path -> (host uid, gid, mode, symlink target, guest stat) below `folder`."""
+    entries: dict[str, Entry] = {}
     for path in sorted(folder.rglob("*")):
         info = path.lstat()
         target = os.readlink(path) if path.is_symlink() else None
-        entries[str(path.relative_to(folder))] = (info.st_uid, info.st_gid, info.st_mode, target)
+        entries[str(path.relative_to(folder))] = (info.st_uid, info.st_gid, info.st_mode, target, _guest_stat(path))
     return entries
 
 
@@ -237,27 +253,28 @@ def _volume_folder(name: str) -> Path:
     raise AssertionError(f"no path for volume {name}")
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="keeping foreign owners needs root")
 def test_fill_and_copy_keep_owners_modes_and_symlinks(runtime: MicrosandboxRuntime, images: Images) -> None:
+    """msb lets the guest reach only files of the invoking host user: the image's owners and
+    modes live in msb's extended attribute, the host files belong to the invoking user."""
     slug = _slug()
     first = home_volume_name(slug)
     runtime.create_volume(first, managed_labels(slug))
     runtime.fill_volume_from_image(first, images.runner)
     folder = _volume_folder(first)
     tree = _tree(folder)
+    invoking = (os.getuid(), os.getgid())
 
-    token = tree[".config/tool/token"]
-    assert (token[0], token[1], stat.S_IMODE(token[2])) == (1000, 1000, 0o600)
+    assert {entry[:2] for entry in tree.values()} == {invoking}
+    assert tree[".config/tool/token"][4] == (1000, 1000, stat.S_IFREG | 0o600)
+    assert stat.S_IMODE(tree[".config/tool/token"][2]) == 0o600
     assert (folder / ".config/tool/token").read_text() == "secret\n"
+    assert tree[".config"][4] == (1000, 1000, stat.S_IFDIR | 0o755)
     assert tree["token-link"][3] == ".config/tool/token"
     assert tree["absolute-link"][3] == "/etc/hostname"
-    setuid = tree["root-setuid"]
-    assert (setuid[0], setuid[1], stat.S_IMODE(setuid[2])) == (0, 0, 0o4750)
-    shared = tree["shared"]
-    assert (shared[0], shared[1], stat.S_IMODE(shared[2])) == (1234, 4321, 0o2775)
-    assert stat.S_ISDIR(shared[2])
-    root = folder.stat()
-    assert (root.st_uid, root.st_gid) == (1000, 1000)
+    assert tree["root-setuid"][4] == (0, 0, stat.S_IFREG | 0o4750)
+    assert tree["shared"][4] == (1234, 4321, stat.S_IFDIR | 0o2775)
+    root = _guest_stat(folder)
+    assert root is not None and root[:2] == (1000, 1000) and stat.S_ISDIR(root[2])
 
     with pytest.raises(SandboxError) as not_empty:
         runtime.fill_volume_from_image(first, images.runner)
@@ -382,7 +399,7 @@ def test_a_booted_sandbox_runs_commands_and_publishes_its_port(
     runtime.load_image(images.runner)
     runtime.create_volume(volume, managed_labels(slug))
     runtime.fill_volume_from_image(volume, images.runner)
-    (tmp_path / "marker").write_text("from the host")
+    (tmp_path / "marker").write_text("from the host\n")
     info = runtime.create_sandbox(_spec(slug, images.runner, volume, tmp_path))
     assert info.status.is_active
     assert [sandbox.name for sandbox in runtime.list_sandboxes()] == [info.name]

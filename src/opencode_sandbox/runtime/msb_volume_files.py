@@ -1,13 +1,19 @@
 """Filling a directory volume's host folder: from a Docker image or from another volume.
 
-Owners are kept where this process may set them (as root); modes, symlinks, hard links
-and times are kept always. Nothing here needs a running VM.
+msb serves a directory volume with the invoking host user's identity: the files belong to that
+user on the host, and each file's owner and mode as the guest sees them are kept in its
+`user.msb.override_stat` extended attribute (as msb records them for files the guest creates).
+A file owned on the host by anyone else is out of the guest's reach, so the image's owners go
+into that attribute, never onto the host file. Modes, symlinks, hard links and times are kept.
+Nothing here needs a running VM.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
+import struct
 import subprocess
 import tarfile
 import uuid
@@ -17,6 +23,8 @@ from typing import IO
 from opencode_sandbox.core.naming import LABEL_MANAGED, TOOL
 from opencode_sandbox.errors import NotFound, SandboxError
 
+OVERRIDE_STAT = "user.msb.override_stat"
+_OVERRIDE_STAT_VERSION = 1
 _DOCKER_HINT = "check that Docker is running (`docker info`) and the image exists (`docker images`)"
 
 
@@ -69,17 +77,38 @@ def _extract_stream(stream: IO[bytes], destination: Path) -> None:
                 if link is None:
                     continue
                 member.linkname = str(link)
+            guest_owner = (member.uid, member.gid)
+            member.uid, member.gid = os.getuid(), os.getgid()
             archive.extract(member, root, numeric_owner=True, filter="fully_trusted")
+            if not member.issym():
+                record_guest_stat(root / relative, *guest_owner, member.mode)
 
 
 def _apply_folder_metadata(member: tarfile.TarInfo, root: Path) -> None:
     """The copied folder itself becomes the volume's root: its owner and mode carry over."""
-    if os.geteuid() == 0:
-        os.chown(root, member.uid, member.gid)
-        root.chmod(member.mode & 0o7777)
-    else:
-        # Owners cannot be set here; the folder must stay usable by this user.
-        root.chmod((member.mode & 0o7777) | 0o700)
+    root.chmod((member.mode & 0o7777) | 0o700)
+    record_guest_stat(root, member.uid, member.gid, member.mode)
+
+
+def guest_stat(uid: int, gid: int, mode: int) -> bytes:
+    """The `user.msb.override_stat` value: version, uid, gid, st_mode (type and bits), rdev."""
+    return struct.pack("<IIIII", _OVERRIDE_STAT_VERSION, uid, gid, mode, 0)
+
+
+def record_guest_stat(path: Path, uid: int, gid: int, permissions: int) -> None:
+    """Make the guest see `path` owned by uid:gid with `permissions`; symlinks cannot carry it."""
+    host_mode = path.lstat().st_mode
+    value = guest_stat(uid, gid, stat.S_IFMT(host_mode) | (permissions & 0o7777))
+    writable = host_mode | stat.S_IWUSR
+    if os.geteuid() != 0 and host_mode != writable:
+        # Setting a user attribute needs write access to the file.
+        path.chmod(stat.S_IMODE(writable))
+        try:
+            os.setxattr(path, OVERRIDE_STAT, value)
+        finally:
+            path.chmod(stat.S_IMODE(host_mode))
+        return
+    os.setxattr(path, OVERRIDE_STAT, value)
 
 
 def _strip_first(name: str) -> PurePosixPath | None:
@@ -99,7 +128,8 @@ def _refuse_escape(root: Path, relative: PurePosixPath) -> None:
 
 
 def copy_tree_onto(source: Path, target: Path) -> None:
-    """Copy every file of `source` on top of `target` (`cp -a`: owners, modes, symlinks, xattrs)."""
+    """Copy every file of `source` on top of `target` (`cp -a`: owners, modes, symlinks, and the
+    extended attributes that hold the guest's owners)."""
     completed = subprocess.run(["cp", "-a", f"{source}/.", f"{target}/"], capture_output=True, check=False)
     if completed.returncode != 0:
         message = completed.stderr.decode(errors="replace").strip()
