@@ -80,9 +80,16 @@ def test_serve_only_waits_with_the_collector_on(prepared: Any, capsys: pytest.Ca
     assert "URL:      http://127.0.0.1:9" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("command", [(), ("make", "test")], ids=["interactive", "command"])
-def test_a_shell_is_attached_with_the_collector_on(
-    prepared: Any, monkeypatch: pytest.MonkeyPatch, command: Sequence[str]
+ATTACHES = {
+    "interactive shell": lambda prepared: clients.run_shell(prepared, False, False, ()),
+    "shell command": lambda prepared: clients.run_shell(prepared, False, False, ("make", "test")),
+    "opencode": lambda prepared: clients.run_attached(prepared, False, None, False, (), lambda: None),
+}
+
+
+@pytest.mark.parametrize("attach_with", ATTACHES.values(), ids=ATTACHES.keys())
+def test_an_attached_client_runs_with_the_collector_on(
+    prepared: Any, monkeypatch: pytest.MonkeyPatch, attach_with: Any
 ) -> None:
     during_attach: list[bool] = []
 
@@ -93,19 +100,5 @@ def test_a_shell_is_attached_with_the_collector_on(
     monkeypatch.setattr(prepared.runtime, "attach", attach)
     monkeypatch.setattr("sys.stdin.isatty", lambda: True)
     gc.disable()
-    assert clients.run_shell(prepared, False, False, tuple(command)) == 0
-    assert during_attach == [True]
-
-
-def test_opencode_is_attached_with_the_collector_on(prepared: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    during_attach: list[bool] = []
-
-    def attach(name: str, argv: Sequence[str], **options: Any) -> int:
-        during_attach.append(gc.isenabled())
-        return 0
-
-    monkeypatch.setattr(prepared.runtime, "attach", attach)
-    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
-    gc.disable()
-    assert clients.run_attached(prepared, False, None, False, (), lambda: None) == 0
+    assert attach_with(prepared) == 0
     assert during_attach == [True]
