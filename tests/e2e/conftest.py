@@ -6,8 +6,7 @@ from pathlib import Path
 import pytest
 
 from opencode_sandbox.images.updater import record_baked_version
-from opencode_sandbox.paths import ToolPaths
-from tests.e2e.harness import Project, make_project
+from tests.e2e.harness import Project, make_project, project_on
 from tests.fixtures.host_users import HostUser
 from tests.fixtures.images import RunnerBase
 
@@ -18,10 +17,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.e2e]
 def project(tmp_path: Path, unique: str, runner_base_image: RunnerBase,
             monkeypatch: pytest.MonkeyPatch) -> Iterator[Project]:
     """A fresh git project on the docker runtime, with the session's base image."""
-    record_baked_version(ToolPaths.from_environment().state_dir, runner_base_image.opencode_version)
-    monkeypatch.setenv("OPENCODE_SANDBOX_RUNTIME", "docker")
-    monkeypatch.setenv("OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT", "1h")
-    created = make_project(tmp_path / f"checkout {unique} ünï", unique)
+    created = project_on("docker", tmp_path / f"checkout {unique} ünï", unique, runner_base_image.opencode_version,
+                         monkeypatch)
     try:
         yield created
     finally:

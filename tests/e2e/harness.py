@@ -15,8 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest import MonkeyPatch
+
 from opencode_sandbox.core.naming import TOOL, runner_repository, vm_name
 from opencode_sandbox.core.slug import slug_for_remote
+from opencode_sandbox.images.updater import record_baked_version
 from opencode_sandbox.paths import ToolPaths
 from tests.fixtures.host_users import HostUser
 
@@ -144,6 +147,14 @@ def make_project(folder: Path, name: str, user: HostUser | None = None) -> Proje
         return Project(folder, remote)
     user.give(home)
     return Project(folder, remote, user=user, home=home)
+
+
+def project_on(runtime: str, folder: Path, name: str, opencode_version: str, monkeypatch: MonkeyPatch) -> Project:
+    """A fresh git project run on `runtime` by the test's own user, its base image's version recorded."""
+    record_baked_version(ToolPaths.from_environment().state_dir, opencode_version)
+    monkeypatch.setenv("OPENCODE_SANDBOX_RUNTIME", runtime)
+    monkeypatch.setenv("OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT", "1h")
+    return make_project(folder, name)
 
 
 class Tmux:

@@ -10,11 +10,9 @@ from pathlib import Path
 import pytest
 
 from opencode_sandbox.errors import SandboxError
-from opencode_sandbox.images.updater import record_baked_version
-from opencode_sandbox.paths import ToolPaths
 from opencode_sandbox.runtime.kvm import probe_kvm
 from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
-from tests.e2e.harness import Project, make_project
+from tests.e2e.harness import Project, project_on
 from tests.fixtures.images import RunnerBase
 
 kvm_check = probe_kvm()
@@ -46,10 +44,8 @@ def msb_project(
     tmp_path: Path, unique: str, runner_base_image: RunnerBase, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Project]:
     """A fresh git project on the microsandbox runtime, with the session's base image."""
-    record_baked_version(ToolPaths.from_environment().state_dir, runner_base_image.opencode_version)
-    monkeypatch.setenv("OPENCODE_SANDBOX_RUNTIME", "microsandbox")
-    monkeypatch.setenv("OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT", "1h")
-    created = make_project(tmp_path / f"checkout {unique}", unique)
+    created = project_on("microsandbox", tmp_path / f"checkout {unique}", unique,
+                         runner_base_image.opencode_version, monkeypatch)
     try:
         yield created
     finally:
