@@ -18,11 +18,15 @@
 #                    <key> hashes the package list and build_base below, nothing else
 #   wheels-<key>/    the project's dependency wheels for the guest's Python; <key> hashes
 #                    pyproject.toml
-#   run/             the last run's disk image, share (log, exit code) and project wheel
-# After a source change only the project's wheel and the test files are refreshed.
+#   run.XXXXXX/      one run's disk image, share (log, exit code) and project wheel, removed
+#                    when the run ends
+# After a source change only the project's wheel and the test files are refreshed. Runs side by
+# side are safe: the guest is refreshed and copied to a run's disk under a lock, and at most
+# OPENCODE_SANDBOX_LAB_SLOTS guests boot at once (the others wait for a free slot).
 #
 # Settings (environment): OPENCODE_SANDBOX_LAB_MEMORY_MIB (6144), OPENCODE_SANDBOX_LAB_TIMEOUT
-# (seconds for one boot, 5400), OPENCODE_SANDBOX_LAB_MIRROR (http://deb.debian.org/debian).
+# (seconds for one boot, 5400), OPENCODE_SANDBOX_LAB_MIRROR (http://deb.debian.org/debian),
+# OPENCODE_SANDBOX_LAB_SLOTS (guests booted at once, 2).
 set -euo pipefail
 
 CHECKOUT=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,6 +34,7 @@ CACHE=${OPENCODE_SANDBOX_LAB_CACHE:-/var/cache/opencode-sandbox-lab}
 MEMORY_MIB=${OPENCODE_SANDBOX_LAB_MEMORY_MIB:-6144}
 BOOT_TIMEOUT=${OPENCODE_SANDBOX_LAB_TIMEOUT:-5400}
 MIRROR=${OPENCODE_SANDBOX_LAB_MIRROR:-http://deb.debian.org/debian}
+SLOTS=${OPENCODE_SANDBOX_LAB_SLOTS:-2}
 SUITE=trixie
 GUEST_PYTHON=3.13
 LAB_USER=tester
@@ -52,7 +57,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --smoke) command_args=("${SMOKE_COMMAND[@]}"); shift ;;
     --user) as_user=1; shift ;;
-    --help|-h) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --help|-h) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; command_args=("$@"); break ;;
     *) command_args=("$@"); break ;;
   esac
@@ -269,10 +274,12 @@ free_port() {
 FORWARD_PID=
 QEMU_PID=
 WHEELS_MOUNT=
+RUN=
 cleanup() {
   [ -n "$QEMU_PID" ] && kill "$QEMU_PID" 2>/dev/null || true
   [ -n "$WHEELS_MOUNT" ] && umount "$WHEELS_MOUNT" 2>/dev/null || true
   [ -n "$FORWARD_PID" ] && kill "$FORWARD_PID" 2>/dev/null || true
+  [ -n "$RUN" ] && rm -rf "$RUN" || true
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -281,6 +288,24 @@ start_engine_forward() {
   ENGINE_PORT=$(free_port)
   socat "TCP-LISTEN:$ENGINE_PORT,bind=127.0.0.1,reuseaddr,fork" UNIX-CONNECT:/var/run/docker.sock &
   FORWARD_PID=$!
+}
+
+# Waits for one of SLOTS boot slots and holds it (file descriptor 8) until the script ends.
+take_slot() {
+  local waited=0 slot
+  while :; do
+    for slot in $(seq "$SLOTS"); do
+      exec 8>"$CACHE/slot-$slot.lock"
+      if flock -n 8; then
+        if [ "$waited" = 1 ]; then say "got lab slot $slot"; fi
+        return
+      fi
+      exec 8>&-
+    done
+    [ "$waited" = 1 ] || say "all $SLOTS lab slots are busy: waiting for a run to end"
+    waited=1
+    sleep 5
+  done
 }
 
 # One boot: 0 when the guest wrote COMMAND's exit code (in $RUN/share/exit-code).
@@ -295,7 +320,11 @@ boot_once() {
   } > "$RUN/share/environment"
   printf '%q ' "${command_args[@]}" > "$RUN/share/command"
   echo >> "$RUN/share/command"
+  # The cached guest is shared: refresh it and copy it to this run's disk under a lock.
+  flock 9
+  refresh_guest
   make_disk
+  flock -u 9
   local started; started=$(date +%s)
   say "booting the guest (QEMU TCG, 1 vCPU, $MEMORY_MIB MiB): ${command_args[*]}"
   set +e
@@ -326,13 +355,15 @@ boot_once() {
 main() {
   local started; started=$(date +%s)
   mkdir -p "$CACHE"
-  RUN="$CACHE/run"
-  mkdir -p "$RUN"
+  RUN=$(mktemp -d "$CACHE/run.XXXXXX")
   ensure_host_packages
+  exec 9>"$CACHE/guest.lock"
+  flock 9
   ensure_base
   PROJECT_WHEEL=$(build_project_wheel "$RUN/project")
   ensure_dependency_wheels
-  refresh_guest
+  flock -u 9
+  take_slot
   start_engine_forward
   local attempt
   for attempt in 1 2; do
