@@ -4,9 +4,11 @@
 # COMMAND's exit code.
 #
 # Usage: scripts/kvm-lab.sh [--smoke] [--user] [COMMAND...]
-#   COMMAND      run in the guest, in a copy of the checkout's tests (default: the tests
-#                that need a booting microVM, `python -m pytest -m kvm`)
-#   --smoke      the lab smoke: the CLI's first `shell`, a write kept across stop and start
+#   COMMAND      run in the guest as root, in a copy of the checkout's tests. Without COMMAND:
+#                the tests that need a booting microVM (`python -m pytest -m kvm`), once as
+#                root and once as `tester`, each in a fresh guest
+#   --smoke      the lab smoke, as root: the CLI's first `shell`, a write kept across stop
+#                and start
 #   --user       run COMMAND as the ordinary user `tester` (uid 1001, groups kvm and docker)
 #                instead of root
 #
@@ -53,16 +55,21 @@ seconds_since() { echo $(($(date +%s) - $1)); }
 
 as_user=0
 command_args=()
+passes=
 while [ $# -gt 0 ]; do
   case "$1" in
     --smoke) command_args=("${SMOKE_COMMAND[@]}"); shift ;;
     --user) as_user=1; shift ;;
-    --help|-h) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --help|-h) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; command_args=("$@"); break ;;
     *) command_args=("$@"); break ;;
   esac
 done
-[ ${#command_args[@]} -gt 0 ] || command_args=("${DEFAULT_COMMAND[@]}")
+if [ ${#command_args[@]} -eq 0 ]; then
+  command_args=("${DEFAULT_COMMAND[@]}")
+  [ "$as_user" = 1 ] || passes="0 1"
+fi
+passes=${passes:-$as_user}
 [ "$(id -u)" = 0 ] || die "run me as root: I install packages, run debootstrap and chroot"
 
 ensure_host_packages() {
@@ -326,7 +333,7 @@ boot_once() {
   make_disk
   flock -u 9
   local started; started=$(date +%s)
-  say "booting the guest (QEMU TCG, 1 vCPU, $MEMORY_MIB MiB): ${command_args[*]}"
+  say "booting the guest (QEMU TCG, 1 vCPU, $MEMORY_MIB MiB) to run as $(who_runs): ${command_args[*]}"
   set +e
   timeout -k 10 "$BOOT_TIMEOUT" qemu-system-x86_64 \
     -accel tcg,thread=multi -cpu max -smp 1 -m "$MEMORY_MIB" \
@@ -365,17 +372,36 @@ main() {
   flock -u 9
   take_slot
   start_engine_forward
+  local pass outcome=0 summary=()
+  for pass in $passes; do
+    as_user=$pass
+    local status=0
+    run_pass || status=$?
+    summary+=("as $(who_runs): $(describe_status "$status")")
+    if [ "$status" = 255 ]; then outcome=3; elif [ "$outcome" = 0 ]; then outcome=$status; fi
+  done
+  local line; line=$(printf '%s; ' "${summary[@]}")
+  say "${line}whole lab run $(seconds_since "$started") s"
+  exit "$outcome"
+}
+
+who_runs() { if [ "$as_user" = 1 ]; then echo "$LAB_USER"; else echo root; fi; }
+describe_status() { if [ "$1" = 255 ]; then echo "LAB FAILURE (no result)"; else echo "COMMAND exited with $1"; fi; }
+
+# COMMAND in a fresh guest as root or tester, the guest retried once if it dies: COMMAND's exit
+# status, or 255 when the guest died twice.
+run_pass() {
   local attempt
   for attempt in 1 2; do
     if boot_once; then
       local status; status=$(cat "$RUN/share/exit-code")
-      say "COMMAND exited with $status; whole lab run $(seconds_since "$started") s"
-      exit "$status"
+      say "COMMAND exited with $status (as $(who_runs))"
+      return "$status"
     fi
     [ "$attempt" = 1 ] && say "retrying the lab run once"
   done
   say "LAB FAILURE: the guest died twice; no result"
-  exit 3
+  return 255
 }
 
 main

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs on a fresh Debian machine, starts the Docker
-# engine when none answers, then runs ruff, mypy and the whole pytest suite.
+# engine when none answers, then runs ruff, mypy, the whole pytest suite and the lab smoke (a
+# microVM booted in the emulated KVM lab, scripts/kvm-lab.sh --smoke).
 # Usage: scripts/test.sh [pytest arguments...]
+#   With pytest arguments, only pytest runs, with them (no lab smoke).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,4 +50,12 @@ if [ "$status" = 5 ]; then
   echo "pytest collected no tests" >&2
   exit 1
 fi
-exit "$status"
+[ $# -eq 0 ] || exit "$status"
+
+echo "== lab smoke (a microVM booted under QEMU's emulated AMD CPU)"
+set +e
+as_root bash scripts/kvm-lab.sh --smoke
+lab_status=$?
+set -e
+echo "== pytest exited with $status, the lab smoke with $lab_status"
+[ "$status" = 0 ] && [ "$lab_status" = 0 ]
