@@ -126,6 +126,18 @@ def test_msb_s_causes_join_its_error_line() -> None:
     assert MsbResult(1, "", "error: agent relay wait_ready failed\n").failure_text == "agent relay wait_ready failed"
 
 
+def test_a_panic_of_msb_is_told_by_its_message() -> None:
+    """msb's log of a VM given too little memory, as the lab recorded it."""
+    log = (
+        "INFO microsandbox_runtime::runner::vm: entering VM sandbox=probe-24M\n"
+        "thread 'main' (281) panicked at /github/home/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/"
+        "msb_krun_arch-0.1.41/src/x86_64/mod.rs:85:25:\n"
+        "Kernel doesn't fit in RAM\n"
+        "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n"
+    )
+    assert decisive_lines(log) == ["msb panicked: Kernel doesn't fit in RAM"]
+
+
 def test_the_log_excerpt_stays_short() -> None:
     log = "".join(f"ERROR msb: failure number {number} {'x' * 300}\n" for number in range(10))
     lines = decisive_lines(log)

@@ -16,6 +16,7 @@ _KERNEL_SIGNS = re.compile(
     r"panic|not syncing|out of memory|oom-kill|killed process|segfault|call trace|unable to|cannot|failed",
     re.IGNORECASE,
 )
+_RUST_PANIC = re.compile(r"^thread '.*' .*panicked at ")
 _COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 _KERNEL_TIME = re.compile(r"^\[\s*\d+\.\d+\]\s*")
 _MAY_HOLD_VALUES = re.compile(r"command line|cmdline|environ", re.IGNORECASE)
@@ -29,11 +30,17 @@ def decisive_lines(log: str, hidden: Iterable[str] = ()) -> list[str]:
     """
     secrets = [value for value in hidden if len(value) >= 4]
     picked: list[str] = []
+    panicked = False
     for raw in log.splitlines():
         line = _COLOUR.sub("", raw).strip()
         if not line or _MAY_HOLD_VALUES.search(line) or any(secret in line for secret in secrets):
             continue
-        if _RUNTIME_LEVEL.match(line) or _KERNEL_SIGNS.search(_KERNEL_TIME.sub("", line)):
+        if panicked:  # the line after Rust's "thread 'main' panicked at FILE:LINE:" says why
+            picked.append(_shortened(f"msb panicked: {line}"))
+            panicked = False
+        elif _RUST_PANIC.search(line):
+            panicked = True
+        elif _RUNTIME_LEVEL.match(line) or _KERNEL_SIGNS.search(_KERNEL_TIME.sub("", line)):
             picked.append(_shortened(line))
     unique = list(dict.fromkeys(reversed(picked)))[:MAX_LINES]
     return list(reversed(unique))
