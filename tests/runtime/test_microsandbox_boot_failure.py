@@ -138,6 +138,21 @@ def test_a_panic_of_msb_is_told_by_its_message() -> None:
     assert decisive_lines(log) == ["msb panicked: Kernel doesn't fit in RAM"]
 
 
+def test_only_the_last_boot_counts_and_not_its_harmless_failures() -> None:
+    """A VM that booted once (its log as the lab recorded it), then did not start again."""
+    log = (
+        "INFO microsandbox_runtime::runner::vm: sandbox starting sandbox=probe-512M\n"
+        "[    3.955863] rtc_cmos rtc_cmos: probe with driver rtc_cmos failed with error -16\n"
+        "--- sandbox started ---\n"
+        "ERROR microsandbox_runtime::runner::relay: agent relay: handshake write failed slot=0: Broken pipe\n"
+        "--- sandbox stopped ---\n"
+        "INFO microsandbox_runtime::runner::vm: sandbox starting sandbox=probe-512M\n"
+        "[    3.955863] rtc_cmos rtc_cmos: probe with driver rtc_cmos failed with error -16\n"
+        "ERROR microsandbox_runtime::runner::vm: agent relay wait_ready failed\n"
+    )
+    assert decisive_lines(log) == ["ERROR microsandbox_runtime::runner::vm: agent relay wait_ready failed"]
+
+
 def test_the_log_excerpt_stays_short() -> None:
     log = "".join(f"ERROR msb: failure number {number} {'x' * 300}\n" for number in range(10))
     lines = decisive_lines(log)

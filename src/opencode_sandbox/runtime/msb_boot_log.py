@@ -12,10 +12,10 @@ from collections.abc import Iterable
 MAX_LINES = 4
 MAX_WIDTH = 200
 _RUNTIME_LEVEL = re.compile(r"^\s*(ERROR|WARN)\s")
-_KERNEL_SIGNS = re.compile(
-    r"panic|not syncing|out of memory|oom-kill|killed process|segfault|call trace|unable to|cannot|failed",
-    re.IGNORECASE,
-)
+_KERNEL_SIGNS = re.compile(r"panic|not syncing|out of memory|oom-kill|killed process|segfault|call trace",
+                           re.IGNORECASE)
+"""Only what stops a guest: every boot logs harmless failures too (`rtc_cmos ... failed`)."""
+_BOOT_START = re.compile(r"\bsandbox starting\b")
 _RUST_PANIC = re.compile(r"^thread '.*' .*panicked at ")
 _COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 _KERNEL_TIME = re.compile(r"^\[\s*\d+\.\d+\]\s*")
@@ -24,14 +24,17 @@ _MAY_HOLD_VALUES = re.compile(r"command line|cmdline|environ", re.IGNORECASE)
 
 
 def decisive_lines(log: str, hidden: Iterable[str] = ()) -> list[str]:
-    """The last few error lines of msb and the guest kernel, short, in their order.
+    """The last few error lines of msb and the guest kernel during the last boot, short, in
+    their order.
 
     A line holding any of the `hidden` values (the VM's environment) is left out whole.
     """
     secrets = [value for value in hidden if len(value) >= 4]
+    lines = log.splitlines()
+    starts = [number for number, line in enumerate(lines) if _BOOT_START.search(line)]
     picked: list[str] = []
     panicked = False
-    for raw in log.splitlines():
+    for raw in lines[starts[-1] if starts else 0 :]:  # the log keeps every earlier boot too
         line = _COLOUR.sub("", raw).strip()
         if not line or _MAY_HOLD_VALUES.search(line) or any(secret in line for secret in secrets):
             continue
