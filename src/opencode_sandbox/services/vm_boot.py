@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from opencode_sandbox.errors import NotFound, SandboxError, VmDidNotBoot
+from opencode_sandbox.errors import NotFound, NotOurs, SandboxError, VmDidNotBoot
 from opencode_sandbox.runtime.base import Runtime
 from opencode_sandbox.runtime.types import RuntimeKind, SandboxSpec
 from opencode_sandbox.ui.console import Console
@@ -29,7 +29,10 @@ def create(runtime: Runtime, console: Console, spec: SandboxSpec) -> None:
 
 def start(runtime: Runtime, console: Console, name: str) -> None:
     """Start the stopped VM; it stays, whatever happens: it existed before this run."""
-    boot = lambda: runtime.start_sandbox(name)  # noqa: E731
+
+    def boot() -> None:
+        runtime.start_sandbox(name)
+
     _twice(console, f"Starting {name}", boot, boot)
 
 
@@ -59,8 +62,8 @@ def _remove_vm(runtime: Runtime, console: Console, name: str) -> None:
     try:
         if runtime.get_sandbox(name) is not None:
             runtime.remove_sandbox(name)
-    except NotFound:
-        pass
+    except (NotFound, NotOurs):
+        pass  # gone, or never this run's
     except SandboxError as failure:
         console.warn(f"the half-made VM {name} is left behind: {failure.message} "
                      "(`opencode-sandbox stop -f` removes it)")
