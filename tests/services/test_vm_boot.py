@@ -3,18 +3,20 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from opencode_sandbox.cli.app import App
-from opencode_sandbox.core.naming import runner_image, vm_name
+from opencode_sandbox.core.naming import managed_labels, runner_image, vm_name
 from opencode_sandbox.errors import BootFailed, VmDidNotBoot
-from opencode_sandbox.runtime.types import SandboxStatus
-from opencode_sandbox.services import run
+from opencode_sandbox.runtime.types import SandboxInfo, SandboxSpec, SandboxStatus
+from opencode_sandbox.services import run, vm_boot
 from opencode_sandbox.services.image_step import ReadyImage, UpdateCheck
 from opencode_sandbox.services.run import RunLifecycle
+from opencode_sandbox.ui.console import Console, LogLevel
 from tests.fakes.runtime import FakeRuntime
 from tests.services.app_fakes import SLUG, make_app, messages
 
@@ -119,3 +121,36 @@ def test_a_boot_that_another_attempt_cannot_help_is_not_repeated(
     assert boots(fake) == ["create_sandbox"]
     assert "trying once more" not in messages(app)
     assert fake.sandboxes == {} and fake.volumes == {}
+
+
+class LeavesRecords(FakeRuntime):
+    """A runtime whose failed boots leave the sandbox's record behind, as a crashed one."""
+
+    def create_sandbox(self, spec: SandboxSpec) -> SandboxInfo:
+        failures, self.boot_failures = self.boot_failures, []
+        info = super().create_sandbox(spec)
+        self.boot_failures = failures
+        if not failures:
+            return info
+        self.crash(spec.name)
+        cause = failures.pop(0)
+        raise VmDidNotBoot(f"cannot start {spec.name}: {cause}", hint="-", cause=cause)
+
+
+def test_a_record_left_by_a_failed_boot_is_removed_before_and_after_the_second_attempt(tmp_path: Path) -> None:
+    runtime = LeavesRecords()
+    runtime.add_docker_image(IMAGE)
+    console = Console(LogLevel.INFO, stream=io.StringIO())
+    spec = SandboxSpec(VM, IMAGE, 1, 512, labels=managed_labels(SLUG))
+    try:
+        runtime.boot_failures = ["relay timeout"]
+        vm_boot.create(runtime, console, spec)
+        info = runtime.get_sandbox(VM)
+        assert info is not None and info.status is SandboxStatus.RUNNING
+        runtime.remove_sandbox(VM)
+        runtime.boot_failures = ["relay timeout", "relay timeout"]
+        with pytest.raises(VmDidNotBoot):
+            vm_boot.create(runtime, console, spec)
+        assert runtime.sandboxes == {}
+    finally:
+        runtime.close()
