@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.errors import NotFound, NotOurs, SandboxError, VmDidNotBoot
-from opencode_sandbox.runtime.base import Runtime
-from opencode_sandbox.runtime.types import RuntimeKind, SandboxSpec
-from opencode_sandbox.ui.console import Console
+from opencode_sandbox.runtime.kind import RuntimeKind
 from opencode_sandbox.ui.progress import slow_step
+
+if TYPE_CHECKING:
+    from opencode_sandbox.runtime.base import Runtime
+    from opencode_sandbox.runtime.types import SandboxSpec
+    from opencode_sandbox.ui.console import Console
 
 
 def create(runtime: Runtime, console: Console, spec: SandboxSpec) -> None:
