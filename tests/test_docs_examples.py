@@ -21,7 +21,7 @@ DOCS = ROOT / "docs"
 SOURCE = ROOT / "src" / "opencode_sandbox"
 GUIDES = ["getting-started.md", "runtimes.md", "lifecycle.md", "troubleshooting.md"]
 ERROR_TYPES = {"SandboxError", "UsageError", "ConfigError", "NotAvailableYet", "RuntimeUnavailable", "BootFailed",
-               "NotFound", "NotOurs"}
+               "VmDidNotBoot", "NotFound", "NotOurs"}
 
 
 @pytest.fixture(autouse=True)
@@ -131,7 +131,7 @@ def test_every_config_snippet_loads(doc: str, tmp_path: Path) -> None:
 
 
 def source_messages() -> set[str]:
-    """Every message an error, a doctor check or a console error can carry; `{}` for a value."""
+    """Every message an error, a doctor check or a console error or warning can carry; `{}` for a value."""
 
     def render(node: ast.expr) -> str | None:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -150,7 +150,7 @@ def source_messages() -> set[str]:
             name = node.func.id if isinstance(node.func, ast.Name) else (
                 node.func.attr if isinstance(node.func, ast.Attribute) else "")
             argument = None
-            if name in ERROR_TYPES or name == "error":
+            if name in ERROR_TYPES or name in ("error", "warn"):
                 argument = node.args[0]
             elif name == "Check" and len(node.args) >= 3:
                 argument = node.args[2]

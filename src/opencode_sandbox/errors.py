@@ -42,3 +42,12 @@ class NotOurs(SandboxError):
 
 class BootFailed(SandboxError):
     """A sandbox that could not be started."""
+
+
+class VmDidNotBoot(BootFailed):
+    """The VM itself did not come up, with its image and settings in place: the runtime's own
+    failure, which another attempt may not repeat. `cause` is the short reason, one line."""
+
+    def __init__(self, message: str, hint: str | None = None, *, cause: str) -> None:
+        super().__init__(message, hint)
+        self.cause = cause

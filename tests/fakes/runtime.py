@@ -6,7 +6,7 @@ with `;`, `&&`, `||`, `>`, `>>`, `<`, `>&2`) and the commands services and tests
 programs can be scripted with `on_exec`. Bind mounts read and write the real host folder.
 Published ports really listen on 127.0.0.1 while a sandbox runs.
 
-Failure injection: `fail_next_boot`, `engine_down`, `crash(name)`.
+Failure injection: `boot_failures`, `engine_down`, `crash(name)`.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from opencode_sandbox.errors import (
     NotOurs,
     RuntimeUnavailable,
     SandboxError,
+    VmDidNotBoot,
 )
 from opencode_sandbox.runtime.types import (
     ExecResult,
@@ -144,8 +145,8 @@ class FakeRuntime:
         """What this runtime has loaded."""
         self.calls: list[tuple[str, str]] = []
         self.handlers: dict[str, ExecHandler] = {}
-        self.fail_next_boot: str | None = None
-        """A message: the next create or start fails with `BootFailed` and it."""
+        self.boot_failures: list[str] = []
+        """Causes: each create or start takes the first and fails with `VmDidNotBoot` and it."""
         self.engine_down = False
         """While true, every call raises `RuntimeUnavailable`."""
 
@@ -414,9 +415,9 @@ class FakeRuntime:
         return volume
 
     def _take_boot_failure(self, name: str) -> None:
-        if self.fail_next_boot is not None:
-            message, self.fail_next_boot = self.fail_next_boot, None
-            raise BootFailed(f"cannot start {name}: {message}", hint="Check the image.")
+        if self.boot_failures:
+            cause = self.boot_failures.pop(0)
+            raise VmDidNotBoot(f"cannot start {name}: {cause}", hint="Check the image.", cause=cause)
 
     def _boot(self, sandbox: FakeSandbox) -> None:
         for port in sandbox.spec.published_ports if sandbox.spec else ():

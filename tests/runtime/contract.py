@@ -32,7 +32,7 @@ from opencode_sandbox.core.naming import (
     managed_labels,
     vm_name,
 )
-from opencode_sandbox.errors import BootFailed, NotFound, NotOurs, SandboxError
+from opencode_sandbox.errors import BootFailed, NotFound, NotOurs, SandboxError, VmDidNotBoot
 from opencode_sandbox.runtime.base import Runtime
 from opencode_sandbox.runtime.types import (
     Mount,
@@ -302,6 +302,7 @@ class RuntimeContract:
         with pytest.raises(BootFailed) as raised:
             created.sandbox(self.spec(slug, missing, workspace))
         assert raised.value.hint
+        assert not isinstance(raised.value, VmDidNotBoot)  # another attempt cannot help
         assert runtime.get_sandbox(vm_name(slug)) is None
         assert vm_name(slug) not in {sandbox.name for sandbox in runtime.list_sandboxes()}
 
@@ -309,8 +310,9 @@ class RuntimeContract:
         self, runtime: Runtime, contract_image: str, created: Created, tmp_path: Path
     ) -> None:
         slug = new_slug()
-        with pytest.raises(BootFailed):
+        with pytest.raises(BootFailed) as raised:
             created.sandbox(self.spec(slug, contract_image, tmp_path / "no-such-folder"))
+        assert not isinstance(raised.value, VmDidNotBoot)
         assert runtime.get_sandbox(vm_name(slug)) is None
 
     def test_create_with_missing_home_volume_leaves_nothing(

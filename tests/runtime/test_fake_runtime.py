@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from opencode_sandbox.core.naming import home_volume_name, managed_labels, vm_name
-from opencode_sandbox.errors import BootFailed, RuntimeUnavailable
+from opencode_sandbox.errors import RuntimeUnavailable, VmDidNotBoot
 from opencode_sandbox.runtime.types import ExecResult, Mount, MountKind, SandboxSpec, SandboxStatus
 from tests.fakes.runtime import ExecCall, FakeRuntime
 
@@ -37,21 +37,22 @@ def spec(tmp_path: Path) -> SandboxSpec:
     )
 
 
-def test_fail_next_boot_leaves_nothing_and_fires_once(fake: FakeRuntime, tmp_path: Path) -> None:
-    fake.fail_next_boot = "no kvm"
-    with pytest.raises(BootFailed, match="no kvm"):
+def test_a_boot_failure_leaves_nothing_and_fires_once(fake: FakeRuntime, tmp_path: Path) -> None:
+    fake.boot_failures = ["no kvm"]
+    with pytest.raises(VmDidNotBoot, match="no kvm") as raised:
         fake.create_sandbox(spec(tmp_path))
+    assert raised.value.cause == "no kvm"
     assert fake.get_sandbox(vm_name(SLUG)) is None
     assert fake.create_sandbox(spec(tmp_path)).status is SandboxStatus.RUNNING
 
 
-def test_fail_next_boot_on_start_keeps_the_stopped_sandbox(
+def test_a_boot_failure_on_start_keeps_the_stopped_sandbox(
     fake: FakeRuntime, tmp_path: Path
 ) -> None:
     fake.create_sandbox(spec(tmp_path))
     fake.stop_sandbox(vm_name(SLUG))
-    fake.fail_next_boot = "disk full"
-    with pytest.raises(BootFailed):
+    fake.boot_failures = ["disk full"]
+    with pytest.raises(VmDidNotBoot):
         fake.start_sandbox(vm_name(SLUG))
     info = fake.get_sandbox(vm_name(SLUG))
     assert info is not None and info.status is SandboxStatus.STOPPED

@@ -21,7 +21,9 @@ class Runtime(Protocol):
     Errors are `opencode_sandbox.errors` types: `RuntimeUnavailable` when the engine is
     missing or stops answering, `NotFound` for a missing sandbox/volume/image, `NotOurs` for
     a name that exists but lacks our labels, `BootFailed` when a sandbox cannot start (and
-    no record is left behind by `create_sandbox`).
+    no record is left behind by `create_sandbox`): its subclass `VmDidNotBoot` when the VM
+    itself did not come up, which another attempt may not repeat, and `BootFailed` itself
+    when another attempt cannot help (a missing image or folder).
     """
 
     kind: RuntimeKind

@@ -6,7 +6,7 @@ import math
 import os
 import socket
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +18,11 @@ from opencode_sandbox.core.naming import (
     slug_of_task,
     slug_of_vm,
 )
-from opencode_sandbox.errors import BootFailed, NotFound, NotOurs, RuntimeUnavailable, SandboxError
-from opencode_sandbox.runtime import msb_parse
+from opencode_sandbox.errors import BootFailed, NotFound, NotOurs, RuntimeUnavailable, SandboxError, VmDidNotBoot
+from opencode_sandbox.runtime import msb_boot_log, msb_parse
 from opencode_sandbox.runtime.env_passing import child_environment, env_flags
 from opencode_sandbox.runtime.kvm import KvmCheck, probe_kvm
-from opencode_sandbox.runtime.msb_cli import MsbCli
+from opencode_sandbox.runtime.msb_cli import MsbCli, MsbResult
 from opencode_sandbox.runtime.msb_sdk_worker import call_sdk
 from opencode_sandbox.runtime.msb_volume_files import (
     copy_tree_onto,
@@ -141,7 +141,7 @@ class MicrosandboxRuntime:
             self._create_args(spec), timeout_s=_BOOT_TIMEOUT_S, environment=child_environment(spec.env)
         )
         if not result.ok:
-            raise self._boot_failure(spec.name, result.error_text)
+            raise self._boot_failure(spec.name, result, spec.env.values(), created=True)
         info = self.get_sandbox(spec.name)
         if info is None:
             raise BootFailed(f"sandbox {spec.name} vanished after it was created", hint="try again")
@@ -163,35 +163,37 @@ class MicrosandboxRuntime:
             args += ["--port", f"127.0.0.1:{_free_local_port()}:{guest_port}"]
         return args
 
-    def _boot_failure(self, name: str, error_text: str) -> BootFailed:
-        cause = self._boot_log_error(name) or error_text
-        if self._inspect(name) is not None:
+    def _boot_failure(self, name: str, result: MsbResult, hidden: Iterable[str], *, created: bool) -> BootFailed:
+        """The error for a failed `msb create` (`created`: remove the sandbox) or `msb start`.
+        msb's log of the sandbox is read first: removing the sandbox deletes it."""
+        log_lines = msb_boot_log.decisive_lines(self._system_log(name), hidden)
+        if created and self._inspect(name) is not None:
             self._cli.run(["remove", "--force", "--quiet", name])
+        cause = result.failure_text
+        verb = "boot" if created else "start"
+        logged = "".join(f"\n  {line}" for line in log_lines)
         check = self.kvm()
         if not check.ok:
             return BootFailed(
-                f"sandbox {name} could not boot: {cause} ({check.cause})",
+                f"sandbox {name} could not {verb}: {cause} ({check.cause}){logged}",
                 hint=f"{_DOCKER_RUNTIME_HINT}; or {check.fix}" if check.fix else _DOCKER_RUNTIME_HINT,
             )
-        return BootFailed(
-            f"sandbox {name} could not boot: {cause}",
-            hint="run `msb doctor`; if microVMs cannot run on this host, " + _DOCKER_RUNTIME_HINT,
+        where = "" if created else f" and `msb logs --source system {name}`"
+        return VmDidNotBoot(
+            f"sandbox {name} could not {verb}: {cause}{logged}",
+            hint=f"run again; if it fails again, run `msb doctor`{where}. "
+            f"If microVMs cannot run on this host, {_DOCKER_RUNTIME_HINT}",
+            cause=cause,
         )
 
-    def _boot_log_error(self, name: str) -> str | None:
-        logs = self._cli.run(["logs", "--source", "system", "--tail", "200", name])
-        errors = [line for line in logs.stdout.splitlines() if " ERROR " in f" {line} "]
-        # e.g. "ERROR msb_krun_vmm::linux::vstate: Received KVM_EXIT_INTERNAL_ERROR signal"
-        return errors[-1].split(": ", 1)[-1].strip() if errors else None
+    def _system_log(self, name: str) -> str:
+        return self._cli.run(["logs", "--source", "system", "--tail", "200", "--no-color", name]).stdout
 
     def start_sandbox(self, name: str) -> None:
-        self._inspect_ours(name)
+        inspected = self._inspect_ours(name)
         result = self._cli.run(["start", "--quiet", name], timeout_s=_BOOT_TIMEOUT_S)
         if not result.ok:
-            cause = self._boot_log_error(name) or result.error_text
-            check = self.kvm()
-            hint = _DOCKER_RUNTIME_HINT if not check.ok else "run `msb doctor` and `msb logs " + name + "`"
-            raise BootFailed(f"sandbox {name} could not start: {cause}", hint=hint)
+            raise self._boot_failure(name, result, msb_parse.env_values_of(inspected), created=False)
 
     def stop_sandbox(self, name: str, timeout_s: float = 10.0) -> None:
         inspected = self._inspect_ours(name)

@@ -58,6 +58,17 @@ class MsbResult:
         return lines[-1] if lines else f"msb exited with status {self.returncode}"
 
     @property
+    def failure_text(self) -> str:
+        """The `error:` line with the causes msb lists under it (`→ ...`), on one line."""
+        lines = [line.strip() for line in self.stderr.splitlines() if line.strip()]
+        causes = [
+            line.lstrip("→").strip().removeprefix("other:").strip()
+            for line in lines
+            if line.startswith("→") and not line.lstrip("→").strip().startswith("run `")
+        ]
+        return ": ".join([self.error_text, *causes])
+
+    @property
     def not_found(self) -> bool:
         return "not found" in self.error_text
 

@@ -87,6 +87,16 @@ def named_volumes_of(inspected: Mapping[str, Any]) -> set[str]:
     }
 
 
+def env_values_of(inspected: Mapping[str, Any]) -> list[str]:
+    """The values of a sandbox's environment (`config.env`: `{"key": .., "value": ..}` items)."""
+    config = inspected.get("config") or {}
+    return [
+        str(item["value"])
+        for item in config.get("env") or []
+        if isinstance(item, Mapping) and item.get("value") is not None
+    ]
+
+
 def image_info(inspected: Mapping[str, Any]) -> ImageInfo:
     """From `msb image inspect REF --format json`; the digest is the config digest."""
     config = inspected.get("config") or {}

@@ -23,7 +23,7 @@ from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.units import format_duration
 from opencode_sandbox.errors import BootFailed, SandboxError
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxInfo, SandboxSpec, SandboxStatus
-from opencode_sandbox.services import daemon_control, provisioning
+from opencode_sandbox.services import daemon_control, provisioning, vm_boot
 from opencode_sandbox.services.image_step import ReadyImage, UpdateCheck, ensure_image
 from opencode_sandbox.state.files import UnreadableState, ensure_private_dir, read_yaml_mapping, write_yaml
 from opencode_sandbox.state.store import ProjectState
@@ -55,6 +55,8 @@ class RunLifecycle:
         self.vm = naming.vm_name(self.slug)
         self.store = app.state
         self.project_dir = self.store.project_dir(self.slug)
+        self.made_volume: str | None = None
+        """The home volume this run created, until the VM that mounts it is up."""
 
     # the whole sequence -------------------------------------------------------------------
 
@@ -74,7 +76,12 @@ class RunLifecycle:
             recorded_state = state.copy()
             existing = self.app.runtime.get_sandbox(self.vm)
             vm_plan, home_volume = self._decide(state, existing, image, other_clients)
-            recreated = self._apply_vm(vm_plan, existing, image, home_volume, state)
+            try:
+                recreated = self._apply_vm(vm_plan, existing, image, home_volume, state)
+            except BaseException:
+                if self.made_volume is not None:
+                    vm_boot.remove_made_volume(self.app.runtime, self.console, self.made_volume)
+                raise
             if image.dind and vm_plan.action is not VmAction.CONNECT:
                 self._start_inner_docker()
             password = self._password(recreated or vm_plan.action is VmAction.CREATE)
@@ -236,6 +243,7 @@ class RunLifecycle:
         name = free_home_volume_name(self.app.runtime, self.slug)
         with slow_step(self.console, f"Creating the home volume {name}"):
             build_home_volume(self.app.runtime, self.slug, name, image.reference, copy_from, self.console.warn)
+        self.made_volume = name
         return name
 
     def _apply_vm(
@@ -250,17 +258,15 @@ class RunLifecycle:
         if plan.action is VmAction.WAIT and self._wait_running():
             return False
         if plan.action in (VmAction.START, VmAction.WAIT):
-            with slow_step(self.console, f"Starting {self.vm}"):
-                runtime.start_sandbox(self.vm)
+            vm_boot.start(runtime, self.console, self.vm)
             return False
         if plan.action is VmAction.RECREATE and existing is not None:
             with slow_step(self.console, f"Recreating {self.vm} ({plan.reason})"):
                 if existing.status.is_active:
                     runtime.stop_sandbox(self.vm)
                 runtime.remove_sandbox(self.vm)
-        spec = self._spec(image, home_volume)
-        with slow_step(self.console, f"Creating {self.vm}"):
-            runtime.create_sandbox(spec)
+        vm_boot.create(runtime, self.console, self._spec(image, home_volume))
+        self.made_volume = None  # the VM holds it now
         state.config_fingerprint = None
         return True
 
