@@ -21,6 +21,7 @@ DAEMON_LOG = "/home/dev/.local/state/opencode-sandbox/daemon.log"
 START_TIMEOUT_S = 90.0
 _SERVE = f"opencode serve --hostname 0.0.0.0 --port {DAEMON_PORT}"
 _START_SCRIPT = (
+    "command -v opencode >/dev/null || { echo 'opencode: not found on the PATH' >&2; exit 127; } && "
     f'mkdir -p "$(dirname {DAEMON_LOG})" && '
     f"setsid -f sh -c 'exec {_SERVE} >>{DAEMON_LOG} 2>&1' </dev/null >/dev/null 2>&1"
 )
@@ -50,15 +51,18 @@ def new_password(project_state_dir: Path) -> str:
     return value
 
 
-def start_daemon(runtime: Runtime, vm: str, password: str) -> None:
+def start_daemon(runtime: Runtime, vm: str, password: str, home_volume: str | None = None) -> None:
+    """Start `opencode serve` detached; on failure, say why (`home_volume` names the volume in the hint)."""
     result = runtime.exec(
         vm, ["sh", "-c", _START_SCRIPT], env={"OPENCODE_SERVER_PASSWORD": password}, timeout_s=60
     )
     if result.exit_code != 0:
-        raise SandboxError(
-            f"cannot start opencode serve in {vm}: {result.stderr.strip() or result.stdout.strip()}",
-            hint="check that the runner image has opencode on the PATH (`opencode-sandbox build -r`)",
-        )
+        from opencode_sandbox.core.dev_home import diagnose_start_failure
+        from opencode_sandbox.services.dev_home_probe import probe_dev_home
+
+        output = result.stderr.strip() or result.stdout.strip()
+        diagnosis = diagnose_start_failure(output, probe_dev_home(runtime, vm), home_volume)
+        raise SandboxError(f"cannot start opencode serve in {vm}: {diagnosis.reason}", hint=diagnosis.hint)
 
 
 class BackgroundStart:

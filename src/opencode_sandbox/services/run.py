@@ -313,6 +313,12 @@ class RunLifecycle:
                 stdin=provisioning.tar_archive(files, changed), timeout_s=120,
             )
             if result.exit_code != 0:
+                from opencode_sandbox.services.dev_home_probe import home_failure
+
+                home = home_failure(self.app.runtime, self.vm, home_volume)
+                if home is not None:
+                    raise SandboxError(f"copying the opencode configuration into {self.vm} failed: {home.reason}",
+                                       hint=home.hint)
                 raise SandboxError(
                     f"copying the opencode configuration into {self.vm} failed: {result.stderr.strip()}",
                     hint="check the files under ~/.config/opencode, then run again",
@@ -332,7 +338,7 @@ class RunLifecycle:
             return is_serving(host_url, password)
 
         def start() -> None:
-            daemon_control.start_daemon(self.app.runtime, self.vm, password)
+            daemon_control.start_daemon(self.app.runtime, self.vm, password, state.home_volume)
             state.config_fingerprint = config_fingerprint
             self.store.save(self.slug, state)
 
@@ -367,8 +373,13 @@ class RunLifecycle:
         if not wait:
             return start
         with slow_step(self.console, "Starting opencode serve"):
-            daemon_control.start_daemon(self.app.runtime, self.vm, password)
+            daemon_control.start_daemon(self.app.runtime, self.vm, password, state.home_volume)
             if not daemon_control.wait_until_healthy(healthy_now):
+                from opencode_sandbox.services.dev_home_probe import home_failure
+
+                home = home_failure(self.app.runtime, self.vm, state.home_volume)
+                if home is not None:
+                    raise BootFailed(f"opencode serve did not come up in {self.vm}: {home.reason}", hint=home.hint)
                 tail = daemon_control.daemon_log_tail(self.app.runtime, self.vm)
                 raise BootFailed(
                     f"opencode serve did not come up in {self.vm}; the end of its log:\n{tail}",

@@ -1,0 +1,68 @@
+"""A VM where `opencode serve` cannot start says why, on the docker runtime with real images."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from opencode_sandbox.images.updater import record_baked_version
+from tests.e2e.harness import Project, docker, make_project
+from tests.fixtures.host_users import HostUser
+from tests.fixtures.images import RunnerBase
+
+pytestmark = [pytest.mark.docker, pytest.mark.e2e]
+
+STRANGER = (4242, 4242)
+
+
+@pytest.fixture
+def other_user_project(tmp_path: Path, unique: str, runner_base_image: RunnerBase,
+                       other_host_user: HostUser) -> Iterator[Project]:
+    """A fresh project on the docker runtime, run by uid 1001: `dev` is uid 1001 in its VM."""
+    created = make_project(tmp_path / f"checkout {unique}", unique, other_host_user)
+    assert created.home is not None
+    record_baked_version(created.paths.state_dir, runner_base_image.opencode_version)
+    other_host_user.give(created.home)
+    created.env.update(OPENCODE_SANDBOX_RUNTIME="docker", OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT="1h")
+    try:
+        yield created
+    finally:
+        created.cleanup()
+
+
+def test_a_home_of_another_owner_is_named_with_its_fix(other_user_project: Project) -> None:
+    project = other_user_project
+    assert project.shell("true").returncode == 0
+    [volume] = project.home_volumes()
+    chowned = docker("exec", "-u", "root", project.vm, "chown", "-R", "{}:{}".format(*STRANGER), "/home/dev")
+    assert chowned.returncode == 0, chowned.stderr
+    mode = docker("exec", project.vm, "stat", "-c", "%a", "/home/dev").stdout.strip()
+    assert project.cli("stop").returncode == 0
+
+    failed = project.cli("run", "--serve-only", timeout=300)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert (f"error: cannot start opencode serve in {project.vm}: dev cannot write its home: /home/dev belongs to "
+            f"uid 4242, gid 4242 (mode {mode}) and dev is uid 1001, gid 1001\n") in failed.stderr, failed.stderr
+    hint = failed.stderr.split("hint:", 1)[1]
+    assert volume in hint and "`opencode-sandbox volume migrate`" in hint
+    assert "opencode on the PATH" not in failed.stderr
+
+    # the fix the hint gives works: the files move to a new home volume that dev owns
+    assert project.cli("stop").returncode == 0
+    migrated = project.cli("volume", "migrate")
+    assert migrated.returncode == 0, migrated.stderr
+    again = project.shell("stat -c %u ~ ~/.bashrc && touch ~/written")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.split() == ["1001", "1001"]
+
+
+def test_an_image_without_opencode_says_to_rebuild(project: Project) -> None:
+    project.write_dockerfile(
+        "FROM opencode-sandbox/runner-base:latest\nUSER root\nRUN rm /usr/local/bin/opencode\nUSER dev\n"
+    )
+    failed = project.cli("run", "--serve-only", timeout=600)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert f"cannot start opencode serve in {project.vm}: opencode is not on dev's PATH" in failed.stderr
+    assert "`opencode-sandbox build -r`" in failed.stderr.split("hint:", 1)[1]
