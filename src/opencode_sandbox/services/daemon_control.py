@@ -98,6 +98,12 @@ def daemon_running(runtime: Runtime, vm: str) -> bool:
     return runtime.exec(vm, ["pgrep", "-f", _PATTERN], timeout_s=30).exit_code == 0
 
 
+def serve_process_running(runtime: Runtime, vm: str) -> bool | None:
+    """True or False when `pgrep` can tell whether `opencode serve` runs in the VM, None otherwise."""
+    code = runtime.exec(vm, ["pgrep", "-f", _PATTERN], workdir="/", timeout_s=30).exit_code
+    return {0: True, 1: False}.get(code)
+
+
 def stop_daemon(runtime: Runtime, vm: str) -> None:
     runtime.exec(vm, ["sh", "-c", _STOP_SCRIPT], timeout_s=30)
 
