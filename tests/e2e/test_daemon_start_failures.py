@@ -36,9 +36,17 @@ def test_a_home_of_another_owner_is_named_with_its_fix(other_user_project: Proje
     project = other_user_project
     assert project.shell("true").returncode == 0
     [volume] = project.home_volumes()
+    healthy = project.cli("doctor")
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    assert f"home    dev (uid 1001, gid 1001) can use its home in {project.vm}" in healthy.stdout
     chowned = docker("exec", "-u", "root", project.vm, "chown", "-R", "{}:{}".format(*STRANGER), "/home/dev")
     assert chowned.returncode == 0, chowned.stderr
     mode = docker("exec", project.vm, "stat", "-c", "%a", "/home/dev").stdout.strip()
+    doctor = project.cli("doctor")
+    assert doctor.returncode == 1, doctor.stdout + doctor.stderr
+    assert f"home    in {project.vm}: dev cannot write its home: /home/dev belongs to uid 4242" in doctor.stdout
+    assert volume in doctor.stdout.split("dev cannot write its home", 1)[1]
+    assert "this project's VM cannot work as it is (home)" in doctor.stderr
     assert project.cli("stop").returncode == 0
 
     failed = project.cli("run", "--serve-only", timeout=300)
