@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from opencode_sandbox.images.updater import record_baked_version
+from opencode_sandbox.services.daemon_control import START_TIMEOUT_S
 from tests.e2e.harness import Project, docker, make_project
 from tests.fixtures.host_users import HostUser
 from tests.fixtures.images import RunnerBase
@@ -74,3 +76,19 @@ def test_an_image_without_opencode_says_to_rebuild(project: Project) -> None:
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert f"cannot start opencode serve in {project.vm}: opencode is not on dev's PATH" in failed.stderr
     assert "`opencode-sandbox build -r`" in failed.stderr.split("hint:", 1)[1]
+
+
+def test_a_data_folder_of_another_owner_is_named_when_opencode_serve_dies(other_user_project: Project) -> None:
+    project = other_user_project
+    assert project.shell("mkdir -p ~/.local/share/opencode").returncode == 0
+    folder = "/home/dev/.local/share/opencode"
+    chowned = docker("exec", "-u", "root", project.vm, "sh", "-c", f"chown -R 4242:4242 {folder} && chmod 700 {folder}")
+    assert chowned.returncode == 0, chowned.stderr
+    assert project.cli("stop").returncode == 0
+
+    began = time.monotonic()
+    failed = project.cli("run", "--serve-only", timeout=300)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert time.monotonic() - began < START_TIMEOUT_S, "a dead opencode serve is not waited for"
+    assert (f"error: opencode serve did not come up in {project.vm}: dev cannot write its home: {folder} belongs to "
+            "uid 4242, gid 4242 (mode 700) and dev is uid 1001, gid 1001\n") in failed.stderr, failed.stderr

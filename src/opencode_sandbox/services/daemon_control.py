@@ -113,13 +113,29 @@ def daemon_log_tail(runtime: Runtime, vm: str, lines: int = 30) -> str:
     return result.stdout.strip() or result.stderr.strip() or "(the log is empty)"
 
 
-def wait_until_healthy(check: Callable[[], bool], timeout_s: float = START_TIMEOUT_S) -> bool:
-    """Poll a health check until it answers True or the time is up."""
+PROCESS_CHECK_S = 5.0
+
+
+def wait_until_healthy(
+    check: Callable[[], bool],
+    timeout_s: float = START_TIMEOUT_S,
+    still_running: Callable[[], bool] | None = None,
+) -> bool:
+    """Poll a health check until it answers True or the time is up.
+
+    `still_running` is asked every PROCESS_CHECK_S while the check fails: once it says the
+    process is gone, waiting longer cannot help.
+    """
     deadline = time.monotonic() + timeout_s
+    next_process_check = time.monotonic() + PROCESS_CHECK_S
     delay = 0.1
     while time.monotonic() < deadline:
         if check():
             return True
+        if still_running is not None and time.monotonic() >= next_process_check:
+            if not still_running():
+                return bool(check())
+            next_process_check = time.monotonic() + PROCESS_CHECK_S
         time.sleep(delay)
         delay = min(delay * 1.5, 1.0)
     return bool(check())

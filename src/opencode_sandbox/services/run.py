@@ -337,6 +337,12 @@ class RunLifecycle:
         def healthy_now() -> bool:
             return is_serving(host_url, password)
 
+        def serve_alive() -> bool:
+            try:
+                return daemon_control.serve_process_running(self.app.runtime, self.vm) is not False
+            except SandboxError:
+                return True
+
         def start() -> None:
             daemon_control.start_daemon(self.app.runtime, self.vm, password, state.home_volume)
             state.config_fingerprint = config_fingerprint
@@ -366,7 +372,7 @@ class RunLifecycle:
             return None
         starting = not booted and not config_changed and daemon_control.daemon_running(self.app.runtime, self.vm)
         # Started by an earlier shell and still coming up: give it its time, not a restart.
-        if starting and (not wait or daemon_control.wait_until_healthy(healthy_now)):
+        if starting and (not wait or daemon_control.wait_until_healthy(healthy_now, still_running=serve_alive)):
             return None
         if not booted:
             daemon_control.stop_daemon(self.app.runtime, self.vm)
@@ -374,7 +380,7 @@ class RunLifecycle:
             return start
         with slow_step(self.console, "Starting opencode serve"):
             daemon_control.start_daemon(self.app.runtime, self.vm, password, state.home_volume)
-            if not daemon_control.wait_until_healthy(healthy_now):
+            if not daemon_control.wait_until_healthy(healthy_now, still_running=serve_alive):
                 from opencode_sandbox.services.dev_home_probe import home_failure
 
                 home = home_failure(self.app.runtime, self.vm, state.home_volume)
