@@ -51,6 +51,13 @@ def test_a_home_of_another_owner_is_named_with_its_fix(other_user_project: Proje
     assert "this project's VM cannot work as it is (home)" in doctor.stderr
     assert project.cli("stop").returncode == 0
 
+    # a shell command needs no daemon: it runs, and says why opencode serve did not start
+    shelled = project.shell("echo ran")
+    assert shelled.returncode == 0, shelled.stderr
+    assert shelled.stdout == "ran\n"
+    assert f"warning: cannot start opencode serve in {project.vm}: dev cannot write its home" in shelled.stderr
+    assert f"hint: the home volume {volume} has files dev cannot use" in shelled.stderr
+
     failed = project.cli("run", "--serve-only", timeout=300)
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert (f"error: cannot start opencode serve in {project.vm}: dev cannot write its home: /home/dev belongs to "
