@@ -95,7 +95,7 @@ class BackgroundStart:
 
 def daemon_running(runtime: Runtime, vm: str) -> bool:
     """Whether an `opencode serve` process exists in the VM, answering or not yet."""
-    return runtime.exec(vm, ["pgrep", "-f", _PATTERN], timeout_s=30).exit_code == 0
+    return serve_process_running(runtime, vm) is True
 
 
 def serve_process_running(runtime: Runtime, vm: str) -> bool | None:
