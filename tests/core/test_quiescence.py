@@ -7,10 +7,12 @@ import itertools
 import pytest
 
 from opencode_sandbox.core.quiescence import (
+    UNREADABLE_GRACE_S,
     DaemonActivity,
     PendingQuestion,
     SessionActivity,
     SessionState,
+    UnreadableApi,
     decide_stop,
 )
 from opencode_sandbox.core.stop_mode import StopMode
@@ -108,14 +110,44 @@ def test_a_question_of_another_session_does_not_release_a_busy_one() -> None:
     assert decision.holding_sessions == ("ses_1",)
 
 
-def test_an_unreadable_api_holds_in_wait_mode_and_says_why() -> None:
-    decision = decide_stop(None, StopMode.WAIT_FOR_QUIESCENCE, MAX_RETRIES, "connection refused")
-    assert decision.stop is False
-    assert decision.reason == "the opencode API cannot be read (connection refused); holding the VM"
+# an unreadable API: (is opencode serve running?, unreadable for s) -> stop?, reason
+GRACE_S = 60.0
+UNREADABLE_TABLE = [
+    (False, 0.0, True, "opencode serve is not running in the VM (connection refused); no session can be working"),
+    (False, 30.0, True, "opencode serve is not running in the VM (connection refused); no session can be working"),
+    (True, 0.0, False, "the opencode API cannot be read (connection refused); holding the VM for at most 60s"),
+    (True, GRACE_S - 0.1, False,
+     "the opencode API cannot be read (connection refused); holding the VM for at most 60s"),
+    (True, GRACE_S, True, "the opencode API has not been readable for 60s (connection refused)"),
+    (True, GRACE_S * 10, True, "the opencode API has not been readable for 60s (connection refused)"),
+    (None, 0.0, False, "the opencode API cannot be read (connection refused); holding the VM for at most 60s"),
+    (None, GRACE_S, True, "the opencode API has not been readable for 60s (connection refused)"),
+]
 
 
-def test_an_unreadable_api_does_not_hold_in_stop_immediately_mode() -> None:
-    decision = decide_stop(None, StopMode.STOP_IMMEDIATELY, MAX_RETRIES, "connection refused")
+@pytest.mark.parametrize(("running", "unreadable_for", "stop", "reason"), UNREADABLE_TABLE)
+def test_an_unreadable_api_in_wait_mode(running: bool | None, unreadable_for: float, stop: bool, reason: str) -> None:
+    unreadable = UnreadableApi("connection refused", running, unreadable_for)
+    decision = decide_stop(unreadable, StopMode.WAIT_FOR_QUIESCENCE, MAX_RETRIES, GRACE_S)
+    assert decision.stop is stop
+    assert decision.reason == reason
+    assert decision.holding_sessions == ()
+
+
+def test_the_grace_of_an_unreadable_api_defaults_to_a_minute() -> None:
+    assert UNREADABLE_GRACE_S == 60.0
+    unreadable = UnreadableApi("timed out", True, 59.0)
+    assert decide_stop(unreadable, StopMode.WAIT_FOR_QUIESCENCE, MAX_RETRIES).stop is False
+    expired = UnreadableApi("timed out", True, 60.0)
+    assert decide_stop(expired, StopMode.WAIT_FOR_QUIESCENCE, MAX_RETRIES).stop is True
+
+
+@pytest.mark.parametrize(("running", "unreadable_for", "stop", "reason"), UNREADABLE_TABLE)
+def test_an_unreadable_api_does_not_hold_in_stop_immediately_mode(
+    running: bool | None, unreadable_for: float, stop: bool, reason: str
+) -> None:
+    decision = decide_stop(UnreadableApi("connection refused", running, unreadable_for), StopMode.STOP_IMMEDIATELY,
+                           MAX_RETRIES, GRACE_S)
     assert decision.stop is True
     assert "stop-immediately" in decision.reason
 

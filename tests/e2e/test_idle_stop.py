@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from opencode_sandbox.core.quiescence import UNREADABLE_GRACE_S
 from opencode_sandbox.daemon.client import DaemonClient
 from tests.e2e.harness import Project, ServeOnly, Tmux, cli_command, docker, wait_until
 
@@ -53,6 +54,36 @@ def test_busy_session_holds_the_vm_until_idle(project: Project, monkeypatch: pyt
     worker.join(60)
     assert wait_until(lambda: project.container_state() == "exited", timeout=90)
     daemon.close()
+
+
+def _signal_serve(project: Project, signal: str) -> None:
+    sent = docker("exec", project.vm, "pkill", f"-{signal}", "-f", "opencode serve --hostname")
+    assert sent.returncode == 0, sent.stderr
+
+
+def test_a_vm_whose_opencode_serve_died_stops_by_itself(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT", "5s")
+    client = ServeOnly(project)
+    client.detach()
+    _signal_serve(project, "KILL")
+    assert wait_until(lambda: project.container_state() == "exited", timeout=5 + UNREADABLE_GRACE_S)
+    log = (project.state_dir / "reaper.log").read_text()
+    assert "opencode serve is not running in the VM" in log
+
+
+def test_a_hung_opencode_serve_holds_the_vm_for_the_grace_only(project: Project,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT", "2s")
+    client = ServeOnly(project)
+    _signal_serve(project, "STOP")  # the process stays, its API answers nothing
+    detached = time.monotonic()
+    client.detach()
+    time.sleep(UNREADABLE_GRACE_S / 2)
+    assert _running(project), "a running but silent opencode serve holds the VM during the grace"
+    assert wait_until(lambda: project.container_state() == "exited", timeout=UNREADABLE_GRACE_S + 60)
+    assert time.monotonic() - detached >= 2 + UNREADABLE_GRACE_S
+    log = (project.state_dir / "reaper.log").read_text()
+    assert f"the opencode API has not been readable for {UNREADABLE_GRACE_S:g}s" in log
 
 
 def test_stop_immediately_mode_stops_despite_a_busy_session(project: Project,

@@ -17,7 +17,7 @@ import pytest
 from opencode_sandbox.core.naming import managed_labels, runner_image, vm_name
 from opencode_sandbox.core.stop_mode import StopMode
 from opencode_sandbox.runtime.kind import RuntimeKind
-from opencode_sandbox.runtime.types import SandboxSpec, SandboxStatus
+from opencode_sandbox.runtime.types import ExecResult, SandboxSpec, SandboxStatus
 from opencode_sandbox.services.reaper import (
     DaemonActivityReader,
     Reaper,
@@ -38,6 +38,7 @@ VM = vm_name(SLUG)
 TIMEOUT_S = 10.0
 START = 1000.0
 BUSY = {"ses_1": {"type": "busy"}}
+GRACE_S = 30.0
 
 
 class FakeClock:
@@ -90,7 +91,7 @@ class Setup:
         self.stopped_at: float | None = None
         self.leases: list[Lease] = []
 
-    def run(self, wall_clock: Callable[[], datetime] | None = None) -> ReaperOutcome:
+    def run(self, wall_clock: Callable[[], datetime] | None = None, timing: Timing | None = None) -> ReaperOutcome:
         reader = DaemonActivityReader(lambda _message: None, timeout_s=0.3)
         log = ReaperLog(self.log_path, wall_clock) if wall_clock else ReaperLog(self.log_path)
         original_stop = self.runtime.stop_sandbox
@@ -102,7 +103,7 @@ class Setup:
         self.runtime.stop_sandbox = stop  # type: ignore[method-assign]
         try:
             reaper = Reaper(lambda: self.settings, lambda _kind: self.runtime, reader, log,
-                            Timing(), self.clock, self.clock.sleep)
+                            timing or Timing(), self.clock, self.clock.sleep)
             return reaper.run()
         finally:
             reader.close()
@@ -284,6 +285,48 @@ def test_an_unreachable_daemon_holds(setup: Setup) -> None:
     assert setup.run() is ReaperOutcome.STOPPED
     assert any("cannot reach the opencode daemon" in line for line in setup.log_lines())
     assert setup.stopped_at is not None and setup.stopped_at >= 31
+
+
+def _serve_process(setup: Setup, exit_code: int) -> None:
+    """What `pgrep` answers in the VM: 0 opencode serve runs, 1 it does not, other: cannot tell."""
+    setup.runtime.on_exec("pgrep", lambda _call: ExecResult(exit_code, "", ""))
+
+
+def test_no_serve_process_behind_an_unreachable_api_stops_at_once(setup: Setup) -> None:
+    setup.settings = setup.settings._replace(daemon_url=f"http://127.0.0.1:{free_port()}")
+    _serve_process(setup, 1)
+    assert setup.run() is ReaperOutcome.STOPPED
+    assert setup.stopped_at is not None and TIMEOUT_S <= setup.stopped_at < TIMEOUT_S + 1
+    [stopping] = [line for line in setup.log_lines() if line.startswith("stopping")]
+    assert stopping.startswith(f"stopping {VM}: opencode serve is not running in the VM (cannot reach")
+    assert stopping.endswith("); no session can be working")
+
+
+@pytest.mark.parametrize("pgrep_exit", [0, 127], ids=["serve runs", "cannot tell"])
+def test_an_api_that_stays_unreadable_holds_for_the_grace_only(setup: Setup, pgrep_exit: int) -> None:
+    setup.settings = setup.settings._replace(daemon_url=f"http://127.0.0.1:{free_port()}")
+    _serve_process(setup, pgrep_exit)
+    setup.clock.at(TIMEOUT_S + GRACE_S - 1, setup.expect_running)
+    assert setup.run(timing=Timing(unreadable_grace_s=GRACE_S)) is ReaperOutcome.STOPPED
+    assert setup.stopped_at is not None and TIMEOUT_S + GRACE_S <= setup.stopped_at < TIMEOUT_S + GRACE_S + 3
+    lines = setup.log_lines()
+    holding = [line for line in lines if line.startswith("holding")]
+    assert len(holding) == 1 and holding[0].endswith(f"; holding the VM for at most {GRACE_S:g}s")
+    [stopping] = [line for line in lines if line.startswith("stopping")]
+    assert stopping.startswith(f"stopping {VM}: the opencode API has not been readable for {GRACE_S:g}s (")
+
+
+def test_an_answer_in_between_starts_the_grace_over(setup: Setup) -> None:
+    unreachable = setup.settings._replace(daemon_url=f"http://127.0.0.1:{free_port()}")
+    setup.settings = unreachable
+    _serve_process(setup, 0)
+    setup.daemon.set_activity(BUSY)
+    readable = unreachable._replace(daemon_url=setup.daemon.url)
+    setup.clock.at(TIMEOUT_S + 20, lambda: setattr(setup, "settings", readable))
+    setup.clock.at(TIMEOUT_S + 30, lambda: setattr(setup, "settings", unreachable))
+    assert setup.run(timing=Timing(unreadable_grace_s=GRACE_S)) is ReaperOutcome.STOPPED
+    assert setup.stopped_at is not None and setup.stopped_at >= TIMEOUT_S + 30 + GRACE_S
+    assert f"holding {VM}: sessions still working: ses_1 is busy" in setup.log_lines()
 
 
 def test_a_runtime_that_stops_answering_is_logged_not_fatal(setup: Setup) -> None:

@@ -14,10 +14,13 @@ if TYPE_CHECKING:
 @click.command()
 @click.pass_obj
 def doctor(app: App) -> int:
-    """Check that Docker, KVM, git and the msb runtime can work here."""
-    from opencode_sandbox.services.doctor import render_report, run_checks
+    """Check that Docker, KVM, git and the msb runtime can work here.
 
-    report = run_checks(app.settings.runtime)
+    In a project whose VM runs, also check that dev can use its home there.
+    """
+    from opencode_sandbox.services.doctor import project_checks, render_report, run_checks
+
+    report = run_checks(app.settings.runtime, project_checks(app))
     render_report(report, app.console)
     return 0 if report.runtime_ready else 1
 

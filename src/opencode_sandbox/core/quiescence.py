@@ -56,6 +56,21 @@ class DaemonActivity:
     questions: tuple[PendingQuestion, ...] = ()
 
 
+UNREADABLE_GRACE_S = 60.0
+"""How long an `opencode serve` that runs but cannot be read still holds the VM."""
+
+
+@dataclass(frozen=True)
+class UnreadableApi:
+    """The daemon's API could not be read at the last poll."""
+
+    reason: str
+    serve_running: bool | None
+    """Whether an `opencode serve` process runs in the VM; None when the VM could not be asked."""
+    unreadable_for_s: float = 0.0
+    """How long the API has been unreadable without a break: 0 at the first failed poll."""
+
+
 @dataclass(frozen=True)
 class StopDecision:
     stop: bool
@@ -65,20 +80,21 @@ class StopDecision:
 
 
 def decide_stop(
-    activity: DaemonActivity | None,
+    activity: DaemonActivity | UnreadableApi,
     mode: StopMode,
     max_retries: int,
-    unreadable_reason: str = "",
+    grace_s: float = UNREADABLE_GRACE_S,
 ) -> StopDecision:
     """Stop or hold, once the idle timeout has run out with no client attached.
 
-    `activity` is None when the daemon's API could not be read; `unreadable_reason` says why.
+    An API that cannot be read holds the VM only while `opencode serve` runs, and for at most
+    `grace_s`: no process means no session can be working, and a process that never answers
+    cannot show any work either.
     """
     if mode is StopMode.STOP_IMMEDIATELY:
         return StopDecision(True, "stop-immediately mode: sessions are not waited for")
-    if activity is None:
-        why = unreadable_reason or "no answer"
-        return StopDecision(False, f"the opencode API cannot be read ({why}); holding the VM")
+    if isinstance(activity, UnreadableApi):
+        return _decide_unreadable(activity, grace_s)
     waiting = _sessions_with_questions(activity.questions)
     holding: list[str] = []
     reasons: list[str] = []
@@ -90,6 +106,15 @@ def decide_stop(
     if holding:
         return StopDecision(False, "sessions still working: " + "; ".join(reasons), tuple(holding))
     return StopDecision(True, _quiet_summary(activity, waiting, max_retries))
+
+
+def _decide_unreadable(unreadable: UnreadableApi, grace_s: float) -> StopDecision:
+    why = unreadable.reason or "no answer"
+    if unreadable.serve_running is False:
+        return StopDecision(True, f"opencode serve is not running in the VM ({why}); no session can be working")
+    if unreadable.unreadable_for_s >= grace_s:
+        return StopDecision(True, f"the opencode API has not been readable for {grace_s:g}s ({why})")
+    return StopDecision(False, f"the opencode API cannot be read ({why}); holding the VM for at most {grace_s:g}s")
 
 
 def _sessions_with_questions(questions: Iterable[PendingQuestion]) -> set[str]:

@@ -60,7 +60,7 @@ def _finish_daemon_start(app: App, ready: ReadyVm) -> None:
         return
     failure = ready.daemon_start.finish()
     if failure is not None:
-        app.console.warn(f"opencode serve did not start in {ready.name}: {failure}")
+        app.console.warn(failure.message, failure.hint)
 
 
 def _leave_to_reaper(app: App, ready: ReadyVm) -> None:

@@ -21,6 +21,7 @@ DAEMON_LOG = "/home/dev/.local/state/opencode-sandbox/daemon.log"
 START_TIMEOUT_S = 90.0
 _SERVE = f"opencode serve --hostname 0.0.0.0 --port {DAEMON_PORT}"
 _START_SCRIPT = (
+    "command -v opencode >/dev/null || { echo 'opencode: not found on the PATH' >&2; exit 127; } && "
     f'mkdir -p "$(dirname {DAEMON_LOG})" && '
     f"setsid -f sh -c 'exec {_SERVE} >>{DAEMON_LOG} 2>&1' </dev/null >/dev/null 2>&1"
 )
@@ -50,15 +51,18 @@ def new_password(project_state_dir: Path) -> str:
     return value
 
 
-def start_daemon(runtime: Runtime, vm: str, password: str) -> None:
+def start_daemon(runtime: Runtime, vm: str, password: str, home_volume: str | None = None) -> None:
+    """Start `opencode serve` detached; on failure, say why (`home_volume` names the volume in the hint)."""
     result = runtime.exec(
         vm, ["sh", "-c", _START_SCRIPT], env={"OPENCODE_SERVER_PASSWORD": password}, timeout_s=60
     )
     if result.exit_code != 0:
-        raise SandboxError(
-            f"cannot start opencode serve in {vm}: {result.stderr.strip() or result.stdout.strip()}",
-            hint="check that the runner image has opencode on the PATH (`opencode-sandbox build -r`)",
-        )
+        from opencode_sandbox.core.dev_home import diagnose_start_failure
+        from opencode_sandbox.services.dev_home_probe import probe_dev_home
+
+        output = result.stderr.strip() or result.stdout.strip()
+        diagnosis = diagnose_start_failure(output, probe_dev_home(runtime, vm), home_volume)
+        raise SandboxError(f"cannot start opencode serve in {vm}: {diagnosis.reason}", hint=diagnosis.hint)
 
 
 class BackgroundStart:
@@ -91,7 +95,13 @@ class BackgroundStart:
 
 def daemon_running(runtime: Runtime, vm: str) -> bool:
     """Whether an `opencode serve` process exists in the VM, answering or not yet."""
-    return runtime.exec(vm, ["pgrep", "-f", _PATTERN], timeout_s=30).exit_code == 0
+    return serve_process_running(runtime, vm) is True
+
+
+def serve_process_running(runtime: Runtime, vm: str) -> bool | None:
+    """True or False when `pgrep` can tell whether `opencode serve` runs in the VM, None otherwise."""
+    code = runtime.exec(vm, ["pgrep", "-f", _PATTERN], workdir="/", timeout_s=30).exit_code
+    return {0: True, 1: False}.get(code)
 
 
 def stop_daemon(runtime: Runtime, vm: str) -> None:
@@ -103,13 +113,29 @@ def daemon_log_tail(runtime: Runtime, vm: str, lines: int = 30) -> str:
     return result.stdout.strip() or result.stderr.strip() or "(the log is empty)"
 
 
-def wait_until_healthy(check: Callable[[], bool], timeout_s: float = START_TIMEOUT_S) -> bool:
-    """Poll a health check until it answers True or the time is up."""
+PROCESS_CHECK_S = 5.0
+
+
+def wait_until_healthy(
+    check: Callable[[], bool],
+    timeout_s: float = START_TIMEOUT_S,
+    still_running: Callable[[], bool] | None = None,
+) -> bool:
+    """Poll a health check until it answers True or the time is up.
+
+    `still_running` is asked every PROCESS_CHECK_S while the check fails: once it says the
+    process is gone, waiting longer cannot help.
+    """
     deadline = time.monotonic() + timeout_s
+    next_process_check = time.monotonic() + PROCESS_CHECK_S
     delay = 0.1
     while time.monotonic() < deadline:
         if check():
             return True
+        if still_running is not None and time.monotonic() >= next_process_check:
+            if not still_running():
+                return bool(check())
+            next_process_check = time.monotonic() + PROCESS_CHECK_S
         time.sleep(delay)
         delay = min(delay * 1.5, 1.0)
     return bool(check())

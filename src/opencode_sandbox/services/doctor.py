@@ -6,12 +6,17 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from opencode_sandbox.errors import RuntimeUnavailable, SandboxError
-from opencode_sandbox.runtime.types import RuntimeKind
+from opencode_sandbox.runtime.types import RuntimeKind, SandboxStatus
 from opencode_sandbox.ui.console import Console, style
+
+if TYPE_CHECKING:
+    from opencode_sandbox.cli.app import App
+    from opencode_sandbox.runtime.base import Runtime
 
 DOCKER_START_HINT = (
     "start the Docker engine (for example `sudo systemctl start docker`, or run `dockerd`), "
@@ -26,6 +31,8 @@ class Check:
     detail: str
     fix: str | None = None
     required_for: frozenset[RuntimeKind] = frozenset(RuntimeKind)
+    of_project: bool = False
+    """A check of the current project's VM rather than of the host."""
 
 
 @dataclass(frozen=True)
@@ -101,8 +108,54 @@ def check_msb() -> Check:
     return Check("msb", True, f"{version} at {binary}", required_for=required)
 
 
-def run_checks(runtime: RuntimeKind) -> DoctorReport:
-    return DoctorReport(runtime, (check_docker(), check_kvm(), check_git(), check_msb()))
+def check_project_home(runtime: Runtime, vm: str, volume: str | None) -> Check | None:
+    """Can dev use its home in the project's VM? Asked only while the VM runs: doctor starts nothing.
+
+    None when the project has no VM (or the runtime cannot say): there is nothing to check.
+    """
+    from opencode_sandbox.core.dev_home import home_problem
+    from opencode_sandbox.services.dev_home_probe import probe_dev_home
+
+    required = frozenset({runtime.kind})
+    try:
+        info = runtime.get_sandbox(vm)
+    except SandboxError:
+        return None
+    if info is None:
+        return None
+    if info.status is not SandboxStatus.RUNNING:
+        return Check("home", True, f"not checked: {vm} is {info.status.value} (checked while it runs)",
+                     required_for=required, of_project=True)
+    probe = probe_dev_home(runtime, vm)
+    if probe is None:
+        return Check("home", False, f"cannot ask {vm} whether dev can use its home",
+                     "run `opencode-sandbox doctor` again; if it keeps failing, stop the VM with "
+                     "`opencode-sandbox stop`",
+                     required_for=frozenset(), of_project=True)
+    problem = home_problem(probe, volume)
+    if problem is not None:
+        return Check("home", False, f"in {vm}: {problem.reason}", problem.hint, required_for=required,
+                     of_project=True)
+    ids = f" (uid {probe.dev[0]}, gid {probe.dev[1]})" if probe.dev else ""
+    return Check("home", True, f"dev{ids} can use its home in {vm}", required_for=required, of_project=True)
+
+
+def project_checks(app: App) -> list[Check]:
+    """The checks of the current project's VM, when it has one."""
+    from opencode_sandbox.core.naming import vm_name
+
+    try:
+        runtime = app.runtime
+    except SandboxError:
+        return []
+    volume = app.state.load(app.project.slug).home_volume
+    check = check_project_home(runtime, vm_name(app.project.slug), volume)
+    return [check] if check is not None else []
+
+
+def run_checks(runtime: RuntimeKind, project_checks: Sequence[Check] = ()) -> DoctorReport:
+    """The host's checks, then those of the current project (`check_project_home`)."""
+    return DoctorReport(runtime, (check_docker(), check_kvm(), check_git(), check_msb(), *project_checks))
 
 
 def require_ready(runtime: RuntimeKind) -> None:
@@ -122,9 +175,13 @@ def render_report(report: DoctorReport, console: Console, stream: TextIO | None 
         print(f"{mark} {check.name:<7} {check.detail}", file=stream)
         if not check.ok and check.fix:
             print(f"     {'':<7} fix: {check.fix}", file=stream)
-    if report.runtime_ready:
-        print(f"The {report.runtime} runtime can work on this host.", file=stream)
-    else:
-        names = ", ".join(check.name for check in report.failures)
-        console.error(f"the {report.runtime} runtime cannot work on this host ({names})",
+    host_failures = [check.name for check in report.failures if not check.of_project]
+    project_failures = [check.name for check in report.failures if check.of_project]
+    if host_failures:
+        console.error(f"the {report.runtime} runtime cannot work on this host ({', '.join(host_failures)})",
+                      "apply the fixes above, then run `opencode-sandbox doctor` again")
+        return
+    print(f"The {report.runtime} runtime can work on this host.", file=stream)
+    if project_failures:
+        console.error(f"this project's VM cannot work as it is ({', '.join(project_failures)})",
                       "apply the fixes above, then run `opencode-sandbox doctor` again")

@@ -3,7 +3,8 @@
 One detached process per project (`python -m opencode_sandbox.services.reaper --state-root
 DIR --slug SLUG`, started by `spawn_reaper`) watches the client leases. When none is left
 it waits `auto-stop-timeout` on the monotonic clock, then, in wait mode, polls the daemon
-until no session is working, and stops the VM gracefully. A client that attaches meanwhile
+until no session is working, and stops the VM gracefully. A daemon whose API cannot be read
+holds the VM only while its process runs, and for at most `Timing.unreadable_grace_s`. A client that attaches meanwhile
 cancels the stop; a VM stopped by other means ends the reaper. Every decision goes to
 `<state_root>/<slug>/reaper.log`.
 """
@@ -25,7 +26,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from opencode_sandbox.collector import collect_from_now_on
-from opencode_sandbox.core.quiescence import DaemonActivity, StopDecision, decide_stop
+from opencode_sandbox.core.quiescence import (
+    UNREADABLE_GRACE_S,
+    DaemonActivity,
+    StopDecision,
+    UnreadableApi,
+    decide_stop,
+)
 from opencode_sandbox.core.stop_mode import StopMode
 from opencode_sandbox.errors import NotFound, SandboxError
 from opencode_sandbox.runtime.kind import RuntimeKind
@@ -65,6 +72,8 @@ class Timing:
     """How often the daemon is asked again while sessions hold the VM."""
     vm_check_s: float = 5.0
     """How often the runtime is asked whether the VM still runs."""
+    unreadable_grace_s: float = UNREADABLE_GRACE_S
+    """How long a running `opencode serve` whose API cannot be read still holds the VM."""
 
 
 class ReaperLog:
@@ -106,6 +115,7 @@ class Reaper:
         self._clock = clock
         self._sleep = sleep
         self._runtime_trouble: str | None = None
+        self._unreadable_since: float | None = None
 
     def run(self) -> ReaperOutcome:
         collect_from_now_on()  # the watch may last for days, polling the daemon all along
@@ -129,6 +139,7 @@ class Reaper:
                 if idle_since is not None:
                     self._log("a client left again; the idle timer starts over")
                 idle_since, decision, held_for = None, None, ""
+                self._unreadable_since = None
             if now >= next_vm_check:
                 next_vm_check = now + self._timing.vm_check_s
                 gone = self._vm_gone(current)
@@ -143,6 +154,7 @@ class Reaper:
                     self._log(f"{clients} client(s) attached; waiting for the last one to leave")
                 clients_seen = True
                 idle_since, decision, held_for = None, None, ""
+                self._unreadable_since = None
                 self._sleep(self._timing.poll_s)
                 continue
             clients_seen = False
@@ -166,17 +178,32 @@ class Reaper:
             if outcome is not None:
                 return outcome
             idle_since, decision, held_for = None, None, ""
+            self._unreadable_since = None
 
     def _decide(self, current: ReaperSettings) -> StopDecision:
         from opencode_sandbox.daemon.errors import DaemonError
 
         if current.mode is StopMode.STOP_IMMEDIATELY:
-            return decide_stop(None, current.mode, current.max_retries)
+            return decide_stop(DaemonActivity({}), current.mode, current.max_retries)
         try:
             activity = self._read_activity(current)
         except DaemonError as error:
-            return decide_stop(None, current.mode, current.max_retries, error.message)
+            failed_at = self._clock()
+            if self._unreadable_since is None:
+                self._unreadable_since = failed_at
+            unreadable = UnreadableApi(error.message, self._serve_running(current), failed_at - self._unreadable_since)
+            return decide_stop(unreadable, current.mode, current.max_retries, self._timing.unreadable_grace_s)
+        self._unreadable_since = None
         return decide_stop(activity, current.mode, current.max_retries)
+
+    def _serve_running(self, current: ReaperSettings) -> bool | None:
+        """Whether `opencode serve` runs in the VM; None when the VM cannot tell."""
+        from opencode_sandbox.services.daemon_control import serve_process_running
+
+        try:
+            return serve_process_running(self._runtime(current.runtime_kind), current.vm_name)
+        except SandboxError:
+            return None
 
     def _vm_gone(self, current: ReaperSettings) -> str | None:
         """Why there is nothing left to watch, None while the VM runs (or cannot be asked about)."""

@@ -319,6 +319,12 @@ class RunLifecycle:
                 stdin=provisioning.tar_archive(files, changed), timeout_s=120,
             )
             if result.exit_code != 0:
+                from opencode_sandbox.services.dev_home_probe import home_failure
+
+                home = home_failure(self.app.runtime, self.vm, home_volume)
+                if home is not None:
+                    raise SandboxError(f"copying the opencode configuration into {self.vm} failed: {home.reason}",
+                                       hint=home.hint)
                 raise SandboxError(
                     f"copying the opencode configuration into {self.vm} failed: {result.stderr.strip()}",
                     hint="check the files under ~/.config/opencode, then run again",
@@ -337,8 +343,14 @@ class RunLifecycle:
         def healthy_now() -> bool:
             return is_serving(host_url, password)
 
+        def serve_alive() -> bool:
+            try:
+                return daemon_control.serve_process_running(self.app.runtime, self.vm) is not False
+            except SandboxError:
+                return True
+
         def start() -> None:
-            daemon_control.start_daemon(self.app.runtime, self.vm, password)
+            daemon_control.start_daemon(self.app.runtime, self.vm, password, state.home_volume)
             state.config_fingerprint = config_fingerprint
             self.store.save(self.slug, state)
 
@@ -366,15 +378,20 @@ class RunLifecycle:
             return None
         starting = not booted and not config_changed and daemon_control.daemon_running(self.app.runtime, self.vm)
         # Started by an earlier shell and still coming up: give it its time, not a restart.
-        if starting and (not wait or daemon_control.wait_until_healthy(healthy_now)):
+        if starting and (not wait or daemon_control.wait_until_healthy(healthy_now, still_running=serve_alive)):
             return None
         if not booted:
             daemon_control.stop_daemon(self.app.runtime, self.vm)
         if not wait:
             return start
         with slow_step(self.console, "Starting opencode serve"):
-            daemon_control.start_daemon(self.app.runtime, self.vm, password)
-            if not daemon_control.wait_until_healthy(healthy_now):
+            daemon_control.start_daemon(self.app.runtime, self.vm, password, state.home_volume)
+            if not daemon_control.wait_until_healthy(healthy_now, still_running=serve_alive):
+                from opencode_sandbox.services.dev_home_probe import home_failure
+
+                home = home_failure(self.app.runtime, self.vm, state.home_volume)
+                if home is not None:
+                    raise BootFailed(f"opencode serve did not come up in {self.vm}: {home.reason}", hint=home.hint)
                 tail = daemon_control.daemon_log_tail(self.app.runtime, self.vm)
                 raise BootFailed(
                     f"opencode serve did not come up in {self.vm}; the end of its log:\n{tail}",

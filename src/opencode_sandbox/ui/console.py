@@ -61,9 +61,11 @@ class Console:
         if hint:
             self._emit(style("hint:", "cyan", self.stream) + " " + hint)
 
-    def warn(self, message: str) -> None:
+    def warn(self, message: str, hint: str | None = None) -> None:
         if self.level >= LogLevel.WARNING:
             self._emit(style("warning:", "yellow", self.stream) + " " + message)
+            if hint:
+                self._emit(style("hint:", "cyan", self.stream) + " " + hint)
 
     def warn_once(self, message: str) -> None:
         """A notice printed at most once per process, at the warning level, without prefix."""
