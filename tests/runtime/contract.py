@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -365,6 +366,30 @@ class RuntimeContract:
         )
         assert result.exit_code == 0
         assert (workspace / "made.txt").read_text() == "from inside\n"
+
+    @pytest.mark.needs_boot
+    def test_files_made_in_the_checkout_keep_their_modes_on_the_host(
+        self, runtime: Runtime, contract_image: str, created: Created, workspace: Path
+    ) -> None:
+        identity = (os.getuid(), os.getgid())
+        (workspace / "tool.sh").write_text("#!/bin/sh\n")
+        (workspace / "tool.sh").chmod(0o644)
+        info = created.sandbox(self.spec(new_slug(), contract_image, workspace, dev_identity=identity))
+        script = (
+            "umask 022 && echo text > plain.txt && mkdir folder && echo inner > folder/inner.txt"
+            " && echo '#!/bin/sh' > run.sh && chmod 755 run.sh && chmod +x tool.sh"
+        )
+        made = runtime.exec(info.name, ["sh", "-c", script])
+        assert made.exit_code == 0, made.stderr
+        expected = {"plain.txt": 0o644, "folder": 0o755, "folder/inner.txt": 0o644, "run.sh": 0o755, "tool.sh": 0o755}
+        found = {name: stat.S_IMODE((workspace / name).stat().st_mode) for name in expected}
+        assert {name: oct(mode) for name, mode in found.items()} == {
+            name: oct(mode) for name, mode in expected.items()
+        }
+        owners = {name: ((workspace / name).stat().st_uid, (workspace / name).stat().st_gid) for name in expected}
+        assert owners == dict.fromkeys(expected, identity)
+        seen = runtime.exec(info.name, ["stat", "-c", "%n %a", *expected])
+        assert seen.stdout.splitlines() == [f"{name} {mode:o}" for name, mode in expected.items()]
 
     @pytest.mark.needs_boot
     @pytest.mark.parametrize("owner", ["the invoking user", "another host user"])
