@@ -363,6 +363,14 @@ class FakeRuntime:
         for relative, node in origin.files.items():
             destination.files[relative] = replace(node)
 
+    def loaded_image(self, docker_reference: str) -> ImageInfo | None:
+        self._call("loaded_image", docker_reference)
+        wanted = self.docker_images.get(docker_reference)
+        if wanted is None:
+            raise NotFound(f"image {docker_reference} does not exist", hint="Build it.")
+        present = self.images.get(docker_reference)
+        return _image_info(present) if present is not None and present.digest == wanted.digest else None
+
     def load_image(self, docker_reference: str) -> ImageInfo:
         self._call("load_image", docker_reference)
         image = self.docker_images.get(docker_reference)

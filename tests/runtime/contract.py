@@ -622,9 +622,13 @@ class RuntimeContract:
     # --- images --------------------------------------------------------------------------
 
     def test_images_load_list_remove(self, runtime: Runtime, spare_image: str) -> None:
+        before = runtime.loaded_image(spare_image)
         info = runtime.load_image(spare_image)
         assert info.reference == spare_image
         assert info.digest.startswith("sha256:") and len(info.digest) == 71
+        assert before is None or before.digest == info.digest
+        present = runtime.loaded_image(spare_image)
+        assert present is not None and present.digest == info.digest
         again = runtime.load_image(spare_image)
         assert again.digest == info.digest
 
@@ -639,6 +643,8 @@ class RuntimeContract:
         missing = f"{IMAGE_REPOSITORY_PREFIX}{new_slug()}:missing"
         with pytest.raises(NotFound):
             runtime.load_image(missing)
+        with pytest.raises(NotFound):
+            runtime.loaded_image(missing)
         with pytest.raises(NotFound):
             runtime.remove_image(missing)
         with pytest.raises(NotOurs):

@@ -380,10 +380,17 @@ class MicrosandboxRuntime:
         inspected = self._cli.json(["image", "inspect", reference])
         return msb_parse.image_info(inspected) if isinstance(inspected, dict) else None
 
+    def _loaded_as(self, docker_reference: str, wanted: str) -> ImageInfo | None:
+        present = self._image(docker_reference)
+        return present if present is not None and present.digest == wanted else None
+
+    def loaded_image(self, docker_reference: str) -> ImageInfo | None:
+        return self._loaded_as(docker_reference, _docker_image_id(docker_reference))
+
     def load_image(self, docker_reference: str) -> ImageInfo:
         wanted = _docker_image_id(docker_reference)
-        present = self._image(docker_reference)
-        if present is not None and present.digest == wanted:
+        present = self._loaded_as(docker_reference, wanted)
+        if present is not None:
             return present
         _stream_docker_image(docker_reference, self._cli.command("load", "--quiet", "--tag", docker_reference))
         loaded = self._image(docker_reference)
