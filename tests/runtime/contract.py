@@ -383,13 +383,12 @@ class RuntimeContract:
         assert made.exit_code == 0, made.stderr
         expected = {"plain.txt": 0o644, "folder": 0o755, "folder/inner.txt": 0o644, "run.sh": 0o755, "tool.sh": 0o755}
         found = {name: stat.S_IMODE((workspace / name).stat().st_mode) for name in expected}
-        assert {name: oct(mode) for name, mode in found.items()} == {
-            name: oct(mode) for name, mode in expected.items()
-        }
+        assert found == expected, f"modes on the host: { {name: oct(mode) for name, mode in found.items()} }"
         owners = {name: ((workspace / name).stat().st_uid, (workspace / name).stat().st_gid) for name in expected}
-        assert owners == dict.fromkeys(expected, identity)
+        assert owners == dict.fromkeys(expected, identity), f"owners on the host: {owners}"
         seen = runtime.exec(info.name, ["stat", "-c", "%n %a", *expected])
-        assert seen.stdout.splitlines() == [f"{name} {mode:o}" for name, mode in expected.items()]
+        in_guest = [f"{name} {mode:o}" for name, mode in expected.items()]
+        assert seen.stdout.splitlines() == in_guest, f"modes in the VM: {seen.stdout}{seen.stderr}"
 
     @pytest.mark.needs_boot
     @pytest.mark.parametrize("owner", ["the invoking user", "another host user"])
