@@ -50,6 +50,37 @@ def test_build_dry_run_then_build_then_skip(project: Project) -> None:
     assert " up to date (opencode " in again.stdout
 
 
+@pytest.mark.msb
+def test_build_on_microsandbox_leaves_the_image_loaded(project: Project) -> None:
+    version = _baked(project)
+    on_docker = project.cli("--runtime", "docker", "build", "--opencode-version", version)
+    assert on_docker.returncode == 0, on_docker.stderr
+    found = re.search(r"(opencode-sandbox/runner-\S+) built \(opencode ", on_docker.stdout)
+    assert found is not None, on_docker.stdout
+    reference = found.group(1)
+
+    planned = project.cli("--runtime", "microsandbox", "build", "-n", "--opencode-version", version)
+    assert planned.returncode == 0, planned.stderr
+    assert planned.stdout.splitlines()[-2:] == [
+        "nothing to build", f"load: {reference} into microsandbox (not loaded yet)"
+    ]
+
+    loaded = project.cli("--runtime", "microsandbox", "build", "--opencode-version", version)
+    assert loaded.returncode == 0, loaded.stderr
+    assert f"{reference} up to date, loaded into microsandbox (opencode {version}, " in loaded.stdout
+    assert f"Loading {reference} into microsandbox..." in loaded.stderr
+    listed = project.cli("--runtime", "microsandbox", "image", "list", "--format", "json")
+    assert listed.returncode == 0, listed.stderr
+    assert {entry["reference"]: entry["loaded"] for entry in json.loads(listed.stdout)}[reference] is True
+
+    again = project.cli("--runtime", "microsandbox", "build", "--opencode-version", version)
+    assert again.returncode == 0, again.stderr
+    assert f"{reference} up to date (opencode {version}, " in again.stdout
+    assert "Loading" not in again.stderr
+    replanned = project.cli("--runtime", "microsandbox", "build", "-n", "--opencode-version", version)
+    assert replanned.stdout.splitlines()[-1] == "nothing to build"
+
+
 def test_build_refuses_a_final_root_user(project: Project) -> None:
     project.write_dockerfile("FROM opencode-sandbox/runner-base:latest\nUSER root\n")
     result = project.cli("build", "--opencode-version", _baked(project))

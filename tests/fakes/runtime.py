@@ -364,6 +364,14 @@ class FakeRuntime:
         for relative, node in origin.files.items():
             destination.files[relative] = replace(node)
 
+    def loaded_image(self, docker_reference: str) -> ImageInfo | None:
+        self._call("loaded_image", docker_reference)
+        wanted = self.docker_images.get(docker_reference)
+        if wanted is None:
+            raise NotFound(f"image {docker_reference} does not exist", hint="Build it.")
+        present = self.images.get(docker_reference)
+        return _image_info(present) if present is not None and present.digest == wanted.digest else None
+
     def load_image(self, docker_reference: str) -> ImageInfo:
         self._call("load_image", docker_reference)
         image = self.docker_images.get(docker_reference)
@@ -628,29 +636,42 @@ class _Shell:
             if node is None or node.kind != "link":
                 return 1, "", ""
             return 0, node.data + "\n", ""
-        if program == "stat" and len(args) == 3 and args[0] == "-c":
-            node = self._node(args[2], follow=False)
-            if node is None:
-                return 1, "", f"stat: cannot statx '{args[2]}': No such file or directory\n"
-            text = (
-                args[1]
-                .replace("%U", node.owner)
-                .replace("%u", str(USERS.get(node.owner, 1000)))
-                .replace("%a", f"{node.mode & 0o7777:o}")
-                .replace("%n", args[2])
-            )
-            return 0, text + "\n", ""
+        if program == "umask" and len(args) == 1:
+            return 0, "", ""  # the process's own umask (022 in the tests) applies to host files
+        if program == "stat" and len(args) >= 3 and args[0] == "-c":
+            lines = []
+            for path in args[2:]:
+                node = self._node(path, follow=False)
+                if node is None:
+                    return 1, "".join(lines), f"stat: cannot statx '{path}': No such file or directory\n"
+                text = (
+                    args[1]
+                    .replace("%U", node.owner)
+                    .replace("%u", str(USERS.get(node.owner, 1000)))
+                    .replace("%a", f"{node.mode & 0o7777:o}")
+                    .replace("%n", path)
+                )
+                lines.append(text + "\n")
+            return 0, "".join(lines), ""
         if program == "chmod" and len(args) == 2:
             node = self._node(args[1])
             if node is None:
                 return 1, "", f"chmod: cannot access '{args[1]}': No such file or directory\n"
-            node.mode = int(args[0], 8)
+            mode = node.mode | 0o111 if args[0] == "+x" else int(args[0], 8)
+            where, key = self._locate(args[1])
+            if isinstance(where, Path):
+                (where / key).chmod(mode)
+            else:
+                node.mode = mode
             return 0, "", ""
         if program == "mkdir":
             for path in (a for a in args if not a.startswith("-")):
                 where, key = self._locate(path)
                 if isinstance(where, Path):
                     (where / key).mkdir(parents=True, exist_ok=True)
+                    identity = self.sandbox.spec.dev_identity if self.sandbox.spec else None
+                    if identity is not None and user != "root":
+                        os.chown(where / key, *identity)
                 else:
                     where.setdefault(key, FakeNode("dir", user, 0o755))
             return 0, "", ""

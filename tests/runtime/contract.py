@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -369,6 +370,29 @@ class RuntimeContract:
         assert (workspace / "made.txt").read_text() == "from inside\n"
 
     @pytest.mark.needs_boot
+    def test_files_made_in_the_checkout_keep_their_modes_on_the_host(
+        self, runtime: Runtime, contract_image: str, created: Created, workspace: Path
+    ) -> None:
+        identity = (os.getuid(), os.getgid())
+        (workspace / "tool.sh").write_text("#!/bin/sh\n")
+        (workspace / "tool.sh").chmod(0o644)
+        info = created.sandbox(self.spec(new_slug(), contract_image, workspace, dev_identity=identity))
+        script = (
+            "umask 022 && echo text > plain.txt && mkdir folder && echo inner > folder/inner.txt"
+            " && echo '#!/bin/sh' > run.sh && chmod 755 run.sh && chmod +x tool.sh"
+        )
+        made = runtime.exec(info.name, ["sh", "-c", script])
+        assert made.exit_code == 0, made.stderr
+        expected = {"plain.txt": 0o644, "folder": 0o755, "folder/inner.txt": 0o644, "run.sh": 0o755, "tool.sh": 0o755}
+        found = {name: stat.S_IMODE((workspace / name).stat().st_mode) for name in expected}
+        assert found == expected, f"modes on the host: { {name: oct(mode) for name, mode in found.items()} }"
+        owners = {name: ((workspace / name).stat().st_uid, (workspace / name).stat().st_gid) for name in expected}
+        assert owners == dict.fromkeys(expected, identity), f"owners on the host: {owners}"
+        seen = runtime.exec(info.name, ["stat", "-c", "%n %a", *expected])
+        in_guest = [f"{name} {mode:o}" for name, mode in expected.items()]
+        assert seen.stdout.splitlines() == in_guest, f"modes in the VM: {seen.stdout}{seen.stderr}"
+
+    @pytest.mark.needs_boot
     @pytest.mark.parametrize("owner", ["the invoking user", "another host user"])
     def test_dev_writes_the_checkout_and_home_as_the_host_user(
         self, runtime: Runtime, contract_image: str, created: Created, workspace: Path, owner: str
@@ -599,9 +623,13 @@ class RuntimeContract:
     # --- images --------------------------------------------------------------------------
 
     def test_images_load_list_remove(self, runtime: Runtime, spare_image: str) -> None:
+        before = runtime.loaded_image(spare_image)
         info = runtime.load_image(spare_image)
         assert info.reference == spare_image
         assert info.digest.startswith("sha256:") and len(info.digest) == 71
+        assert before is None or before.digest == info.digest
+        present = runtime.loaded_image(spare_image)
+        assert present is not None and present.digest == info.digest
         again = runtime.load_image(spare_image)
         assert again.digest == info.digest
 
@@ -616,6 +644,8 @@ class RuntimeContract:
         missing = f"{IMAGE_REPOSITORY_PREFIX}{new_slug()}:missing"
         with pytest.raises(NotFound):
             runtime.load_image(missing)
+        with pytest.raises(NotFound):
+            runtime.loaded_image(missing)
         with pytest.raises(NotFound):
             runtime.remove_image(missing)
         with pytest.raises(NotOurs):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -13,8 +14,9 @@ import pytest
 from opencode_sandbox.core.naming import is_ours as sandbox_is_ours
 from opencode_sandbox.runtime import msb_parse
 from opencode_sandbox.runtime.kvm import KVM_DEVICE, probe_kvm
-from opencode_sandbox.runtime.microsandbox_backend import image_is_ours
-from opencode_sandbox.runtime.types import SandboxStatus
+from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime, image_is_ours
+from opencode_sandbox.runtime.msb_cli import MsbCli
+from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec, SandboxStatus
 
 INSPECTED = {
     "name": "opencode-sandbox-vm-demo-0123456789abcd",
@@ -179,3 +181,35 @@ def test_msb_is_found_without_importing_the_sdk() -> None:
     ).stdout.strip()
     assert Path(found).resolve() == Path(sdk_path).resolve()
     assert os.access(found, os.X_OK)
+
+
+def test_the_checkout_mirrors_its_modes_to_the_host_and_the_home_volume_stays_private(tmp_path: Path) -> None:
+    spec = SandboxSpec(
+        name="opencode-sandbox-vm-mounts-0123456789abcd", image="opencode-sandbox/runner-nothere:latest", cpus=1,
+        memory_mib=512,
+        mounts=(
+            Mount(MountKind.BIND, str(tmp_path), "/workspace"),
+            Mount(MountKind.VOLUME, "opencode-sandbox-home-x", "/home/dev"),
+            Mount(MountKind.BIND, str(tmp_path), "/reference", readonly=True),
+        ),
+    )
+    args = MicrosandboxRuntime()._create_args(spec)
+    mounts = [(flag, value) for flag, value in itertools.pairwise(args) if flag.startswith("--mount")]
+    assert mounts == [
+        ("--mount-dir", f"{tmp_path}:/workspace:host-perms=mirror"),
+        ("--mount-named", "opencode-sandbox-home-x:/home/dev"),
+        ("--mount-dir", f"{tmp_path}:/reference:ro,host-perms=mirror"),
+    ]
+
+
+@pytest.mark.msb
+def test_msb_takes_the_mount_options(tmp_path: Path) -> None:
+    """msb reads the whole command line before it looks for the image: a misspelt mount option
+    would be reported instead of the missing image."""
+    spec = SandboxSpec(
+        name="opencode-sandbox-vm-mounts-0123456789abcd", image="opencode-sandbox/runner-nothere:latest", cpus=1,
+        memory_mib=512, mounts=(Mount(MountKind.BIND, str(tmp_path), "/workspace", readonly=True),),
+    )
+    created = MsbCli().run(MicrosandboxRuntime()._create_args(spec))
+    assert not created.ok
+    assert "image not cached" in created.error_text, created.stderr

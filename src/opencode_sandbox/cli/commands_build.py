@@ -26,7 +26,9 @@ def _build_command(name: str) -> click.Group:
               dind: bool | None) -> None:
         """Build the project's runner image if anything it depends on changed.
 
-        The base images it starts from are built first when they are missing or stale.
+        The base images it starts from are built first when they are missing or stale. On the
+        microsandbox runtime the image is then loaded into it, unless it holds this very image
+        already, so the next run does not wait for that.
         """
         if ctx.invoked_subcommand is not None:
             ctx.meta["dind"] = dind
@@ -63,7 +65,8 @@ def image_list(app: App, output_format: str) -> None:
     """List this tool's runner images and whether the VM runtime has each loaded.
 
     The images are built in the Docker engine; microsandbox runs an image once it is loaded
-    into it (the next run does that), the docker runtime runs them as they are.
+    into it (`build` does that, and so does a run that finds it missing), the docker runtime
+    runs them as they are.
     """
     from opencode_sandbox.services.listing import list_runner_images, render_images
 

@@ -83,6 +83,9 @@ class Runtime(Protocol):
         """Copy every file of `source` on top of `target`, keeping owners, modes, symlinks."""
 
     # images
+    def loaded_image(self, docker_reference: str) -> ImageInfo | None:
+        """The Docker engine image as this runtime runs it, or None while it needs `load_image`
+        (not loaded here, or loaded with another digest). `NotFound` when the engine lacks it."""
     def load_image(self, docker_reference: str) -> ImageInfo:
         """Make a Docker engine image runnable here; skip when the same digest is loaded."""
     def list_images(self) -> list[ImageInfo]: ...

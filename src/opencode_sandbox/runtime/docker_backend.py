@@ -366,6 +366,10 @@ class DockerRuntime:
         )
 
     # images
+    def loaded_image(self, docker_reference: str) -> ImageInfo:
+        """The Docker engine runs its own images: each one is loaded as soon as it is built."""
+        return self.load_image(docker_reference)
+
     def load_image(self, docker_reference: str) -> ImageInfo:
         """The Docker engine runs its own images: nothing to load, only to describe."""
         document = self._image_document(docker_reference)

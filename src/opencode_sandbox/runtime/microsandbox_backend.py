@@ -32,6 +32,7 @@ from opencode_sandbox.runtime.msb_volume_files import (
 from opencode_sandbox.runtime.types import (
     ExecResult,
     ImageInfo,
+    Mount,
     MountKind,
     RuntimeKind,
     SandboxInfo,
@@ -156,9 +157,7 @@ class MicrosandboxRuntime:
         for key, value in spec.labels.items():
             args += ["--label", f"{key}={value}"]
         for mount in spec.mounts:
-            option = ":ro" if mount.readonly else ""
-            flag = "--mount-named" if mount.kind is MountKind.VOLUME else "--mount-dir"
-            args += [flag, f"{mount.source}:{mount.target}{option}"]
+            args += _mount_flag(mount)
         for guest_port in spec.published_ports:
             args += ["--port", f"127.0.0.1:{_free_local_port()}:{guest_port}"]
         return args
@@ -383,10 +382,17 @@ class MicrosandboxRuntime:
         inspected = self._cli.json(["image", "inspect", reference])
         return msb_parse.image_info(inspected) if isinstance(inspected, dict) else None
 
+    def _loaded_as(self, docker_reference: str, wanted: str) -> ImageInfo | None:
+        present = self._image(docker_reference)
+        return present if present is not None and present.digest == wanted else None
+
+    def loaded_image(self, docker_reference: str) -> ImageInfo | None:
+        return self._loaded_as(docker_reference, _docker_image_id(docker_reference))
+
     def load_image(self, docker_reference: str) -> ImageInfo:
         wanted = _docker_image_id(docker_reference)
-        present = self._image(docker_reference)
-        if present is not None and present.digest == wanted:
+        present = self._loaded_as(docker_reference, wanted)
+        if present is not None:
             return present
         _stream_docker_image(docker_reference, self._cli.command("load", "--quiet", "--tag", docker_reference))
         loaded = self._image(docker_reference)
@@ -423,6 +429,21 @@ class MicrosandboxRuntime:
                 f"cannot remove image {reference}: {result.error_text}",
                 hint="remove the sandboxes that use it first",
             )
+
+
+def _mount_flag(mount: Mount) -> list[str]:
+    """A host folder is shared with `host-perms=mirror`: what the guest creates or chmods there
+    keeps its permission bits on the host too (msb's default keeps them in the folder's
+    `user.msb.override_stat` attribute only, leaving the host files at 0600 and 0700). A home
+    volume keeps the default: the host never reads it, and its modes stay private."""
+    options = ["ro"] if mount.readonly else []
+    if mount.kind is MountKind.VOLUME:
+        flag = "--mount-named"
+    else:
+        flag = "--mount-dir"
+        options.append("host-perms=mirror")
+    suffix = ":" + ",".join(options) if options else ""
+    return [flag, f"{mount.source}:{mount.target}{suffix}"]
 
 
 def _free_local_port() -> int:

@@ -8,6 +8,7 @@ from typing import Any
 from opencode_sandbox.cli.app import App
 from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.images import updater
+from opencode_sandbox.services.image_step import load_into_runtime
 
 
 def _version(app: App, pinned: str | None) -> str:
@@ -40,6 +41,8 @@ def build(app: App, rebuild: bool, pinned_version: str | None, dind: bool | None
     result = ensure_project_image(**_image_inputs(app, version, dind, rebuild), verbose=app.console.verbose_enabled)
     updater.record_baked_version(app.paths.state_dir, version)
     state = "built" if result.built else "up to date"
+    if load_into_runtime(app.runtime, app.console, result.reference).loaded_now:
+        state += f", loaded into {app.runtime.kind.value}"
     echo(f"{result.reference} {state} (opencode {version}, {result.image_id[:19]})")
 
 
@@ -60,6 +63,9 @@ def describe_build(app: App, rebuild: bool, pinned_version: str | None, dind: bo
         echo(f"{image.action.value}: {image.reference} ({image.reason})")
     if not plan.builds_anything:
         echo("nothing to build")
+        project_image = plan.images[-1].reference
+        if app.runtime.loaded_image(project_image) is None:
+            echo(f"load: {project_image} into {app.runtime.kind.value} (not loaded yet)")
 
 
 def effective_dockerfile(app: App, dind: bool | None = None) -> str:

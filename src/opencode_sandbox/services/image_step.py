@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.cli.app import App
 from opencode_sandbox.core.naming import LABEL_DIND
 from opencode_sandbox.core.records import Record
@@ -12,6 +13,11 @@ from opencode_sandbox.runtime.docker_api import ApiUnavailable, DockerApi
 from opencode_sandbox.runtime.types import ImageInfo
 from opencode_sandbox.services import image_record
 from opencode_sandbox.state.files import ensure_private_dir
+from opencode_sandbox.ui.progress import slow_step
+
+if TYPE_CHECKING:
+    from opencode_sandbox.runtime.base import Runtime
+    from opencode_sandbox.ui.console import Console
 
 ATTEMPT_STAMP = "update-check.attempt"
 RETRY_AFTER_S = 600.0
@@ -121,7 +127,7 @@ def ensure_image(app: App, rebuild: bool, upgrade_to: str | None = None) -> Read
         checked = _full_check(app, rebuild, version)
         if signature is not None:
             image_record.remember(project_state_dir, signature, checked)
-    loaded: ImageInfo = app.runtime.load_image(checked.reference)
+    loaded = load_into_runtime(app.runtime, app.console, checked.reference).image
     return ReadyImage(
         reference=loaded.reference,
         digest=loaded.digest,
@@ -130,6 +136,22 @@ def ensure_image(app: App, rebuild: bool, upgrade_to: str | None = None) -> Read
         built=checked.built,
         dind=checked.labels.get(LABEL_DIND) == "true",
     )
+
+
+class LoadedImage(Record):
+    image: ImageInfo
+    loaded_now: bool
+    """False when the runtime already held this very image."""
+
+
+def load_into_runtime(runtime: Runtime, console: Console, reference: str) -> LoadedImage:
+    """Make the built image runnable by the runtime; a load (microsandbox only, tens of seconds
+    for a large image) is shown as a step of its own."""
+    present = runtime.loaded_image(reference)
+    if present is not None:
+        return LoadedImage(present, False)
+    with slow_step(console, f"Loading {reference} into {runtime.kind.value}"):
+        return LoadedImage(runtime.load_image(reference), True)
 
 
 def _full_check(app: App, rebuild: bool, version: str) -> image_record.CheckedImage:

@@ -22,7 +22,14 @@ from opencode_sandbox.core.lifecycle import (
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.units import format_duration
 from opencode_sandbox.errors import BootFailed, SandboxError
-from opencode_sandbox.runtime.types import Mount, MountKind, SandboxInfo, SandboxSpec, SandboxStatus
+from opencode_sandbox.runtime.types import (
+    Mount,
+    MountKind,
+    RuntimeKind,
+    SandboxInfo,
+    SandboxSpec,
+    SandboxStatus,
+)
 from opencode_sandbox.services import daemon_control, provisioning, vm_boot
 from opencode_sandbox.services.image_step import ReadyImage, UpdateCheck, ensure_image
 from opencode_sandbox.state.files import UnreadableState, ensure_private_dir, read_yaml_mapping, write_yaml
@@ -151,6 +158,9 @@ class RunLifecycle:
             "ports": [daemon_control.DAEMON_PORT],
             "dev_identity": list(dev_identity),
         }
+        if settings.runtime is RuntimeKind.MICROSANDBOX:
+            # A microVM whose checkout does not mirror modes to the host is recreated once.
+            values["checkout_modes"] = "mirrored"
         labels = {
             **naming.managed_labels(self.slug),
             naming.LABEL_IMAGE: image.reference,
