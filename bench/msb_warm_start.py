@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -60,6 +61,27 @@ async def main():
 asyncio.run(main())
 """
 
+SDK_NATIVE_EXEC = """
+import asyncio, importlib.machinery, importlib.util, json, sys, time
+began = time.perf_counter()
+path = importlib.util.find_spec("microsandbox").submodule_search_locations[0] + "/_microsandbox.abi3.so"
+loader = importlib.machinery.ExtensionFileLoader("microsandbox._microsandbox", path)
+native = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+loader.exec_module(native)
+imported = time.perf_counter()
+async def main():
+    handle = await native.Sandbox.get(sys.argv[1])
+    found = time.perf_counter()
+    sandbox = await handle.connect()
+    connected = time.perf_counter()
+    output = await sandbox.exec("true", [], cwd="/workspace", user="dev")
+    done = time.perf_counter()
+    assert output.exit_code == 0, output.stderr_text
+    print(json.dumps({"import": imported - began, "get": found - imported, "connect": connected - found,
+                      "exec": done - connected}))
+asyncio.run(main())
+"""
+
 TRACING_MSB = """#!/bin/sh
 began=$(date +%s.%N)
 "{msb}" "$@"
@@ -87,21 +109,38 @@ def make_project(root: Path) -> tuple[Path, str]:
     return project, slug_for_remote(remote)
 
 
-def wait_until_serving(state_dir: Path, slug: str, timeout_s: float = 600.0) -> None:
+def first_start(tool: list[str], project: Path, env: dict[str, str], state_dir: Path, slug: str) -> float:
+    """`run --serve-only` until opencode serve answers, then detached as with Ctrl-C: the VM keeps
+    running, its server answering, as a warm start finds it."""
     from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
 
-    password = (state_dir / slug / "daemon-password").read_text().strip()
-    port = MicrosandboxRuntime().host_port(vm_name(slug), 4096)
-    deadline = time.monotonic() + timeout_s
-    while not is_serving(f"http://127.0.0.1:{port}", password):
-        if time.monotonic() > deadline:
-            raise SystemExit("opencode serve did not answer in the prepared VM")
-        time.sleep(1.0)
-
-
-def sdk_fresh_process(name: str, phases: list[dict[str, float]]) -> float:
     began = time.perf_counter()
-    completed = subprocess.run([sys.executable, "-c", SDK_EXEC, name], capture_output=True, text=True, check=True)
+    serving = subprocess.Popen([*tool, "run", "--serve-only"], cwd=project, env=env, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert serving.stdout is not None
+    lines: list[str] = []
+    try:
+        while not any(line.startswith("password:") for line in lines):
+            line = serving.stdout.readline()
+            if not line:
+                _, errors = serving.communicate(timeout=60)
+                raise SystemExit(f"run --serve-only ended before serving: {lines} {errors}")
+            lines.append(line.strip())
+        seconds = time.perf_counter() - began
+        password = (state_dir / slug / "daemon-password").read_text().strip()
+        port = MicrosandboxRuntime().host_port(vm_name(slug), 4096)
+        if not is_serving(f"http://127.0.0.1:{port}", password):
+            raise SystemExit("opencode serve does not answer although run --serve-only printed its URL")
+        return seconds
+    finally:
+        if serving.poll() is None:
+            os.killpg(serving.pid, signal.SIGINT)
+            serving.wait(300)
+
+
+def sdk_fresh_process(code: str, name: str, phases: list[dict[str, float]]) -> float:
+    began = time.perf_counter()
+    completed = subprocess.run([sys.executable, "-c", code, name], capture_output=True, text=True, check=True)
     seconds = time.perf_counter() - began
     phases.append(json.loads(completed.stdout.strip().splitlines()[-1]))
     return seconds
@@ -177,16 +216,17 @@ def main(rounds: int = 4) -> float | None:
         raw_exec = [str(locate_msb()), "exec", "--quiet", "--user", "dev", "--workdir", "/workspace", "--no-tty",
                     name, "--", "true"]
         sdk_phases: list[dict[str, float]] = []
+        native_phases: list[dict[str, float]] = []
         try:
-            first = time_command(tool, project, env)  # image, load into msb, home volume, VM, daemon
-            print(f"first shell -- true (build, load, boot): {first:.1f} s", flush=True)
-            wait_until_serving(state_dir, slug)
+            first = first_start(launcher(), project, env, state_dir, slug)  # image, load, home, VM, serve
+            print(f"first run --serve-only until serving (build, load, boot): {first:.1f} s", flush=True)
             connection = OpenConnection(name)
             measures: dict[str, Callable[[], float]] = {
                 "launcher": lambda: time_command(tool, project, env),
                 "msb exec": lambda: time_command(raw_exec),
                 "msb --version": lambda: time_command([str(locate_msb()), "--version"]),
-                "sdk, fresh python": lambda: sdk_fresh_process(name, sdk_phases),
+                "sdk, fresh python": lambda: sdk_fresh_process(SDK_EXEC, name, sdk_phases),
+                "sdk native, fresh python": lambda: sdk_fresh_process(SDK_NATIVE_EXEC, name, native_phases),
                 "python -c pass": lambda: time_command([sys.executable, "-c", "pass"]),
                 "sdk, open connection": connection.exec_true,
             }
@@ -212,9 +252,9 @@ def main(rounds: int = 4) -> float | None:
     print("\nwarm exec of `true`, medians of", rounds, "rounds (s):")
     for label, seconds in warm.items():
         print(f"  {label:<22}{seconds:>8.3f}")
-    if sdk_phases:
-        print("  sdk, fresh python, by phase (median s): " + ", ".join(
-            f"{phase} {statistics.median(entry[phase] for entry in sdk_phases):.3f}" for phase in sdk_phases[0]))
+    for label, phases in (("sdk", sdk_phases), ("sdk native", native_phases)):
+        print(f"  {label}, fresh python, by phase (median s): " + ", ".join(
+            f"{phase} {statistics.median(entry[phase] for entry in phases):.3f}" for phase in phases[0]))
     print("\none warm `opencode-sandbox shell -- true`, traced (s):")
     for seconds, args in trace:
         print(f"  {seconds:>7.3f}  {args}")
