@@ -8,7 +8,7 @@ MSB_HOME, on a host where microVMs boot (the KVM lab, `docs/kvm-lab.md`):
 Beside them, what one trivial exec costs by each way of reaching msb: a new `msb exec`
 process, the bare start of an `msb` process (`msb --version`), the Python SDK from a fresh
 interpreter (as a launcher process would use it), and the SDK's already open connection.
-One warm `shell -- true` is also traced: every msb process it runs, with its duration.
+One warm `shell -- true` is also traced: every msb and docker process it runs, with its duration.
 
 Where microVMs cannot boot it prints why and exits 0. Needs
 `opencode-sandbox/runner-base:latest` in the Docker engine (any test run builds it).
@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -82,11 +83,11 @@ async def main():
 asyncio.run(main())
 """
 
-TRACING_MSB = """#!/bin/sh
+TRACING = """#!/bin/sh
 began=$(date +%s.%N)
-"{msb}" "$@"
+"{real}" "$@"
 code=$?
-echo "$began $(date +%s.%N) $*" >> "{log}"
+echo "$began $(date +%s.%N) {label} $*" >> "{log}"
 exit $code
 """
 
@@ -176,14 +177,18 @@ class OpenConnection:
 
 
 def trace_launcher(tool: list[str], project: Path, env: dict[str, str], root: Path) -> list[tuple[float, str]]:
-    """The msb processes one warm `shell -- true` runs, with their durations."""
-    log = root / "msb-trace.log"
-    wrapper = root / "msb-traced"
-    wrapper.write_text(TRACING_MSB.format(msb=locate_msb(), log=log))
-    wrapper.chmod(0o755)
-    total = time_command(tool, project, {**env, "MSB_PATH": str(wrapper)})
+    """The msb and docker processes one warm `shell -- true` runs, with their durations."""
+    log = root / "trace.log"
+    folder = root / "traced"
+    folder.mkdir()
+    for label, real in (("msb", str(locate_msb())), ("docker", shutil.which("docker") or "docker")):
+        wrapper = folder / label
+        wrapper.write_text(TRACING.format(real=real, label=label, log=log))
+        wrapper.chmod(0o755)
+    traced = {**env, "MSB_PATH": str(folder / "msb"), "PATH": f"{folder}{os.pathsep}{env.get('PATH', '')}"}
+    total = time_command(tool, project, traced)
     calls = []
-    for line in log.read_text().splitlines():
+    for line in log.read_text().splitlines() if log.exists() else []:
         began, ended, args = line.split(" ", 2)
         calls.append((float(ended) - float(began), args))
     return [(total, "(the whole launcher)"), *calls]
