@@ -10,7 +10,8 @@ process, the bare start of an `msb` process (`msb --version`), the Python SDK fr
 interpreter (as a launcher process would use it), and the SDK's already open connection.
 One warm `shell -- true` is also traced: every msb and docker process it runs, with its duration.
 
-Where microVMs cannot boot it prints why and exits 0. Needs
+Where the Docker engine is reached over TCP (the lab), a local unix socket is put in front of it,
+as users' hosts have one (`socket_forward.py`). Where microVMs cannot boot it prints why and exits 0. Needs
 `opencode-sandbox/runner-base:latest` in the Docker engine (any test run builds it).
 Run: `bash scripts/kvm-lab.sh python bench/msb_warm_start.py [ROUNDS]` (default 4; a lab run
 of it takes about 15 minutes). The last line is the warm ratio.
@@ -36,6 +37,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import interleaved_medians, isolated_environment, launcher, time_command
+from bench.socket_forward import forward_unix_to_tcp
 from bench.warm_start import clean_up as clean_up_docker
 from opencode_sandbox.core.naming import BASE_IMAGE, LABEL_OPENCODE_VERSION, vm_name
 from opencode_sandbox.core.slug import slug_for_remote
@@ -212,6 +214,9 @@ def main(rounds: int = 4) -> float | None:
         root = Path(folder)
         env = isolated_environment(root)
         env.update(OPENCODE_SANDBOX_RUNTIME="microsandbox", OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT="1h")
+        if env.get("DOCKER_HOST", "").startswith("tcp://"):  # the lab: give the launcher a local socket
+            forward_unix_to_tcp(root / "docker.sock", env["DOCKER_HOST"])
+            env["DOCKER_HOST"] = f"unix://{root / 'docker.sock'}"
         os.environ.update(env)  # msb and the SDK of this process use the isolated MSB_HOME too
         state_dir = Path(env["XDG_STATE_HOME"]) / "opencode-sandbox"
         record_baked_version(state_dir, version)
