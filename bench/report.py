@@ -72,6 +72,9 @@ BENCHMARKS = (
     Benchmark("warm_start", "shell -- true, VM stopped", "docker start + exec", 1.5, warm_row("after stop"),
               ratio_line="after-stop ratio"),
     Benchmark("warm_start", "shell -- true, VM running", "docker exec", 2.0, warm_row("warm")),
+    Benchmark("msb_warm_start", "shell -- true, microVM stopped", "msb start + exec", 1.5, warm_row("after stop"),
+              ratio_line="after-stop ratio"),
+    Benchmark("msb_warm_start", "shell -- true, microVM running", "msb exec", 3.0, warm_row("warm")),
 )
 
 
