@@ -165,16 +165,22 @@ class OpenConnection:
         self.sandbox = self.loop.run_until_complete(connect())
 
     def exec_true(self) -> float:
+        async def exec_true() -> Any:  # the SDK's calls need the loop running when they are made
+            return await self.sandbox.exec("true", [], cwd="/workspace", user="dev")
+
         began = time.perf_counter()
-        output = self.loop.run_until_complete(self.sandbox.exec("true", [], cwd="/workspace", user="dev"))
+        output = self.loop.run_until_complete(exec_true())
         seconds = time.perf_counter() - began
         if output.exit_code != 0:
             raise SystemExit(f"the SDK's exec failed: {output.stderr_text}")
         return seconds
 
     def close(self) -> None:
+        async def detach() -> None:
+            await self.sandbox.detach()
+
         try:
-            self.loop.run_until_complete(self.sandbox.detach())
+            self.loop.run_until_complete(detach())
         except Exception as error:  # the measures are taken; a failed detach only gets noted
             print(f"note: the SDK's detach failed: {error}", file=sys.stderr)
         self.loop.close()
