@@ -13,8 +13,8 @@ One warm `shell -- true` is also traced: every msb and docker process it runs, w
 Where the Docker engine is reached over TCP (the lab), a local unix socket is put in front of it,
 as users' hosts have one (`common.forward_unix_to_tcp`). Where microVMs cannot boot it prints why and exits 0. Needs
 `opencode-sandbox/runner-base:latest` in the Docker engine (any test run builds it).
-Run: `bash scripts/kvm-lab.sh python bench/msb_warm_start.py [ROUNDS]` (default 4; a lab run
-of it takes about 15 minutes). The last line is the warm ratio.
+Run: `bash scripts/kvm-lab.sh --user python bench/msb_warm_start.py [ROUNDS]` (default 4; with 3
+rounds a lab run took 804 s, plus any wait for a lab slot). The last line is the warm ratio.
 """
 
 from __future__ import annotations
