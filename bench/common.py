@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -66,3 +69,42 @@ def isolated_environment(root: Path) -> dict[str, str]:
         env[variable] = str(root / folder)
     env["MSB_HOME"] = str(root / ".microsandbox")
     return env
+
+
+# A local unix socket in front of a TCP Docker engine, as a real host has one: the lab's guest
+# reaches the host's engine over TCP, where the launcher would fall back from its socket client
+# to the `docker` command.
+
+
+def _pump(source: socket.socket, target: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while chunk := source.recv(65536):
+            target.sendall(chunk)
+    with contextlib.suppress(OSError):
+        target.shutdown(socket.SHUT_WR)
+
+
+def _serve(listener: socket.socket, address: tuple[str, int]) -> None:
+    while True:
+        try:
+            client, _ = listener.accept()
+        except OSError:
+            return
+        try:
+            upstream = socket.create_connection(address)
+        except OSError:
+            client.close()
+            continue
+        for source, target in ((client, upstream), (upstream, client)):
+            threading.Thread(target=_pump, args=(source, target), daemon=True).start()
+
+
+def forward_unix_to_tcp(path: Path, docker_host: str) -> socket.socket:
+    """Listen on `path`, relaying each connection to `docker_host` (`tcp://HOST:PORT`); close
+    the returned listener to stop."""
+    host, _, port = docker_host.removeprefix("tcp://").rstrip("/").rpartition(":")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(64)
+    threading.Thread(target=_serve, args=(listener, (host, int(port))), daemon=True).start()
+    return listener

@@ -72,6 +72,9 @@ BENCHMARKS = (
     Benchmark("warm_start", "shell -- true, VM stopped", "docker start + exec", 1.5, warm_row("after stop"),
               ratio_line="after-stop ratio"),
     Benchmark("warm_start", "shell -- true, VM running", "docker exec", 2.0, warm_row("warm")),
+    Benchmark("msb_warm_start", "shell -- true, microVM stopped", "msb start + exec", 1.5, warm_row("after stop"),
+              ratio_line="after-stop ratio"),
+    Benchmark("msb_warm_start", "shell -- true, microVM running", "msb exec", 3.0, warm_row("warm")),
 )
 
 
@@ -81,9 +84,12 @@ class Row:
     figure: str
     baseline: str
     ratio: float | None
+    skipped: bool = False
 
     @property
     def verdict(self) -> str:
+        if self.skipped:
+            return "skipped"
         if self.ratio is None:
             return "failed"
         return "met" if self.ratio <= self.benchmark.target else "not met"
@@ -113,6 +119,8 @@ def run_script(script: str) -> list[str] | None:
 def row_of(benchmark: Benchmark, lines: list[str] | None) -> Row:
     if not lines:
         return Row(benchmark, "-", "-", None)
+    if lines[-1].startswith("skipped:"):  # e.g. microVMs cannot boot on this host
+        return Row(benchmark, lines[-1].removeprefix("skipped:").strip(), "-", None, skipped=True)
     ratio_line = lines[-1] if benchmark.ratio_line is None else next(
         (line for line in lines if line.startswith(benchmark.ratio_line)), "")
     figure, baseline = benchmark.extract(lines)
@@ -135,7 +143,7 @@ def main() -> int:
     rows = [row_of(benchmark, outputs[benchmark.script]) for benchmark in BENCHMARKS]
     for line in table(rows):
         print(line)
-    return 0 if all(row.verdict == "met" for row in rows) else 1
+    return 0 if all(row.verdict in ("met", "skipped") for row in rows) else 1
 
 
 if __name__ == "__main__":

@@ -262,3 +262,29 @@ def test_the_report_reads_figures_and_ratios_as_the_benchmarks_print_them() -> N
                          "cached docker build:        95.2 ms (median of 7)", "ratio 0.04"])
     assert (row.figure, row.baseline, row.ratio, row.verdict) == ("4.0 ms", "95.2 ms", 0.04, "met")
     assert row_of(image, None).verdict == "failed"
+
+
+def test_the_report_counts_a_benchmark_that_cannot_run_on_this_host_as_skipped() -> None:
+    from bench.report import BENCHMARKS, row_of
+
+    microvm_rows = [benchmark for benchmark in BENCHMARKS if benchmark.script == "msb_warm_start"]
+    assert microvm_rows
+    for benchmark in microvm_rows:
+        row = row_of(benchmark, ["skipped: microVMs cannot boot here: /dev/kvm does not exist"])
+        assert (row.verdict, row.figure) == ("skipped", "microVMs cannot boot here: /dev/kvm does not exist")
+
+
+def test_the_report_reads_the_microvm_benchmark_as_it_prints() -> None:
+    from bench.report import BENCHMARKS, row_of
+
+    output = [
+        "case          launcher ms    raw ms   ratio  target",
+        "after stop       40210.5   35120.0    1.14     1.5",
+        "warm             12040.0    2100.3    5.73     3.0",
+        "after-stop ratio (launcher / msb start + msb exec): 1.14",
+        "warm ratio (launcher / msb exec): 5.73",
+    ]
+    stopped, running = (row_of(benchmark, output) for benchmark in BENCHMARKS if benchmark.script == "msb_warm_start")
+    assert (stopped.figure, stopped.baseline, stopped.ratio) == ("40210.5 ms", "35120.0 ms", 1.14)
+    assert (running.figure, running.baseline, running.ratio) == ("12040.0 ms", "2100.3 ms", 5.73)
+    assert (stopped.verdict, running.verdict) == ("met", "not met")
