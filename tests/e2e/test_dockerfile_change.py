@@ -9,7 +9,7 @@ import pytest
 from opencode_sandbox.state.store import StateStore
 from tests.e2e.harness import Project, Tmux, cli_command
 
-pytestmark = [pytest.mark.docker, pytest.mark.e2e, pytest.mark.timeout(2400)]
+pytestmark = [pytest.mark.docker, pytest.mark.e2e, pytest.mark.timeout(3600)]
 
 FROM_BASE = "FROM opencode-sandbox/runner-base:latest\n"
 REPORT = ("(cat ~/mine 2>/dev/null || echo no-mine; cat ~/from-image 2>/dev/null || echo no-image-file;"
