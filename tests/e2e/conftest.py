@@ -6,11 +6,20 @@ from pathlib import Path
 import pytest
 
 from opencode_sandbox.images.updater import record_baked_version
+from opencode_sandbox.runtime.kvm import probe_kvm
 from tests.e2e.harness import Project, make_project, project_on
 from tests.fixtures.host_users import HostUser
 from tests.fixtures.images import RunnerBase
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
+
+_kvm = probe_kvm()
+MICROVMS_CANNOT_BOOT = f"microVMs cannot boot here: {_kvm.cause}"
+BOTH_RUNTIMES = [
+    "docker",
+    pytest.param("microsandbox", marks=[
+        pytest.mark.kvm, pytest.mark.msb, pytest.mark.skipif(not _kvm.ok, reason=MICROVMS_CANNOT_BOOT)]),
+]
 
 
 @pytest.fixture
@@ -42,3 +51,21 @@ def any_user_project(request: pytest.FixtureRequest, tmp_path: Path, unique: str
             created.cleanup()
         return
     yield request.getfixturevalue("project")
+
+
+@pytest.fixture(params=BOTH_RUNTIMES)
+def runtime(request: pytest.FixtureRequest) -> str:
+    """The runtime a scenario that behaves the same on both runs on."""
+    return str(request.param)
+
+
+@pytest.fixture
+def runtime_project(runtime: str, tmp_path: Path, unique: str, runner_base_image: RunnerBase,
+                    monkeypatch: pytest.MonkeyPatch) -> Iterator[Project]:
+    """A fresh git project on `runtime`, run by the test's own user, with the session's base image."""
+    created = project_on(runtime, tmp_path / f"checkout {unique} ünï", unique, runner_base_image.opencode_version,
+                         monkeypatch)
+    try:
+        yield created
+    finally:
+        created.cleanup()

@@ -1,12 +1,18 @@
-"""End-to-end harness: real git projects, the real CLI, the docker runtime, tmux for terminals."""
+"""End-to-end harness: real git projects, the real CLI on either runtime, tmux for terminals.
+
+A project's VM, home volumes and images are looked at and removed through the tool's own
+Runtime objects, so one scenario reads the same on the docker and the microsandbox runtime.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -17,10 +23,13 @@ from typing import Any
 
 from pytest import MonkeyPatch
 
-from opencode_sandbox.core.naming import TOOL, runner_repository, vm_name
+from opencode_sandbox.core.naming import LABEL_SLUG, TOOL, runner_repository, vm_name
 from opencode_sandbox.core.slug import slug_for_remote
+from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.images.updater import record_baked_version
 from opencode_sandbox.paths import ToolPaths
+from opencode_sandbox.runtime.base import Runtime
+from opencode_sandbox.runtime.types import SandboxInfo
 from tests.fixtures.host_users import HostUser
 
 
@@ -44,6 +53,8 @@ class Project:
     user: HostUser | None = None
     """Runs the tool as this host user, with a fresh home of its own; None: as the test process."""
     home: Path | None = None
+    runtime: str = "docker"
+    """The runtime the tool runs this project's VM on: "docker" or "microsandbox"."""
 
     @property
     def slug(self) -> str:
@@ -91,6 +102,33 @@ class Project:
     def shell(self, script: str, *flags: str) -> subprocess.CompletedProcess[str]:
         return self.cli(*flags, "shell", "--", "sh", "-c", script)
 
+    def backend(self) -> Runtime:
+        """The tool's own backend for this project's runtime, in the test process's environment."""
+        if self.runtime == "docker":
+            from opencode_sandbox.runtime.docker_backend import DockerRuntime
+
+            return DockerRuntime()
+        from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
+
+        return MicrosandboxRuntime()
+
+    def vm_info(self) -> SandboxInfo | None:
+        return self.backend().get_sandbox(self.vm)
+
+    def vm_running(self) -> bool:
+        info = self.vm_info()
+        return info is not None and info.status.is_active
+
+    def vm_stopped(self) -> bool:
+        """The VM exists and is not running."""
+        info = self.vm_info()
+        return info is not None and not info.status.is_active
+
+    def vm_created(self) -> str:
+        """When the VM was created: a new value means a new VM."""
+        info = self.vm_info()
+        return info.created_at.isoformat() if info and info.created_at else ""
+
     def container_id(self) -> str:
         return docker("inspect", "--format", "{{.Id}}", self.vm).stdout.strip()
 
@@ -99,16 +137,16 @@ class Project:
 
     def serve_processes(self) -> int:
         """How many `opencode serve` processes run in the VM."""
-        listing = docker("exec", self.vm, "pgrep", "-f", "opencode serve --hostname").stdout
-        return len(listing.split())
+        found = self.backend().exec(self.vm, ["pgrep", "-f", "opencode serve --hostname"], user="root",
+                                    workdir="/")
+        return len(found.stdout.split())
 
     def home_volumes(self) -> list[str]:
-        listed = docker("volume", "ls", "--format", "{{.Name}}").stdout.split()
-        return sorted(name for name in listed if name.startswith(f"opencode-sandbox-home-{self.slug}-"))
+        prefix = f"opencode-sandbox-home-{self.slug}-"
+        return sorted(volume.name for volume in self.backend().list_volumes() if volume.name.startswith(prefix))
 
     def vms(self) -> list[str]:
-        listed = docker("ps", "-a", "--format", "{{.Names}}").stdout.split()
-        return [name for name in listed if name == self.vm]
+        return [sandbox.name for sandbox in self.backend().list_sandboxes() if sandbox.name == self.vm]
 
     def write_dockerfile(self, text: str) -> None:
         folder = self.root / ".opencode-sandbox"
@@ -117,18 +155,42 @@ class Project:
 
     def cleanup(self) -> None:
         subprocess.run(["pkill", "-KILL", "-f", f"services.reaper .*{self.slug}"], check=False)
+        if self.runtime == "microsandbox":
+            remove_microsandbox_artifacts(self.slug)
         docker("rm", "-f", self.vm)
-        for volume in self.home_volumes():
-            docker("volume", "rm", "-f", volume)
+        for volume in docker("volume", "ls", "--format", "{{.Name}}").stdout.split():
+            if volume.startswith(f"opencode-sandbox-home-{self.slug}-"):
+                docker("volume", "rm", "-f", volume)
         images = docker("images", "--format", "{{.Repository}}:{{.Tag}}", runner_repository(self.slug)).stdout.split()
         for image in images:
             docker("rmi", "-f", image)
         dangling = docker("images", "-q", "--filter", "dangling=true", "--filter",
-                          f"label=org.opencode-sandbox.slug={self.slug}").stdout.split()
+                          f"label={LABEL_SLUG}={self.slug}").stdout.split()
         for image in dangling:
             docker("rmi", "-f", image)
         if self.home is not None:
             shutil.rmtree(self.home, ignore_errors=True)
+
+
+def remove_microsandbox_artifacts(slug: str) -> None:
+    """A project's VM, home volumes and loaded images in this process's MSB_HOME."""
+    from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
+
+    runtime = MicrosandboxRuntime()
+    for sandbox in runtime.list_sandboxes():
+        if sandbox.labels.get(LABEL_SLUG) == slug:
+            with contextlib.suppress(SandboxError):
+                runtime.kill_sandbox(sandbox.name)
+            with contextlib.suppress(SandboxError):
+                runtime.remove_sandbox(sandbox.name)
+    for volume in runtime.list_volumes():
+        if volume.labels.get(LABEL_SLUG) == slug:
+            with contextlib.suppress(SandboxError):
+                runtime.remove_volume(volume.name)
+    for image in runtime.list_images():
+        if image.reference.startswith(runner_repository(slug) + ":"):
+            with contextlib.suppress(SandboxError):
+                runtime.remove_image(image.reference)
 
 
 def make_project(folder: Path, name: str, user: HostUser | None = None) -> Project:
@@ -154,7 +216,9 @@ def project_on(runtime: str, folder: Path, name: str, opencode_version: str, mon
     record_baked_version(ToolPaths.from_environment().state_dir, opencode_version)
     monkeypatch.setenv("OPENCODE_SANDBOX_RUNTIME", runtime)
     monkeypatch.setenv("OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT", "1h")
-    return make_project(folder, name)
+    created = make_project(folder, name)
+    created.runtime = runtime
+    return created
 
 
 class Tmux:
@@ -238,3 +302,21 @@ def wait_until(condition: Callable[[], bool], timeout: float, interval: float = 
 
 def cli_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "opencode_sandbox", *args]
+
+
+def non_loopback_address() -> str | None:
+    """One of this host's own addresses that is not loopback, None when it has none."""
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("192.0.2.1", 9))  # a documentation address: nothing is sent
+        address: str = probe.getsockname()[0]
+        if not address.startswith("127."):
+            return address
+    return None
+
+
+def connects(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=3):
+            return True
+    except OSError:
+        return False

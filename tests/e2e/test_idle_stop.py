@@ -24,22 +24,6 @@ def _running(project: Project) -> bool:
     return project.container_state() == "running"
 
 
-def test_vm_stops_after_the_timeout_once_the_last_client_left(project: Project,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    _quick_stop(project, monkeypatch)
-    client = ServeOnly(project)
-    time.sleep(4)
-    assert _running(project), "the VM must stay up while a client is attached"
-    detached = time.monotonic()
-    client.detach()
-    assert wait_until(lambda: project.container_state() == "exited", timeout=90)
-    assert time.monotonic() - detached >= 2
-    log = (project.state_dir / "reaper.log").read_text()
-    assert "stopping" in log
-    again = project.shell("echo back")
-    assert again.stdout == "back\n"
-
-
 def test_busy_session_holds_the_vm_until_idle(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     _quick_stop(project, monkeypatch)
     client = ServeOnly(project)
@@ -155,18 +139,6 @@ def test_stop_on_a_terminal_names_the_clients_and_asks(project: Project, unique:
     finally:
         agreed.close()
         client.detach()
-
-
-def test_stop_force_removes_vm_and_state_but_keeps_the_volume(project: Project) -> None:
-    assert project.shell("echo keep > ~/file").returncode == 0
-    [volume] = project.home_volumes()
-    result = project.cli("stop", "-f")
-    assert result.returncode == 0, result.stderr
-    assert project.vms() == []
-    assert not (project.state_dir / "state.yaml").exists()
-    assert project.home_volumes() == [volume]
-    listed = project.cli("volume", "list")
-    assert volume in listed.stdout
 
 
 def test_kill_powers_off_at_once(project: Project) -> None:

@@ -161,6 +161,10 @@ class RuntimeContract:
         """Why sandboxes cannot boot on this host, or None when they can."""
         return None
 
+    def dev_identity_ignored_reason(self) -> str | None:
+        """Why this runtime ignores `SandboxSpec.dev_identity`, or None when it honours it."""
+        return None
+
     @pytest.fixture(autouse=True)
     def _skip_without_boot(self, request: pytest.FixtureRequest) -> None:
         if request.node.get_closest_marker("needs_boot"):
@@ -399,6 +403,8 @@ class RuntimeContract:
     ) -> None:
         identity = (os.getuid(), os.getgid())
         if owner == "another host user":
+            if reason := self.dev_identity_ignored_reason():
+                pytest.skip(reason)
             if os.geteuid() != 0:
                 pytest.skip("only root can hand a checkout to another host user")
             identity = (OTHER_HOST_ID, OTHER_HOST_ID)

@@ -57,6 +57,10 @@ class TestMicrosandboxContract(RuntimeContract):
         check = probe_kvm()
         return None if check.ok else f"microVMs cannot boot here: {check.cause}"
 
+    def dev_identity_ignored_reason(self) -> str | None:
+        return ("msb maps the invoking host user to dev and ignores SandboxSpec.dev_identity: "
+                "the lab's run as an ordinary user (`kvm-lab.sh --user`) covers another host user")
+
     def test_check_available(self, runtime: MicrosandboxRuntime) -> None:  # type: ignore[override]
         reason = self.boot_unavailable_reason()
         if reason is None:

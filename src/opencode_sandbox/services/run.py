@@ -83,11 +83,19 @@ class RunLifecycle:
             recorded_state = state.copy()
             existing = self.app.runtime.get_sandbox(self.vm)
             vm_plan, home_volume = self._decide(state, existing, image, other_clients)
+            recorded_volume = state.home_volume
+            if home_volume != recorded_volume:
+                # Recorded once complete, before the VM boots on it: a launcher killed during
+                # the boot leaves a project whose next run uses it, not a second, orphaned one.
+                state.home_volume = home_volume
+                self.store.save(self.slug, state)
             try:
                 recreated = self._apply_vm(vm_plan, existing, image, home_volume, state)
             except BaseException:
                 if self.made_volume is not None:
                     vm_boot.remove_made_volume(self.app.runtime, self.console, self.made_volume)
+                    state.home_volume = recorded_volume
+                    self.store.save(self.slug, state)
                 raise
             if image.dind and vm_plan.action is not VmAction.CONNECT:
                 self._start_inner_docker()

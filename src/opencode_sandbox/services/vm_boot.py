@@ -41,7 +41,7 @@ def start(runtime: Runtime, console: Console, name: str) -> None:
 
 
 def remove_made_volume(runtime: Runtime, console: Console, volume: str) -> None:
-    """Remove a home volume this run created, after a failure: nothing refers to it yet."""
+    """Remove a home volume this run created, after a failure: no VM uses it yet."""
     try:
         runtime.remove_volume(volume)
     except NotFound:
