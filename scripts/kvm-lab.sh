@@ -27,14 +27,14 @@
 # OPENCODE_SANDBOX_LAB_SLOTS guests boot at once (the others wait for a free slot).
 #
 # Settings (environment): OPENCODE_SANDBOX_LAB_MEMORY_MIB (6144), OPENCODE_SANDBOX_LAB_TIMEOUT
-# (seconds for one boot, 5400), OPENCODE_SANDBOX_LAB_MIRROR (http://deb.debian.org/debian),
+# (seconds for one boot, 14400), OPENCODE_SANDBOX_LAB_MIRROR (http://deb.debian.org/debian),
 # OPENCODE_SANDBOX_LAB_SLOTS (guests booted at once, 2).
 set -euo pipefail
 
 CHECKOUT=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${OPENCODE_SANDBOX_LAB_CACHE:-/var/cache/opencode-sandbox-lab}
 MEMORY_MIB=${OPENCODE_SANDBOX_LAB_MEMORY_MIB:-6144}
-BOOT_TIMEOUT=${OPENCODE_SANDBOX_LAB_TIMEOUT:-5400}
+BOOT_TIMEOUT=${OPENCODE_SANDBOX_LAB_TIMEOUT:-14400}
 MIRROR=${OPENCODE_SANDBOX_LAB_MIRROR:-http://deb.debian.org/debian}
 SLOTS=${OPENCODE_SANDBOX_LAB_SLOTS:-2}
 SUITE=trixie
