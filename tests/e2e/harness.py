@@ -6,6 +6,7 @@ Runtime objects, so one scenario reads the same on the docker and the microsandb
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import re
@@ -16,6 +17,8 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -312,6 +315,19 @@ def non_loopback_address() -> str | None:
         if not address.startswith("127."):
             return address
     return None
+
+
+def status_of(url: str, password: str | None) -> int:
+    """The HTTP status a GET of the daemon's `url` gets, with its password or none."""
+    request = urllib.request.Request(url)
+    if password is not None:
+        token = base64.b64encode(f"opencode:{password}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
 
 
 def connects(host: str, port: int) -> bool:

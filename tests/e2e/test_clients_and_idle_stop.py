@@ -4,11 +4,8 @@ it, and the VM stops by itself once the last of them has left."""
 
 from __future__ import annotations
 
-import base64
 import re
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
@@ -20,6 +17,7 @@ from tests.e2e.harness import (
     connects,
     docker,
     non_loopback_address,
+    status_of,
     wait_until,
 )
 
@@ -30,18 +28,6 @@ IDLE_TIMEOUT_S = 2
 # The emulated lab runs 20 to 30 times slower than a real host: the reaper's polls and the stop
 # itself take that much longer there.
 STOP_SLACK_S = 300
-
-
-def status_of(url: str, password: str | None) -> int:
-    request = urllib.request.Request(url)
-    if password is not None:
-        token = base64.b64encode(f"opencode:{password}".encode()).decode()
-        request.add_header("Authorization", f"Basic {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as error:
-        return int(error.code)
 
 
 def test_serve_only_and_attach_then_the_vm_stops_after_the_last_client(
@@ -57,7 +43,8 @@ def test_serve_only_and_attach_then_the_vm_stops_after_the_last_client(
         assert found, served.url
         health = served.url + "/global/health"
         assert status_of(health, None) == 401
-        assert status_of(health, "wrong") == 401
+        assert status_of(served.url + "/session", None) == 401
+        assert status_of(health, served.password[::-1]) == 401
         assert status_of(health, served.password) == 200
         elsewhere = non_loopback_address()
         if elsewhere is not None:
