@@ -15,11 +15,9 @@ pytestmark = [pytest.mark.docker, pytest.mark.e2e]
 
 _kvm = probe_kvm()
 MICROVMS_CANNOT_BOOT = f"microVMs cannot boot here: {_kvm.cause}"
-BOTH_RUNTIMES = [
-    "docker",
-    pytest.param("microsandbox", marks=[
-        pytest.mark.kvm, pytest.mark.msb, pytest.mark.skipif(not _kvm.ok, reason=MICROVMS_CANNOT_BOOT)]),
-]
+MICROVMS_ONLY = [pytest.mark.kvm, pytest.mark.msb, pytest.mark.skipif(not _kvm.ok, reason=MICROVMS_CANNOT_BOOT)]
+"""The marks of a test that needs a booting microVM."""
+BOTH_RUNTIMES = ["docker", pytest.param("microsandbox", marks=MICROVMS_ONLY)]
 
 
 @pytest.fixture
@@ -57,6 +55,18 @@ def any_user_project(request: pytest.FixtureRequest, tmp_path: Path, unique: str
 def runtime(request: pytest.FixtureRequest) -> str:
     """The runtime a scenario that behaves the same on both runs on."""
     return str(request.param)
+
+
+@pytest.fixture
+def msb_project(tmp_path: Path, unique: str, runner_base_image: RunnerBase,
+                monkeypatch: pytest.MonkeyPatch) -> Iterator[Project]:
+    """A fresh git project on the microsandbox runtime, with the session's base image."""
+    created = project_on("microsandbox", tmp_path / f"checkout {unique}", unique,
+                         runner_base_image.opencode_version, monkeypatch)
+    try:
+        yield created
+    finally:
+        created.cleanup()
 
 
 @pytest.fixture

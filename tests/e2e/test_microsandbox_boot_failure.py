@@ -18,7 +18,6 @@ from opencode_sandbox.errors import VmDidNotBoot
 from opencode_sandbox.paths import ToolPaths
 from opencode_sandbox.project import Project
 from opencode_sandbox.runtime.docker_backend import DockerRuntime
-from opencode_sandbox.runtime.kvm import probe_kvm
 from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
 from opencode_sandbox.runtime.msb_cli import MsbCli
 from opencode_sandbox.runtime.types import RuntimeKind
@@ -26,15 +25,9 @@ from opencode_sandbox.services import run
 from opencode_sandbox.services.image_step import ReadyImage, UpdateCheck
 from opencode_sandbox.services.run import RunLifecycle
 from opencode_sandbox.ui.console import Console, LogLevel
+from tests.e2e.conftest import MICROVMS_ONLY
 
-kvm_check = probe_kvm()
-pytestmark = [
-    pytest.mark.kvm,
-    pytest.mark.msb,
-    pytest.mark.docker,
-    pytest.mark.e2e,
-    pytest.mark.skipif(not kvm_check.ok, reason=f"microVMs cannot boot here: {kvm_check.cause}"),
-]
+pytestmark = [pytest.mark.docker, pytest.mark.e2e, *MICROVMS_ONLY]
 
 TOO_LITTLE_MIB = 24
 """Below what the guest kernel needs: msb's VMM panics with "Kernel doesn't fit in RAM"."""

@@ -8,18 +8,10 @@ import pytest
 
 from opencode_sandbox.images.updater import baked_version
 from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
+from tests.e2e.conftest import MICROVMS_ONLY
 from tests.e2e.harness import Project
-from tests.e2e.test_microsandbox_smoke import kvm_check, msb_project
 
-__all__ = ["msb_project"]
-
-pytestmark = [
-    pytest.mark.kvm,
-    pytest.mark.msb,
-    pytest.mark.docker,
-    pytest.mark.e2e,
-    pytest.mark.skipif(not kvm_check.ok, reason=f"microVMs cannot boot here: {kvm_check.cause}"),
-]
+pytestmark = [pytest.mark.docker, pytest.mark.e2e, *MICROVMS_ONLY]
 
 
 def test_build_loads_the_image_and_the_first_shell_does_not_load_it_again(msb_project: Project) -> None:

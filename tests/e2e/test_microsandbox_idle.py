@@ -3,46 +3,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
-from opencode_sandbox.runtime.kvm import probe_kvm
 from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
 from opencode_sandbox.runtime.types import SandboxStatus
-from tests.e2e.harness import Project, project_on, wait_until
-from tests.e2e.test_microsandbox_smoke import remove_microsandbox_artifacts
-from tests.fixtures.images import RunnerBase
+from tests.e2e.conftest import MICROVMS_ONLY
+from tests.e2e.harness import Project, wait_until
 
-kvm_check = probe_kvm()
-pytestmark = [
-    pytest.mark.kvm,
-    pytest.mark.msb,
-    pytest.mark.docker,
-    pytest.mark.e2e,
-    pytest.mark.skipif(not kvm_check.ok, reason=f"microVMs cannot boot here: {kvm_check.cause}"),
-]
+pytestmark = [pytest.mark.docker, pytest.mark.e2e, *MICROVMS_ONLY]
 
 IDLE_TIMEOUT_S = 60
 """Long enough for the test to kill opencode serve before the reaper first asks, in the lab too."""
 
 
-@pytest.fixture
-def msb_project(
-    tmp_path: Path, unique: str, runner_base_image: RunnerBase, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Project]:
-    created = project_on("microsandbox", tmp_path / f"checkout {unique}", unique,
-                         runner_base_image.opencode_version, monkeypatch)
+def test_doctor_checks_the_home_and_a_vm_without_opencode_serve_stops(
+    msb_project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT", f"{IDLE_TIMEOUT_S}s")
-    try:
-        yield created
-    finally:
-        remove_microsandbox_artifacts(created.slug)
-        created.cleanup()
-
-
-def test_doctor_checks_the_home_and_a_vm_without_opencode_serve_stops(msb_project: Project) -> None:
     runtime = MicrosandboxRuntime()
     started = msb_project.cli("shell", "--", "id", "-u")
     assert started.returncode == 0, started.stderr
