@@ -102,7 +102,7 @@ class RunLifecycle:
             password = self._password(recreated or vm_plan.action is VmAction.CREATE)
             state.home_volume = home_volume
             state.project_root = str(self.app.project.root)
-            if vm_plan.action is not VmAction.CONNECT or existing is None:
+            if vm_plan.action is not VmAction.CONNECT or existing is None or state.image_reference is None:
                 state.image_reference = image.reference
                 state.image_digest = image.digest
             if state != recorded_state:
