@@ -92,7 +92,7 @@ def test_serve_only_start_and_detach_keep_the_password_off_every_command_line(
         reaper = f"opencode_sandbox.services.reaper --state-root {project.state_dir.parent} --slug {project.slug}"
         assert wait_until(lambda: any(reaper in line for line in command_lines()), timeout=30)
     assert client.password and watch.holding(client.password) == []
-    started = [line for line in watch.seen if _is_docker_exec_of(line, "opencode serve")]
+    started = [line for line in watch.seen if _is_docker_exec_of(line, "exec opencode serve")]
     assert started, "the watch saw the `docker exec` that starts opencode serve"
     assert all("-e OPENCODE_SERVER_PASSWORD " in line for line in started)
 
