@@ -283,7 +283,8 @@ QEMU_PID=
 WHEELS_MOUNT=
 RUN=
 cleanup() {
-  [ -n "$QEMU_PID" ] && kill "$QEMU_PID" 2>/dev/null || true
+  # The guest writes to the run folder until QEMU is gone: wait for it before removing that.
+  [ -n "$QEMU_PID" ] && { kill "$QEMU_PID"; wait "$QEMU_PID"; } 2>/dev/null || true
   [ -n "$WHEELS_MOUNT" ] && umount "$WHEELS_MOUNT" 2>/dev/null || true
   [ -n "$FORWARD_PID" ] && kill "$FORWARD_PID" 2>/dev/null || true
   [ -n "$RUN" ] && rm -rf "$RUN" || true
