@@ -48,11 +48,7 @@ from opencode_sandbox.runtime.msb_cli import locate_msb
 WARM_TARGET = 3.0
 AFTER_STOP_TARGET = 1.5
 
-SDK_EXEC = """
-import asyncio, json, sys, time
-began = time.perf_counter()
-from microsandbox import Sandbox
-imported = time.perf_counter()
+_TIMED_SDK_EXEC = """
 async def main():
     handle = await Sandbox.get(sys.argv[1])
     found = time.perf_counter()
@@ -66,6 +62,13 @@ async def main():
 asyncio.run(main())
 """
 
+SDK_EXEC = """
+import asyncio, json, sys, time
+began = time.perf_counter()
+from microsandbox import Sandbox
+imported = time.perf_counter()
+""" + _TIMED_SDK_EXEC
+
 SDK_NATIVE_EXEC = """
 import asyncio, importlib.machinery, importlib.util, json, sys, time
 began = time.perf_counter()
@@ -73,19 +76,9 @@ path = importlib.util.find_spec("microsandbox").submodule_search_locations[0] + 
 loader = importlib.machinery.ExtensionFileLoader("microsandbox._microsandbox", path)
 native = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
 loader.exec_module(native)
+Sandbox = native.Sandbox
 imported = time.perf_counter()
-async def main():
-    handle = await native.Sandbox.get(sys.argv[1])
-    found = time.perf_counter()
-    sandbox = await handle.connect()
-    connected = time.perf_counter()
-    output = await sandbox.exec("true", [], cwd="/workspace", user="dev")
-    done = time.perf_counter()
-    assert output.exit_code == 0, output.stderr_text
-    print(json.dumps({"import": imported - began, "get": found - imported, "connect": connected - found,
-                      "exec": done - connected}))
-asyncio.run(main())
-"""
+""" + _TIMED_SDK_EXEC
 
 TRACING = """#!/bin/sh
 began=$(date +%s.%N)
