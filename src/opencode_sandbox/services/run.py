@@ -218,7 +218,8 @@ class RunLifecycle:
         elif home.action is HomeAction.ASK and home.volume:
             volume = self._image_changed_home(home.volume, image)
         else:
-            volume = self._new_home_volume(image, copy_from=None)
+            # A replacement never takes the name of a recorded volume that vanished.
+            volume = self._new_home_volume(image, copy_from=None, avoid=recorded)
         return self._plan(existing, self._spec(image, volume), image), volume
 
     def _ask_apply(self, what: str, other_clients: int) -> ApplyChoice:
@@ -254,11 +255,11 @@ class RunLifecycle:
             return current
         return self._new_home_volume(image, copy_from=current if choice is HomeChoice.MIGRATE else None)
 
-    def _new_home_volume(self, image: ReadyImage, copy_from: str | None) -> str:
+    def _new_home_volume(self, image: ReadyImage, copy_from: str | None, avoid: str | None = None) -> str:
         """A complete new home volume, or nothing at all: a failure removes the half-made one."""
         from opencode_sandbox.services.volumes import build_home_volume, free_home_volume_name
 
-        name = free_home_volume_name(self.app.runtime, self.slug)
+        name = free_home_volume_name(self.app.runtime, self.slug, taken=avoid)
         with slow_step(self.console, f"Creating the home volume {name}"):
             build_home_volume(self.app.runtime, self.slug, name, image.reference, copy_from, self.console.warn)
         self.made_volume = name
