@@ -5,10 +5,11 @@ Their options are declared in `cli/option_table.py`, which the launcher's fast p
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.cli.option_table import RUN, SHELL
 from opencode_sandbox.cli.options import declared_options
 

@@ -7,8 +7,9 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.errors import RuntimeUnavailable, SandboxError
 from opencode_sandbox.runtime.types import RuntimeKind, SandboxStatus

@@ -13,8 +13,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.prune_plan import ArtifactKind, Removal, Scope, plan_prune, stale_vm_possible
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.units import format_duration, parse_duration

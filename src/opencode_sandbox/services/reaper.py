@@ -22,8 +22,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.collector import collect_from_now_on
 from opencode_sandbox.core.quiescence import (
     UNREADABLE_GRACE_S,

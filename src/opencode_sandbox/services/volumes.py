@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.naming import home_volume_name, managed_labels, slug_of_home_volume, task_name, vm_name
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.errors import NotFound, SandboxError, UsageError
