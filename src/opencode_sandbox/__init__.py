@@ -1,3 +1,5 @@
+from __future__ import annotations
+
 __version__ = "0.1.0"
 
 # `typing.TYPE_CHECKING` without loading `typing`, which the warm path does not otherwise need:

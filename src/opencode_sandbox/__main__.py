@@ -1,3 +1,5 @@
+from __future__ import annotations
+
 from opencode_sandbox.launcher import main
 
 main()

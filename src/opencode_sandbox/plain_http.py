@@ -11,6 +11,8 @@ from collections.abc import Mapping
 
 _HEAD_END = b"\r\n\r\n"
 _MAX_HEAD_BYTES = 65536
+_WITHOUT_BODY = (204, 304)
+"""Statuses whose response ends with its head, whatever `Content-Length` says."""
 
 
 class PlainHttpError(OSError):
@@ -35,22 +37,27 @@ def send(
     connection.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
 
 
-def read_head(connection: socket.socket) -> tuple[int, dict[str, str], bytes]:
+def read_head(connection: socket.socket, asked: str = "the request") -> tuple[int, dict[str, str], bytes]:
     """Read a response's header block: its status, its headers (lower-case names) and the bytes after it."""
     received = b""
     while _HEAD_END not in received:
         if len(received) > _MAX_HEAD_BYTES:
-            raise PlainHttpError("the response head does not end")
+            raise PlainHttpError(f"the response head to {asked} does not end")
         chunk = connection.recv(65536)
         if not chunk:
-            raise PlainHttpError("the peer closed the connection before the end of the response head")
+            raise PlainHttpError(f"not an HTTP response to {asked}: the peer closed the connection before "
+                                 "the end of the response head")
         received += chunk
     head, _, rest = received.partition(_HEAD_END)
-    return _status_of(head, "the request"), _headers_of(head), rest
+    return _status_of(head, asked), _headers_of(head), rest
 
 
 def read_body(connection: socket.socket, headers: Mapping[str, str], received: bytes) -> bytes:
-    """The rest of a body after `received`: `Content-Length` bytes, or everything up to the close."""
+    """The rest of a body after `received`: `Content-Length` bytes, or everything up to the close.
+
+    With a `Content-Length`, reading stops there, so a peer that keeps the connection open
+    after the body is not waited for; a body cut short of it is refused.
+    """
     length = headers.get("content-length", "")
     wanted = int(length) if length.isdigit() else None
     chunks = [received]
@@ -58,6 +65,8 @@ def read_body(connection: socket.socket, headers: Mapping[str, str], received: b
     while wanted is None or size < wanted:
         chunk = connection.recv(65536)
         if not chunk:
+            if wanted is not None:
+                raise PlainHttpError(f"the peer closed the connection after {size} of {wanted} bytes of the body")
             break
         chunks.append(chunk)
         size += len(chunk)
@@ -74,19 +83,13 @@ def request(
     body: bytes = b"",
     headers: Mapping[str, str] | None = None,
 ) -> tuple[int, bytes]:
-    """Send one HTTP/1.0 request and read the whole response; the connection is closed afterwards."""
+    """Send one HTTP/1.0 request and read its response; the connection is closed afterwards."""
     with connection:
         send(connection, method, host, path, body=body, headers={"Connection": "close", **(headers or {})})
-        chunks = []
-        while True:
-            chunk = connection.recv(65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    head, separator, answer = b"".join(chunks).partition(_HEAD_END)
-    if not separator:
-        raise PlainHttpError(f"not an HTTP response to {method} {path}")
-    return _status_of(head, f"{method} {path}"), answer
+        status, response_headers, received = read_head(connection, f"{method} {path}")
+        if method == "HEAD" or status in _WITHOUT_BODY:
+            return status, b""
+        return status, read_body(connection, response_headers, received)
 
 
 def get(connection: socket.socket, host: str, path: str, headers: Mapping[str, str] | None = None) -> tuple[int, bytes]:

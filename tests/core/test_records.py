@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import ast
+import importlib
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
 
+import opencode_sandbox
 from opencode_sandbox.core.records import Record
+
+PACKAGE = Path(opencode_sandbox.__file__).parent
 
 
 class Point(Record):
@@ -58,3 +64,41 @@ def test_declarations_typing_refuses_are_refused() -> None:
 
             def _replace(self) -> None:  # type: ignore[override]
                 pass
+
+
+def declared_records() -> list[tuple[str, str, tuple[str, ...]]]:
+    """(module, class, annotated field names) of every `Record` class in the package's source."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = ".".join(("opencode_sandbox", *path.relative_to(PACKAGE).with_suffix("").parts))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and any(isinstance(base, ast.Name) and base.id == "Record"
+                                                      for base in node.bases):
+                fields = tuple(statement.target.id for statement in node.body
+                               if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name))
+                found.append((module, node.name, fields))
+    return found
+
+
+RECORDS = declared_records()
+
+
+def test_the_package_declares_its_records_with_record() -> None:
+    assert len(RECORDS) > 40
+
+
+@pytest.mark.parametrize(("module", "name", "fields"), RECORDS, ids=[f"{m}.{n}" for m, n, _ in RECORDS])
+def test_each_record_of_the_package_keeps_its_declared_fields(module: str, name: str, fields: tuple[str, ...]) -> None:
+    record = getattr(importlib.import_module(module), name)
+    assert fields
+    assert record._fields == fields
+
+
+def test_a_record_whose_annotations_are_not_postponed_is_refused() -> None:
+    """What a class body holds from Python 3.14 on without `from __future__ import annotations`."""
+
+    def annotate(format: int) -> dict[str, Any]:
+        return {"x": int}
+
+    with pytest.raises(TypeError, match="from __future__ import annotations"):
+        type(Record)("Lazy", (Record,), {"__module__": __name__, "__annotate__": annotate})

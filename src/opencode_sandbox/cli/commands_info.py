@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import click
+
+from opencode_sandbox import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from opencode_sandbox.cli.app import App

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
 
 import click
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.cli.commands_run import run as run_command
 from opencode_sandbox.cli.options import list_options, prune_options
 

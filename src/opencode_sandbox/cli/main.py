@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+from itertools import permutations
+from typing import Any
+
 import click
 
 from opencode_sandbox.cli.errors import exit_with_result
-from opencode_sandbox.ui.console import LOG_LEVEL_NAMES, Console
+from opencode_sandbox.cli.option_table import FLAG, GLOBAL
+from opencode_sandbox.cli.options import declared_options
+from opencode_sandbox.ui.console import Console
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-_GLOBAL_OPTIONS_WITH_VALUE = {"--log-level", "--runtime"}
+_GLOBAL_OPTIONS_WITH_VALUE = {spelling for option in GLOBAL.options if option.kind != FLAG
+                              for spelling in option.spellings}
+_GLOBAL_FLAGS = [spelling for option in GLOBAL.options if option.kind == FLAG for spelling in option.spellings]
+_GLOBAL_SHORT_FLAGS = [spelling[1] for spelling in _GLOBAL_FLAGS if len(spelling) == 2]
+_GLOBAL_FLAG_WORDS = {*_GLOBAL_FLAGS, *("-" + "".join(cluster) for size in range(2, len(_GLOBAL_SHORT_FLAGS) + 1)
+                                       for cluster in permutations(_GLOBAL_SHORT_FLAGS, size))}
+"""The global flags and their short spellings run together, as `-yq`."""
 _console = Console()
 
 
@@ -27,9 +38,7 @@ class DefaultToRunGroup(click.Group):
             if token in _GLOBAL_OPTIONS_WITH_VALUE:
                 index += 2
                 continue
-            if token.split("=", 1)[0] in _GLOBAL_OPTIONS_WITH_VALUE or token in (
-                "-y", "--yes", "-q", "--quiet", "-yq", "-qy"
-            ):
+            if token.split("=", 1)[0] in _GLOBAL_OPTIONS_WITH_VALUE or token in _GLOBAL_FLAG_WORDS:
                 index += 1
                 continue
             if token not in self.commands:
@@ -41,19 +50,10 @@ class DefaultToRunGroup(click.Group):
 
 
 @click.group(cls=DefaultToRunGroup, context_settings=CONTEXT_SETTINGS)
-@click.option("-y", "--yes", "assume_yes", is_flag=True,
-              help="Take the default answer of every prompt.")
-@click.option("-q", "--quiet", is_flag=True, help="Print errors only.")
-@click.option("--log-level", type=click.Choice(LOG_LEVEL_NAMES), default=None,
-              help="How much to print: error, warning, info (default) or verbose "
-                   "(also where each setting came from, and tracebacks).")
-@click.option("--runtime", type=click.Choice(["microsandbox", "docker"]), default=None,
-              help="VM runtime: microsandbox (microVMs, default) or docker (shares the host "
-                   "kernel).")
+@declared_options(GLOBAL)
 @click.version_option(package_name="opencode-sandbox", prog_name="opencode-sandbox")
 @click.pass_context
-def cli(ctx: click.Context, assume_yes: bool, quiet: bool, log_level: str | None,
-        runtime: str | None) -> None:
+def cli(ctx: click.Context, /, **global_options: Any) -> None:
     """Run the opencode coding agent in its own isolated VM, one per project.
 
     Run it inside a checkout: with no command it starts (or reuses) the project's VM and
@@ -61,7 +61,7 @@ def cli(ctx: click.Context, assume_yes: bool, quiet: bool, log_level: str | None
     """
     from opencode_sandbox.cli.actions import open_app
 
-    ctx.obj = open_app(_console, assume_yes, quiet, log_level, runtime)
+    ctx.obj = open_app(_console, **global_options)
 
 
 def _register() -> None:

@@ -7,8 +7,39 @@ from typing import Any
 
 import click
 
+from opencode_sandbox.cli.option_table import FLAG, INTEGER, CommandLine, Option
+
 AGE_HELP = ("Artifacts unused for longer than this are pruned: 30d, 24h, 90m, 45s "
             "(default: config 'manual-prune-age', 7d).")
+
+
+def declared_options(command_line: CommandLine) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The click options, and the arguments after `--`, of a line declared in `cli/option_table.py`."""
+
+    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+        if command_line.rest:
+            function = click.argument(command_line.rest, nargs=-1, type=click.UNPROCESSED,
+                                      metavar=command_line.rest_metavar)(function)
+        for option in reversed(command_line.options):
+            function = _click_option(option)(function)
+        return function
+
+    return decorate
+
+
+def _click_option(option: Option) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    settings: dict[str, Any] = {"help": option.help}
+    if option.kind == FLAG:
+        settings["is_flag"] = True
+    else:
+        settings["default"] = None
+    if option.kind == INTEGER:
+        settings["type"] = int
+    if option.choices:
+        settings["type"] = click.Choice(option.choices)
+    if option.metavar:
+        settings["metavar"] = option.metavar
+    return click.option(*option.spellings, option.parameter, **settings)
 
 
 def prune_options(function: Callable[..., Any]) -> Callable[..., Any]:

@@ -46,9 +46,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
+from types import MappingProxyType
 
 from opencode_sandbox.core.naming import (
     LABEL_IMAGE,
@@ -61,6 +61,7 @@ from opencode_sandbox.core.naming import (
     slug_of_task,
     slug_of_vm,
 )
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.units import format_duration
 
 
@@ -72,6 +73,10 @@ class ArtifactKind(StrEnum):
     DOCKER_IMAGE = "docker image"
 
 
+NO_LABELS: Mapping[str, str] = MappingProxyType({})
+NO_PROJECTS: Mapping[str, ProjectRecord] = MappingProxyType({})
+
+
 class Scope(StrEnum):
     ALL = "all"
     IMAGES = "images"
@@ -79,51 +84,46 @@ class Scope(StrEnum):
     SANDBOXES = "sandboxes"
 
 
-@dataclass(frozen=True)
-class SandboxFact:
+class SandboxFact(Record):
     name: str
     active: bool
     """Running, starting or draining: never stale."""
     image: str
     last_activity_at: datetime | None
     created_at: datetime | None = None
-    labels: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = NO_LABELS
 
 
-@dataclass(frozen=True)
-class VolumeFact:
+class VolumeFact(Record):
     name: str
     created_at: datetime | None
-    labels: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = NO_LABELS
 
 
-@dataclass(frozen=True)
-class ImageFact:
+class ImageFact(Record):
     """A runner image as the runtime holds it (reference and config digest)."""
 
     reference: str
     digest: str
     created_at: datetime | None
-    labels: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = NO_LABELS
 
 
-@dataclass(frozen=True)
-class DockerImageFact:
+class DockerImageFact(Record):
     """An image in the Docker engine: tagged (one fact per tag) or dangling (by ID)."""
 
     image_id: str
     tag: str | None
     """`None` for a dangling image."""
     created_at: datetime | None
-    labels: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = NO_LABELS
 
     @property
     def name(self) -> str:
         return self.tag or self.image_id
 
 
-@dataclass(frozen=True)
-class ProjectRecord:
+class ProjectRecord(Record):
     """What a project's state file says."""
 
     home_volume: str | None = None
@@ -131,14 +131,13 @@ class ProjectRecord:
     image_digest: str | None = None
 
 
-@dataclass(frozen=True)
-class Inventory:
+class Inventory(Record):
     sandboxes: tuple[SandboxFact, ...] = ()
     """This tool's sandboxes on the runtime being pruned."""
     volumes: tuple[VolumeFact, ...] = ()
     runtime_images: tuple[ImageFact, ...] = ()
     docker_images: tuple[DockerImageFact, ...] = ()
-    projects: Mapping[str, ProjectRecord] = field(default_factory=dict)
+    projects: Mapping[str, ProjectRecord] = NO_PROJECTS
     """The projects this user knows, slug -> state file contents (empty when the folder has none)."""
     elsewhere: tuple[SandboxFact, ...] | None = ()
     """This tool's sandboxes on the other runtime installed here, which no plan removes;
@@ -148,8 +147,7 @@ class Inventory:
     on, on either runtime."""
 
 
-@dataclass(frozen=True)
-class Removal:
+class Removal(Record):
     kind: ArtifactKind
     name: str
     reason: str
@@ -194,13 +192,6 @@ def _older(moment: datetime | None, cutoff: datetime) -> bool:
     return moment is None or moment <= cutoff
 
 
-@dataclass
-class _Project:
-    vm: SandboxFact | None = None
-    tasks: list[SandboxFact] = field(default_factory=list)
-    recent: bool = False
-
-
 def stale_vm_possible(sandboxes: Iterable[SandboxFact], now: datetime, age: timedelta) -> bool:
     """Whether any project VM could be pruned: when none can, no home volume can go either,
     and the volumes need not be listed at all."""
@@ -213,31 +204,34 @@ def stale_vm_possible(sandboxes: Iterable[SandboxFact], now: datetime, age: time
 def plan_prune(inventory: Inventory, now: datetime, age: timedelta, scope: Scope = Scope.ALL) -> list[Removal]:
     """The removals for `scope`, sandboxes first, then volumes, runtime and Docker images."""
     cutoff = now - age
-    projects: dict[str, _Project] = defaultdict(_Project)
+    known: set[str] = set()
+    vms: dict[str, SandboxFact] = {}
+    tasks: dict[str, list[SandboxFact]] = defaultdict(list)
+    recent: set[str] = set()
     for sandbox in inventory.sandboxes:
         slug = sandbox_slug(sandbox)
         if slug is None or slug not in inventory.projects:
             continue
-        project = projects[slug]
+        known.add(slug)
         if slug_of_vm(sandbox.name):
-            project.vm = sandbox
+            vms[slug] = sandbox
         else:
-            project.tasks.append(sandbox)
+            tasks[slug].append(sandbox)
         if not _is_stale(sandbox, cutoff):
-            project.recent = True
+            recent.add(slug)
 
-    stale = {slug for slug, project in projects.items() if not project.recent}
+    stale = known - recent
     removes_sandboxes = scope in (Scope.ALL, Scope.SANDBOXES)
     removes_vms = removes_sandboxes or scope is Scope.VOLUMES
-    pruned_vms = {slug for slug in stale if projects[slug].vm is not None} if removes_vms else set()
+    pruned_vms = {slug for slug in stale if slug in vms} if removes_vms else set()
 
     removals: list[Removal] = []
     for slug in sorted(stale):
-        project = projects[slug]
-        if project.vm is not None and slug in pruned_vms:
-            removals.append(Removal(ArtifactKind.VM, project.vm.name, _stale_reason(project.vm, age), slug))
+        vm = vms.get(slug)
+        if vm is not None and slug in pruned_vms:
+            removals.append(Removal(ArtifactKind.VM, vm.name, _stale_reason(vm, age), slug))
         if removes_sandboxes:
-            for task in sorted(project.tasks, key=lambda item: item.name):
+            for task in sorted(tasks[slug], key=lambda item: item.name):
                 removals.append(Removal(ArtifactKind.TASK_SANDBOX, task.name, _stale_reason(task, age), slug))
 
     if scope in (Scope.ALL, Scope.VOLUMES):

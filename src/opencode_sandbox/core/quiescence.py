@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.stop_mode import StopMode
 
 
@@ -17,8 +17,7 @@ class SessionActivity(StrEnum):
     """An answer of a shape this tool does not know: treated as busy."""
 
 
-@dataclass(frozen=True)
-class SessionState:
+class SessionState(Record):
     activity: SessionActivity
     attempt: int = 0
     """How often a retrying session has retried so far."""
@@ -42,14 +41,12 @@ class SessionState:
         return cls(SessionActivity.UNKNOWN, 0, detail)
 
 
-@dataclass(frozen=True)
-class PendingQuestion:
+class PendingQuestion(Record):
     id: str
     session_id: str
 
 
-@dataclass(frozen=True)
-class DaemonActivity:
+class DaemonActivity(Record):
     """Every session state (by session id) and every unanswered question the daemon reports."""
 
     sessions: Mapping[str, SessionState]
@@ -60,8 +57,7 @@ UNREADABLE_GRACE_S = 60.0
 """How long an `opencode serve` that runs but cannot be read still holds the VM."""
 
 
-@dataclass(frozen=True)
-class UnreadableApi:
+class UnreadableApi(Record):
     """The daemon's API could not be read at the last poll."""
 
     reason: str
@@ -71,8 +67,7 @@ class UnreadableApi:
     """How long the API has been unreadable without a break: 0 at the first failed poll."""
 
 
-@dataclass(frozen=True)
-class StopDecision:
+class StopDecision(Record):
     stop: bool
     reason: str
     holding_sessions: tuple[str, ...] = ()

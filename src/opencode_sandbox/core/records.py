@@ -6,6 +6,11 @@ records a warm start loads, about as long as loading the rest of their modules. 
 are declared the same way (fields with annotations and defaults, docstrings, methods) and are the
 same `collections.namedtuple` at run time, built without that check; type checkers see
 `typing.NamedTuple` itself.
+
+The fields are read from the class's `__annotations__`, which the interpreter fills at class
+creation only while annotations are postponed (`from __future__ import annotations`, which ruff
+requires in every module): from Python 3.14 on, annotations are otherwise evaluated lazily and
+the class body has none to read.
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ else:
             if not bases:
                 return super().__new__(cls, typename, bases, namespace)
             fields = tuple(namespace.get("__annotations__", {}))
+            if not fields:  # Python 3.14 fills `__annotations__` only when annotations are postponed
+                raise TypeError(f"{typename}: a record without fields; declare it in a module that starts with "
+                                "`from __future__ import annotations`")
             defaults = [namespace[name] for name in fields if name in namespace]
             if any(name not in namespace for name in fields[len(fields) - len(defaults):]):
                 raise TypeError(f"{typename}: a field without a default follows one with a default")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from opencode_sandbox.core.quiescence import PendingQuestion, SessionState
+from opencode_sandbox.core.records import Record
 
 MAX_DETAIL = 200
 
@@ -15,16 +15,14 @@ class Malformed(ValueError):
     """An answer whose shape is not the opencode API's; the text says what was wrong."""
 
 
-@dataclass(frozen=True)
-class SessionSummary:
+class SessionSummary(Record):
     id: str
     directory: str
     title: str
     parent_id: str | None = None
 
 
-@dataclass(frozen=True)
-class Worktree:
+class Worktree(Record):
     name: str
     directory: str
     branch: str | None = None

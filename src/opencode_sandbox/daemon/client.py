@@ -7,8 +7,9 @@ import re
 import shlex
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.quiescence import PendingQuestion, SessionActivity, SessionState
 from opencode_sandbox.daemon import answers
 from opencode_sandbox.daemon.answers import Malformed, SessionSummary, Worktree

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
+
+from opencode_sandbox import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rich.console import Console

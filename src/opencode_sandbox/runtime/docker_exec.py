@@ -24,6 +24,7 @@ from contextlib import contextmanager, suppress
 from urllib.parse import quote
 
 from opencode_sandbox import TYPE_CHECKING, plain_http
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.runtime.docker_api import ApiUnavailable, DockerApi, error_message
 
 if TYPE_CHECKING:
@@ -58,25 +59,13 @@ class OutputClosed(Exception):
     """Our own standard output or error was closed by its reader."""
 
 
-class ExecRequest:
-    # Plain classes: a dataclass costs about a millisecond at import, on the path every exec takes.
-    __slots__ = ("argv", "container", "env", "stdin", "user", "workdir")
-
-    def __init__(
-        self,
-        container: str,
-        argv: Sequence[str],
-        user: str,
-        workdir: str,
-        env: Mapping[str, str] | None = None,
-        stdin: bool = False,
-    ) -> None:
-        self.container = container
-        self.argv = argv
-        self.user = user
-        self.workdir = workdir
-        self.env = env
-        self.stdin = stdin
+class ExecRequest(Record):
+    container: str
+    argv: Sequence[str]
+    user: str
+    workdir: str
+    env: Mapping[str, str] | None = None
+    stdin: bool = False
 
     def document(self) -> dict[str, Any]:
         return {
@@ -91,13 +80,10 @@ class ExecRequest:
         }
 
 
-class Captured:
-    __slots__ = ("exit_code", "stderr", "stdout")
-
-    def __init__(self, exit_code: int, stdout: bytes, stderr: bytes) -> None:
-        self.exit_code = exit_code
-        self.stdout = stdout
-        self.stderr = stderr
+class Captured(Record):
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
 
 
 class FrameDemux:

@@ -6,8 +6,9 @@ import errno
 import fcntl
 import os
 import platform
-from dataclasses import dataclass
 from pathlib import Path
+
+from opencode_sandbox.core.records import Record
 
 KVM_DEVICE = Path("/dev/kvm")
 CPUINFO = Path("/proc/cpuinfo")
@@ -23,8 +24,7 @@ _NESTED_FIX = (
 )
 
 
-@dataclass(frozen=True)
-class KvmCheck:
+class KvmCheck(Record):
     ok: bool
     cause: str | None = None
     """Why VMs cannot run here (None when ok)."""

@@ -7,10 +7,10 @@ import json
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.errors import RuntimeUnavailable
 
 _INSTALL_HINT = "reinstall opencode-sandbox (its `microsandbox` dependency ships msb), or use `--runtime docker`"
@@ -38,8 +38,7 @@ def locate_msb() -> Path:
         raise RuntimeUnavailable(f"msb not found: {error}", hint=_INSTALL_HINT) from error
 
 
-@dataclass(frozen=True)
-class MsbResult:
+class MsbResult(Record):
     returncode: int
     stdout: str
     stderr: str

@@ -2,12 +2,11 @@
 
 The SDK fixes its runtime home (`MSB_HOME`) the first time it is used in a process, so a
 long-lived caller could end up writing into a stale home; a child per call always sees the
-current environment, and the parent never pays for importing the SDK.
+current environment, and the parent never pays for importing the SDK or `asyncio`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
@@ -56,6 +55,9 @@ _OPERATIONS = {"create-volume": _create_volume}
 
 
 def main(argv: list[str]) -> int:
+    """The child's side: one operation, its payload on stdin, its answer on stdout."""
+    import asyncio
+
     payload = json.loads(sys.stdin.read() or "{}")
     try:
         answer = asyncio.run(_OPERATIONS[argv[0]](payload))

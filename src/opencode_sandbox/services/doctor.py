@@ -7,9 +7,10 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
+from opencode_sandbox import TYPE_CHECKING
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.errors import RuntimeUnavailable, SandboxError
 from opencode_sandbox.runtime.types import RuntimeKind, SandboxStatus
 from opencode_sandbox.ui.console import Console, style
@@ -24,8 +25,7 @@ DOCKER_START_HINT = (
 )
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(Record):
     name: str
     ok: bool
     detail: str
@@ -35,8 +35,7 @@ class Check:
     """A check of the current project's VM rather than of the host."""
 
 
-@dataclass(frozen=True)
-class DoctorReport:
+class DoctorReport(Record):
     runtime: RuntimeKind
     checks: tuple[Check, ...]
 

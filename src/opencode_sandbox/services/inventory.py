@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 
 from opencode_sandbox.core.prune_plan import (
@@ -69,7 +68,7 @@ def gather_inventory(
         if docker is not None:
             try:
                 listed_images = docker.list_images(include_tagged=runtime.kind is not RuntimeKind.DOCKER)
-                docker_images = tuple(replace(image, created_at=aware(image.created_at)) for image in listed_images)
+                docker_images = tuple(image._replace(created_at=aware(image.created_at)) for image in listed_images)
             except SandboxError as error:
                 if runtime.kind is RuntimeKind.DOCKER:
                     raise

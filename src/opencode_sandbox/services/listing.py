@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.naming import slug_of_home_volume, slug_of_image, slug_of_task, slug_of_vm
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.units import format_size

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.prune_plan import ArtifactKind, Removal, Scope, plan_prune, stale_vm_possible
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.units import format_duration, parse_duration
 from opencode_sandbox.errors import NotFound, SandboxError, UsageError
 from opencode_sandbox.runtime.base import Runtime
@@ -30,15 +30,13 @@ if TYPE_CHECKING:
     from opencode_sandbox.cli.app import App
 
 
-@dataclass
-class PruneOutcome:
+class PruneOutcome(Record):
     plan: list[Removal]
-    removed: list[Removal] = field(default_factory=list)
-    failed: list[tuple[Removal, str]] = field(default_factory=list)
+    removed: list[Removal]
+    failed: list[tuple[Removal, str]]
 
 
-@dataclass(frozen=True)
-class Counts:
+class Counts(Record):
     vms: int = 0
     home_volumes: int = 0
     docker_images: int = 0
@@ -113,7 +111,7 @@ def apply_plan(
     store: StateStore,
     warn: Callable[[str], None],
 ) -> PruneOutcome:
-    outcome = PruneOutcome(list(plan))
+    outcome = PruneOutcome(list(plan), [], [])
     for removal in plan:
         try:
             remove_one(runtime, docker, removal)
@@ -167,10 +165,10 @@ def prune(app: App, age_text: str | None, scope: Scope, dry_run: bool, force: bo
         echo(line)
     if dry_run or not plan:
         echo(summary_line(count(plan, runtime.kind), dry_run))
-        return PruneOutcome(plan)
+        return PruneOutcome(plan, [], [])
     if not force and not _confirmed(app, len(plan)):
         echo("Nothing removed.")
-        return PruneOutcome(plan)
+        return PruneOutcome(plan, [], [])
     outcome = apply_plan(plan, runtime, store, app.state, app.console.warn)
     echo(summary_line(count(outcome.removed, runtime.kind), dry_run=False))
     if outcome.failed:
@@ -244,7 +242,7 @@ def auto_prune_now(
     )
     plan = plan_prune(inventory, moment, age, Scope.ALL)
     if not plan:
-        return PruneOutcome(plan)
+        return PruneOutcome(plan, [], [])
     for line in plan_lines(plan, runtime.kind):
         console.verbose("auto-prune:" + line)
     outcome = apply_plan(plan, runtime, docker, store, console.warn)

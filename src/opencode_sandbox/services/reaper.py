@@ -19,12 +19,11 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.collector import collect_from_now_on
 from opencode_sandbox.core.quiescence import (
     UNREADABLE_GRACE_S,
@@ -33,6 +32,7 @@ from opencode_sandbox.core.quiescence import (
     UnreadableApi,
     decide_stop,
 )
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.stop_mode import StopMode
 from opencode_sandbox.errors import NotFound, SandboxError
 from opencode_sandbox.runtime.kind import RuntimeKind
@@ -64,8 +64,7 @@ class ReaperOutcome(StrEnum):
     FAILED = "failed"
 
 
-@dataclass(frozen=True)
-class Timing:
+class Timing(Record):
     poll_s: float = 0.5
     """How often leases are counted."""
     daemon_poll_s: float = 2.0
@@ -74,6 +73,9 @@ class Timing:
     """How often the runtime is asked whether the VM still runs."""
     unreadable_grace_s: float = UNREADABLE_GRACE_S
     """How long a running `opencode serve` whose API cannot be read still holds the VM."""
+
+
+DEFAULT_TIMING = Timing()
 
 
 class ReaperLog:
@@ -103,7 +105,7 @@ class Reaper:
         runtime: Callable[[RuntimeKind], Runtime],
         read_activity: ActivityReader,
         log: Callable[[str], None],
-        timing: Timing = Timing(),
+        timing: Timing = DEFAULT_TIMING,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:

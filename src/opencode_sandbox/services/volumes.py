@@ -17,12 +17,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.naming import home_volume_name, managed_labels, slug_of_home_volume, task_name, vm_name
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.errors import NotFound, SandboxError, UsageError
 from opencode_sandbox.runtime.base import Runtime
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec, SandboxStatus
@@ -43,8 +43,7 @@ class VolumeAction(StrEnum):
     EDIT = "edit"
 
 
-@dataclass(frozen=True)
-class VolumeChange:
+class VolumeChange(Record):
     action: VolumeAction
     slug: str
     old: str

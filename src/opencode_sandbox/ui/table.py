@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TextIO
+
+from opencode_sandbox.core.records import Record
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
@@ -22,8 +23,7 @@ STATUS_COLORS = {
 }
 
 
-@dataclass(frozen=True)
-class Cell:
+class Cell(Record):
     text: str
     color: str | None = None
 

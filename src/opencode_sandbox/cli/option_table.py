@@ -1,0 +1,94 @@
+"""The options of the lines that start sessions, declared once: the global ones, `run`'s and `shell`'s.
+
+`cli/main.py` and `cli/commands_run.py` build their click options from this table, and
+`cli/fast_path.py` reads the same lines from it without loading click, so an option added here
+is known to both readers. Loading this module loads no part of click.
+"""
+
+from __future__ import annotations
+
+from opencode_sandbox.core.records import Record
+from opencode_sandbox.runtime.kind import RuntimeKind
+from opencode_sandbox.ui.console import LOG_LEVEL_NAMES
+
+FLAG = "flag"
+"""The option takes no value: present means True, absent False."""
+TEXT = "text"
+INTEGER = "integer"
+
+
+class Option(Record):
+    parameter: str
+    """The argument of the command's function that receives the value."""
+    spellings: tuple[str, ...]
+    help: str
+    kind: str = TEXT
+    """FLAG, TEXT or INTEGER."""
+    choices: tuple[str, ...] = ()
+    """The only values accepted, when not empty."""
+    metavar: str | None = None
+
+    @property
+    def default(self) -> bool | None:
+        return False if self.kind == FLAG else None
+
+
+class CommandLine(Record):
+    options: tuple[Option, ...]
+    rest: str = ""
+    """The parameter that receives the words after `--`; empty for the global options."""
+    rest_metavar: str = ""
+
+    def by_spelling(self) -> dict[str, Option]:
+        return {spelling: option for option in self.options for spelling in option.spellings}
+
+
+GLOBAL = CommandLine((
+    Option("assume_yes", ("-y", "--yes"), "Take the default answer of every prompt.", FLAG),
+    Option("quiet", ("-q", "--quiet"), "Print errors only.", FLAG),
+    Option("log_level", ("--log-level",),
+           "How much to print: error, warning, info (default) or verbose "
+           "(also where each setting came from, and tracebacks).",
+           choices=tuple(LOG_LEVEL_NAMES)),
+    Option("runtime", ("--runtime",),
+           "VM runtime: microsandbox (microVMs, default) or docker (shares the host kernel).",
+           choices=tuple(kind.value for kind in RuntimeKind)),
+))
+
+_REBUILD = Option("rebuild", ("-r", "--rebuild"), "Rebuild the runner image from scratch first.", FLAG)
+_CPUS = Option("cpus", ("-c", "--cpus"), "Virtual CPUs of the VM (default: config 'cpus', 2).", INTEGER)
+_MEMORY = Option("memory", ("-m", "--memory"), "Memory of the VM, such as 4G (default: config 'memory', 4G).",
+                 metavar="SIZE")
+
+RUN = CommandLine(
+    (
+        Option("worktree", ("-w", "--worktree"),
+               "Attach to the opencode worktree NAME inside the VM, creating it from BASE "
+               "(a git ref, default HEAD) when it does not exist.",
+               metavar="NAME[:BASE]"),
+        _REBUILD,
+        Option("dry_run", ("-n", "--dry-run"),
+               "Check the inputs as a run would and print what it would do, changing nothing.", FLAG),
+        _CPUS,
+        _MEMORY,
+        Option("serve_only", ("-s", "--serve-only"),
+               "Start the opencode server, print its URL and credentials, and wait instead of attaching.", FLAG),
+    ),
+    rest="opencode_args",
+    rest_metavar="[-- OPENCODE_ARGS]...",
+)
+
+SHELL = CommandLine(
+    (
+        Option("root", ("--root",), "Run as root instead of the user dev.", FLAG),
+        _REBUILD,
+        Option("dry_run", ("-n", "--dry-run"),
+               "Check the inputs as a start would and print what it would do, changing nothing.", FLAG),
+        _CPUS,
+        _MEMORY,
+    ),
+    rest="command",
+    rest_metavar="[-- CMD...]",
+)
+
+COMMANDS = {"run": RUN, "shell": SHELL}
