@@ -58,6 +58,7 @@ memory: 512M
 auto-stop-timeout: 90m
 auto-stop-on-active-sessions: true
 auto-stop-max-session-retries: 3
+daemon-start-timeout: 10m
 auto-prune-age: 24h
 manual-prune-age: 45s
 dind: true
@@ -72,13 +73,14 @@ releases-url: http://127.0.0.1:9/latest
     assert settings.auto_stop_timeout == timedelta(minutes=90)
     assert settings.auto_stop_on_active_sessions is True
     assert settings.auto_stop_max_session_retries == 3
+    assert settings.daemon_start_timeout == timedelta(minutes=10)
     assert settings.auto_prune_age == timedelta(hours=24)
     assert settings.manual_prune_age == timedelta(seconds=45)
     assert settings.dind is True
     assert settings.extra_ca_certificates == (user_dir / "certs/corp.pem", Path("/abs/other.pem"))
     assert settings.trust_host_ca is False
     assert settings.releases_url == "http://127.0.0.1:9/latest"
-    assert len(KEYS) == 12
+    assert len(KEYS) == 13
     assert all(source.startswith(str(user_dir / "config.yaml")) for source in settings.sources.values())
 
 

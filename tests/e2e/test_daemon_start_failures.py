@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from opencode_sandbox.config.keys import KEYS_BY_NAME
 from opencode_sandbox.images.updater import record_baked_version
-from opencode_sandbox.services.daemon_control import START_TIMEOUT_S
-from tests.e2e.harness import Project, docker, make_project
+from tests.e2e.harness import Project, ServeOnly, docker, make_project
 from tests.fixtures.host_users import HostUser
 from tests.fixtures.images import RunnerBase
 
@@ -96,6 +96,36 @@ def test_a_data_folder_of_another_owner_is_named_when_opencode_serve_dies(other_
     began = time.monotonic()
     failed = project.cli("run", "--serve-only", timeout=300)
     assert failed.returncode == 1, failed.stdout + failed.stderr
-    assert time.monotonic() - began < START_TIMEOUT_S, "a dead opencode serve is not waited for"
+    start_timeout_s = KEYS_BY_NAME["daemon-start-timeout"].default.total_seconds()
+    assert time.monotonic() - began < start_timeout_s, "a dead opencode serve is not waited for"
     assert (f"error: opencode serve did not come up in {project.vm}: dev cannot write its home: {folder} belongs to "
             "uid 4242, gid 4242 (mode 700) and dev is uid 1001, gid 1001\n") in failed.stderr, failed.stderr
+
+
+SLOW_SERVE_S = 12
+SLOW_OPENCODE = (
+    "FROM opencode-sandbox/runner-base:latest\nUSER root\n"
+    "RUN mv /usr/local/bin/opencode /usr/local/bin/opencode-real && "
+    f"printf '#!/bin/sh\\nsleep {SLOW_SERVE_S}\\nexec /usr/local/bin/opencode-real \"$@\"\\n' "
+    "> /usr/local/bin/opencode && "
+    "chmod 755 /usr/local/bin/opencode\nUSER dev\n"
+)
+
+
+def test_a_slow_opencode_serve_is_waited_for_as_long_as_daemon_start_timeout(project: Project) -> None:
+    project.write_dockerfile(SLOW_OPENCODE)
+    project.env["OPENCODE_SANDBOX_DAEMON_START_TIMEOUT"] = "3s"
+    failed = project.cli("run", "--serve-only", timeout=600)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert f"error: opencode serve did not answer within 3 s in {project.vm}" in failed.stderr, failed.stderr
+    assert "raise daemon-start-timeout" in failed.stderr.split("hint:", 1)[1]
+    assert project.cli("stop").returncode == 0
+
+    project.env["OPENCODE_SANDBOX_DAEMON_START_TIMEOUT"] = "5m"
+    began = time.monotonic()
+    server = ServeOnly(project)
+    try:
+        assert time.monotonic() - began > SLOW_SERVE_S
+        assert server.url.startswith("http://127.0.0.1:")
+    finally:
+        server.detach()

@@ -304,10 +304,10 @@ def test_no_serve_process_behind_an_unreachable_api_stops_at_once(setup: Setup) 
 
 @pytest.mark.parametrize("pgrep_exit", [0, 127], ids=["serve runs", "cannot tell"])
 def test_an_api_that_stays_unreadable_holds_for_the_grace_only(setup: Setup, pgrep_exit: int) -> None:
-    setup.settings = setup.settings._replace(daemon_url=f"http://127.0.0.1:{free_port()}")
+    setup.settings = setup.settings._replace(daemon_url=f"http://127.0.0.1:{free_port()}", unreadable_grace_s=GRACE_S)
     _serve_process(setup, pgrep_exit)
     setup.clock.at(TIMEOUT_S + GRACE_S - 1, setup.expect_running)
-    assert setup.run(timing=Timing(unreadable_grace_s=GRACE_S)) is ReaperOutcome.STOPPED
+    assert setup.run() is ReaperOutcome.STOPPED
     assert setup.stopped_at is not None and TIMEOUT_S + GRACE_S <= setup.stopped_at < TIMEOUT_S + GRACE_S + 3
     lines = setup.log_lines()
     holding = [line for line in lines if line.startswith("holding")]
@@ -317,14 +317,14 @@ def test_an_api_that_stays_unreadable_holds_for_the_grace_only(setup: Setup, pgr
 
 
 def test_an_answer_in_between_starts_the_grace_over(setup: Setup) -> None:
-    unreachable = setup.settings._replace(daemon_url=f"http://127.0.0.1:{free_port()}")
+    unreachable = setup.settings._replace(daemon_url=f"http://127.0.0.1:{free_port()}", unreadable_grace_s=GRACE_S)
     setup.settings = unreachable
     _serve_process(setup, 0)
     setup.daemon.set_activity(BUSY)
     readable = unreachable._replace(daemon_url=setup.daemon.url)
     setup.clock.at(TIMEOUT_S + 20, lambda: setattr(setup, "settings", readable))
     setup.clock.at(TIMEOUT_S + 30, lambda: setattr(setup, "settings", unreachable))
-    assert setup.run(timing=Timing(unreadable_grace_s=GRACE_S)) is ReaperOutcome.STOPPED
+    assert setup.run() is ReaperOutcome.STOPPED
     assert setup.stopped_at is not None and setup.stopped_at >= TIMEOUT_S + 30 + GRACE_S
     assert f"holding {VM}: sessions still working: ses_1 is busy" in setup.log_lines()
 

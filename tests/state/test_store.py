@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import stat
 import threading
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from opencode_sandbox.core.quiescence import UNREADABLE_GRACE_S
 from opencode_sandbox.core.stop_mode import StopMode
 from opencode_sandbox.runtime.kind import RuntimeKind
 from opencode_sandbox.services.reaper_settings import ReaperSettings, load_settings, save_settings
@@ -147,3 +149,16 @@ def test_first_boot_lock_serialises(tmp_path: Path) -> None:
     lock = store.lock_path(SLUG)
     assert lock.parent == tmp_path / "vm-ensure"
     assert lock.name == f"{SLUG}.lock"
+
+
+def test_the_reaper_keeps_its_grace_and_older_files_get_the_default(tmp_path: Path) -> None:
+    settings = ReaperSettings(slug=SLUG, vm_name="vm", runtime_kind=RuntimeKind.DOCKER,
+                              daemon_url="http://127.0.0.1:1", timeout_s=60.0, mode=StopMode.WAIT_FOR_QUIESCENCE,
+                              max_retries=3, state_root=tmp_path, unreadable_grace_s=600.0)
+    save_settings(settings)
+    assert load_settings(tmp_path, SLUG) == settings
+    path = tmp_path / SLUG / "reaper.yaml"
+    older = json.loads(path.read_text())
+    del older["unreadable_grace_s"]
+    path.write_text(json.dumps(older))
+    assert load_settings(tmp_path, SLUG) == settings._replace(unreadable_grace_s=UNREADABLE_GRACE_S)

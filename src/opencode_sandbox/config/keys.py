@@ -106,6 +106,8 @@ KEYS: tuple[Key, ...] = (
         "stop after the timeout even while opencode sessions are busy"),
     Key("auto-stop-max-session-retries", 10, _read_int(0, 1_000_000),
         "a session retrying more often than this no longer holds the VM"),
+    Key("daemon-start-timeout", timedelta(seconds=90), _read_duration,
+        "how long a run waits for opencode serve to answer; raise it on slow hosts"),
     Key("auto-prune-age", timedelta(days=30), _read_duration,
         "age after which run and shell prune unused artifacts"),
     Key("manual-prune-age", timedelta(days=7), _read_duration, "default age for prune"),

@@ -64,6 +64,7 @@ def _finish_daemon_start(app: App, ready: ReadyVm) -> None:
 
 
 def _leave_to_reaper(app: App, ready: ReadyVm) -> None:
+    from opencode_sandbox.core.quiescence import UNREADABLE_GRACE_S
     from opencode_sandbox.core.stop_mode import StopMode
     from opencode_sandbox.services.reaper_settings import LOG_FILE, ReaperSettings
     from opencode_sandbox.services.reaper_spawn import spawn_reaper
@@ -79,6 +80,8 @@ def _leave_to_reaper(app: App, ready: ReadyVm) -> None:
         max_retries=settings.auto_stop_max_session_retries,
         state_root=app.paths.state_dir,
         password=ready.password,
+        # A serve still coming up on a slow host cannot answer yet either.
+        unreadable_grace_s=max(UNREADABLE_GRACE_S, settings.daemon_start_timeout.total_seconds()),
     )
     try:
         spawn_reaper(reaper)

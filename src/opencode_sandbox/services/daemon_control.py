@@ -18,7 +18,6 @@ if TYPE_CHECKING:
 DAEMON_PORT = 4096
 GUEST_URL = f"http://127.0.0.1:{DAEMON_PORT}"
 DAEMON_LOG = "/home/dev/.local/state/opencode-sandbox/daemon.log"
-START_TIMEOUT_S = 90.0
 _SERVE = f"opencode serve --hostname 0.0.0.0 --port {DAEMON_PORT}"
 _START_SCRIPT = (
     "command -v opencode >/dev/null || { echo 'opencode: not found on the PATH' >&2; exit 127; } && "
@@ -118,7 +117,7 @@ PROCESS_CHECK_S = 5.0
 
 def wait_until_healthy(
     check: Callable[[], bool],
-    timeout_s: float = START_TIMEOUT_S,
+    timeout_s: float,
     still_running: Callable[[], bool] | None = None,
 ) -> bool:
     """Poll a health check until it answers True or the time is up.

@@ -4,9 +4,9 @@ One detached process per project (`python -m opencode_sandbox.services.reaper --
 DIR --slug SLUG`, started by `spawn_reaper`) watches the client leases. When none is left
 it waits `auto-stop-timeout` on the monotonic clock, then, in wait mode, polls the daemon
 until no session is working, and stops the VM gracefully. A daemon whose API cannot be read
-holds the VM only while its process runs, and for at most `Timing.unreadable_grace_s`. A client that attaches meanwhile
-cancels the stop; a VM stopped by other means ends the reaper. Every decision goes to
-`<state_root>/<slug>/reaper.log`.
+holds the VM only while its process runs, and for at most `ReaperSettings.unreadable_grace_s`
+(`daemon-start-timeout`, at least 60 s). A client that attaches meanwhile cancels the stop; a VM
+stopped by other means ends the reaper. Every decision goes to `<state_root>/<slug>/reaper.log`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from pathlib import Path
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.collector import collect_from_now_on
 from opencode_sandbox.core.quiescence import (
-    UNREADABLE_GRACE_S,
     DaemonActivity,
     StopDecision,
     UnreadableApi,
@@ -71,8 +70,6 @@ class Timing(Record):
     """How often the daemon is asked again while sessions hold the VM."""
     vm_check_s: float = 5.0
     """How often the runtime is asked whether the VM still runs."""
-    unreadable_grace_s: float = UNREADABLE_GRACE_S
-    """How long a running `opencode serve` whose API cannot be read still holds the VM."""
 
 
 DEFAULT_TIMING = Timing()
@@ -194,7 +191,7 @@ class Reaper:
             if self._unreadable_since is None:
                 self._unreadable_since = failed_at
             unreadable = UnreadableApi(error.message, self._serve_running(current), failed_at - self._unreadable_since)
-            return decide_stop(unreadable, current.mode, current.max_retries, self._timing.unreadable_grace_s)
+            return decide_stop(unreadable, current.mode, current.max_retries, current.unreadable_grace_s)
         self._unreadable_since = None
         return decide_stop(activity, current.mode, current.max_retries)
 

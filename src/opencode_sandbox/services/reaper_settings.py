@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from opencode_sandbox import TYPE_CHECKING
+from opencode_sandbox.core.quiescence import UNREADABLE_GRACE_S
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.stop_mode import StopMode
 from opencode_sandbox.runtime.kind import RuntimeKind
@@ -40,6 +41,8 @@ class ReaperSettings(Record):
     password: str | None = None
     generation: str = ""
     """New for every detach: a reaper that sees it change restarts its idle timer."""
+    unreadable_grace_s: float = UNREADABLE_GRACE_S
+    """How long a running `opencode serve` whose API cannot be read still holds the VM."""
 
     def __repr__(self) -> str:
         shown = self._asdict() | {"password": "***" if self.password else None}
@@ -68,6 +71,7 @@ def save_settings(settings: ReaperSettings) -> None:
             "mode": settings.mode.value,
             "max_retries": settings.max_retries,
             "generation": settings.generation,
+            "unreadable_grace_s": settings.unreadable_grace_s,
         },
         durable=False,  # rewritten at every detach; a crash that could tear it ends the reaper too
     )
@@ -90,6 +94,7 @@ def load_settings(state_root: Path, slug: str) -> ReaperSettings | None:
             state_root=state_root,
             password=str(data.get("password") or "") or None,
             generation=str(data.get("generation") or ""),
+            unreadable_grace_s=float(data.get("unreadable_grace_s", UNREADABLE_GRACE_S)),
         )
     except (KeyError, TypeError, ValueError) as error:
         raise UnreadableState(f"{settings_path(state_root, slug)}: {error}") from None

@@ -359,6 +359,8 @@ class RunLifecycle:
         a needed start is not run but returned, for the caller to run beside its command."""
         from opencode_sandbox.daemon.health import is_serving
 
+        start_timeout_s = self.app.settings.daemon_start_timeout.total_seconds()
+
         def healthy_now() -> bool:
             return is_serving(host_url, password)
 
@@ -397,7 +399,9 @@ class RunLifecycle:
             return None
         starting = not booted and not config_changed and daemon_control.daemon_running(self.app.runtime, self.vm)
         # Started by an earlier shell and still coming up: give it its time, not a restart.
-        if starting and (not wait or daemon_control.wait_until_healthy(healthy_now, still_running=serve_alive)):
+        if starting and (
+            not wait or daemon_control.wait_until_healthy(healthy_now, start_timeout_s, still_running=serve_alive)
+        ):
             return None
         if not booted:
             daemon_control.stop_daemon(self.app.runtime, self.vm)
@@ -405,7 +409,7 @@ class RunLifecycle:
             return start
         with slow_step(self.console, "Starting opencode serve"):
             daemon_control.start_daemon(self.app.runtime, self.vm, password, state.home_volume)
-            if not daemon_control.wait_until_healthy(healthy_now, still_running=serve_alive):
+            if not daemon_control.wait_until_healthy(healthy_now, start_timeout_s, still_running=serve_alive):
                 from opencode_sandbox.services.dev_home_probe import home_failure
 
                 home = home_failure(self.app.runtime, self.vm, state.home_volume)
@@ -413,8 +417,10 @@ class RunLifecycle:
                     raise BootFailed(f"opencode serve did not come up in {self.vm}: {home.reason}", hint=home.hint)
                 tail = daemon_control.daemon_log_tail(self.app.runtime, self.vm)
                 raise BootFailed(
-                    f"opencode serve did not come up in {self.vm}; the end of its log:\n{tail}",
-                    hint="fix the cause above (often the opencode configuration), then run again",
+                    f"opencode serve did not answer within {start_timeout_s:g} s in {self.vm}; "
+                    f"the end of its log:\n{tail}",
+                    hint="fix the cause above (often the opencode configuration), then run again; on a slow host "
+                    "(nested or emulated virtualization) raise daemon-start-timeout",
                 )
         state.config_fingerprint = config_fingerprint
         self.store.save(self.slug, state)
