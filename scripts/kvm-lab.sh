@@ -325,6 +325,8 @@ boot_once() {
     printf 'DOCKER_HOST=tcp://10.0.2.2:%s\n' "$ENGINE_PORT"
     printf 'LAB_AS_USER=%s\n' "$as_user"
     printf 'LANG=C.UTF-8\nTERM=xterm-256color\nPYTHONUNBUFFERED=1\n'
+    # A first opencode serve takes minutes of emulated CPU in a microVM here.
+    printf 'OPENCODE_SANDBOX_DAEMON_START_TIMEOUT=20m\n'
   } > "$RUN/share/environment"
   printf '%q ' "${command_args[@]}" > "$RUN/share/command"
   echo >> "$RUN/share/command"
