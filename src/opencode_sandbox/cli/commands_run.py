@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
-    from opencode_sandbox.cli.app import App
+    from opencode_sandbox.cli.actions import AppOpener
 
 MEMORY_HELP = "Memory of the VM, such as 4G (default: config 'memory', 4G)."
 CPUS_HELP = "Virtual CPUs of the VM (default: config 'cpus', 2)."
@@ -27,7 +27,7 @@ CPUS_HELP = "Virtual CPUs of the VM (default: config 'cpus', 2)."
                    "instead of attaching.")
 @click.argument("opencode_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- OPENCODE_ARGS]...")
 @click.pass_obj
-def run(app: App, worktree: str | None, rebuild: bool, dry_run: bool, cpus: int | None,
+def run(opener: AppOpener, worktree: str | None, rebuild: bool, dry_run: bool, cpus: int | None,
         memory: str | None, serve_only: bool, opencode_args: tuple[str, ...]) -> int:
     """Start or reuse the project's VM and attach opencode to it (the default command).
 
@@ -35,7 +35,7 @@ def run(app: App, worktree: str | None, rebuild: bool, dry_run: bool, cpus: int 
     """
     from opencode_sandbox.cli.actions import run_project
 
-    return run_project(app, worktree, rebuild, dry_run, cpus, memory, serve_only, opencode_args)
+    return run_project(opener, worktree, rebuild, dry_run, cpus, memory, serve_only, opencode_args)
 
 
 @click.command()
@@ -47,7 +47,7 @@ def run(app: App, worktree: str | None, rebuild: bool, dry_run: bool, cpus: int 
 @click.option("-m", "--memory", default=None, metavar="SIZE", help=MEMORY_HELP)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD...]")
 @click.pass_obj
-def shell(app: App, root: bool, rebuild: bool, dry_run: bool, cpus: int | None,
+def shell(opener: AppOpener, root: bool, rebuild: bool, dry_run: bool, cpus: int | None,
           memory: str | None, command: tuple[str, ...]) -> int:
     """Open a shell in the project's VM, or run CMD there as dev in /workspace.
 
@@ -55,7 +55,7 @@ def shell(app: App, root: bool, rebuild: bool, dry_run: bool, cpus: int | None,
     """
     from opencode_sandbox.cli.actions import shell_in_project
 
-    return shell_in_project(app, root, rebuild, dry_run, cpus, memory, command)
+    return shell_in_project(opener, root, rebuild, dry_run, cpus, memory, command)
 
 
 def register(group: click.Group) -> None:

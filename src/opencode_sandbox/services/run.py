@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 from contextlib import ExitStack
 
-from opencode_sandbox.cli.app import App
+from opencode_sandbox.app import App
 from opencode_sandbox.core import naming
 from opencode_sandbox.core.lifecycle import (
     ApplyChoice,
