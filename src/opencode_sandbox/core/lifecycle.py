@@ -8,7 +8,7 @@ from enum import StrEnum
 
 from opencode_sandbox.core.digest import sha256
 from opencode_sandbox.core.records import Record
-from opencode_sandbox.runtime.types import SandboxInfo, SandboxStatus
+from opencode_sandbox.core.vm_status import SandboxStatus
 
 
 class VmAction(StrEnum):
@@ -33,7 +33,7 @@ def fingerprint(values: Mapping[str, object]) -> str:
 
 
 def plan_vm(
-    existing: SandboxInfo | None,
+    status: SandboxStatus | None,
     booted_digest: str | None,
     current_digest: str,
     booted_fingerprint: str | None,
@@ -41,20 +41,20 @@ def plan_vm(
 ) -> VmPlan:
     """Reuse, start, create or recreate the project VM.
 
-    `booted_*` come from the VM's labels (what it was created with); `current_*` from
-    the image and settings of this run.
+    `status` is the VM's, None when the project has none; `booted_*` come from the VM's labels
+    (what it was created with); `current_*` from the image and settings of this run.
     """
-    if existing is None:
+    if status is None:
         return VmPlan(VmAction.CREATE, "no VM exists for this project")
     if booted_digest != current_digest:
         return VmPlan(VmAction.RECREATE, "the runner image changed", image_changed=True)
     if booted_fingerprint != current_fingerprint:
         return VmPlan(VmAction.RECREATE, "settings that need a new VM changed (cpus, memory, env, mounts)")
-    if existing.status is SandboxStatus.RUNNING:
+    if status is SandboxStatus.RUNNING:
         return VmPlan(VmAction.CONNECT, "the VM is running")
-    if existing.status in (SandboxStatus.STARTING, SandboxStatus.DRAINING):
-        return VmPlan(VmAction.WAIT, f"the VM is {existing.status.value}")
-    return VmPlan(VmAction.START, f"the VM is {existing.status.value}")
+    if status in (SandboxStatus.STARTING, SandboxStatus.DRAINING):
+        return VmPlan(VmAction.WAIT, f"the VM is {status.value}")
+    return VmPlan(VmAction.START, f"the VM is {status.value}")
 
 
 class HomeChoice(StrEnum):
@@ -100,3 +100,4 @@ class ApplyChoice(StrEnum):
 def needs_apply_prompt(other_clients: int, disruptive: bool) -> bool:
     """A change that would restart the daemon or recreate the VM, while others are attached."""
     return disruptive and other_clients > 0
+

@@ -191,7 +191,7 @@ class RunLifecycle:
     def _plan(self, existing: SandboxInfo | None, spec: SandboxSpec, image: ReadyImage) -> VmPlan:
         labels = existing.labels if existing else {}
         return plan_vm(
-            existing,
+            existing.status if existing else None,
             labels.get(naming.LABEL_IMAGE_DIGEST),
             image.digest,
             labels.get(naming.LABEL_FINGERPRINT),
