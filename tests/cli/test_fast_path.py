@@ -36,7 +36,7 @@ class Recorder:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.calls: list[Call] = []
-        for name in ("open_app", "run_project", "shell_in_project"):
+        for name in ("apply_global_flags", "run_project", "shell_in_project"):
             monkeypatch.setattr(actions, name, self._recording(name, getattr(actions, name)))
 
     def _recording(self, name: str, real: Callable[..., Any]) -> Callable[..., Any]:
@@ -44,9 +44,9 @@ class Recorder:
 
         def record(*args: Any, **kwargs: Any) -> Any:
             arguments = dict(signature.bind(*args, **kwargs).arguments)
-            arguments.pop("console" if name == "open_app" else "app")
+            arguments.pop("console" if name == "apply_global_flags" else "opener")
             self.calls.append((name, arguments))
-            return 0 if name != "open_app" else object()
+            return 0 if name != "apply_global_flags" else object()
 
         return record
 
@@ -95,19 +95,19 @@ def test_every_line_the_fast_path_takes_is_read_as_click_reads_it(
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        ([], [("open_app", {"assume_yes": False, "quiet": False, "log_level": None, "runtime": None}),
+        ([], [("apply_global_flags", {"assume_yes": False, "quiet": False, "log_level": None, "runtime": None}),
               ("run_project", {"worktree": None, "rebuild": False, "dry_run": False, "cpus": None, "memory": None,
                                "serve_only": False, "opencode_args": ()})]),
         (["shell", "--", "true"], [
-            ("open_app", {"assume_yes": False, "quiet": False, "log_level": None, "runtime": None}),
+            ("apply_global_flags", {"assume_yes": False, "quiet": False, "log_level": None, "runtime": None}),
             ("shell_in_project", {"root": False, "rebuild": False, "dry_run": False, "cpus": None, "memory": None,
                                   "command": ("true",)})]),
         (["-q", "--runtime", "docker", "shell", "--root", "-c", "4", "--memory=8G", "--", "ls", "-la", "--root"], [
-            ("open_app", {"assume_yes": False, "quiet": True, "log_level": None, "runtime": "docker"}),
+            ("apply_global_flags", {"assume_yes": False, "quiet": True, "log_level": None, "runtime": "docker"}),
             ("shell_in_project", {"root": True, "rebuild": False, "dry_run": False, "cpus": 4, "memory": "8G",
                                   "command": ("ls", "-la", "--root")})]),
         (["--log-level=verbose", "-y", "-w", "feature/login:main", "-s", "--", "--model", "x"], [
-            ("open_app", {"assume_yes": True, "quiet": False, "log_level": "verbose", "runtime": None}),
+            ("apply_global_flags", {"assume_yes": True, "quiet": False, "log_level": "verbose", "runtime": None}),
             ("run_project", {"worktree": "feature/login:main", "rebuild": False, "dry_run": False, "cpus": None,
                              "memory": None, "serve_only": True, "opencode_args": ("--model", "x")})]),
     ],
@@ -180,8 +180,9 @@ def test_a_shell_on_the_fast_path_never_loads_click(tmp_path: Path) -> None:
 
 WARM_PATH_MODULES = [
     "opencode_sandbox.launcher", "opencode_sandbox.cli.fast_path", "opencode_sandbox.cli.actions",
-    "opencode_sandbox.cli.app", "opencode_sandbox.services.read_ahead", "opencode_sandbox.services.clients",
-    "opencode_sandbox.services.run", "opencode_sandbox.runtime.select", "opencode_sandbox.runtime.docker_backend",
+    "opencode_sandbox.app", "opencode_sandbox.services.read_ahead", "opencode_sandbox.services.clients",
+    "opencode_sandbox.services.run", "opencode_sandbox.services.daemon_step", "opencode_sandbox.runtime.select",
+    "opencode_sandbox.runtime.docker_backend",
     "opencode_sandbox.daemon.health", "opencode_sandbox.state.leases", "opencode_sandbox.services.reaper_spawn",
 ]
 KEPT_OFF_THE_WARM_PATH = ["click", "typing", "dataclasses", "inspect", "subprocess", "uuid", "hashlib", "tempfile",

@@ -37,7 +37,7 @@ option_table.SHELL = option_table.SHELL._replace(
     options=(*option_table.SHELL.options, Option("colours", ("--colours",), "Colours.", INTEGER)))
 option_table.COMMANDS["shell"] = option_table.SHELL
 calls = []
-actions.open_app = lambda console, **options: calls.append(options) or object()
+actions.apply_global_flags = lambda console, **options: calls.append(options) or object()
 actions.shell_in_project = lambda app, **options: calls.append(options) or 0
 
 from opencode_sandbox.cli.fast_path import carry_out, recognise

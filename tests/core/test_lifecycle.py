@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 
 from opencode_sandbox.core.lifecycle import (
@@ -13,12 +11,7 @@ from opencode_sandbox.core.lifecycle import (
     plan_home_volume,
     plan_vm,
 )
-from opencode_sandbox.runtime.types import SandboxInfo, SandboxStatus
-
-
-def vm(status: SandboxStatus) -> SandboxInfo:
-    moment = datetime(2026, 1, 1, tzinfo=UTC)
-    return SandboxInfo("opencode-sandbox-vm-x", status, "img", moment, moment, {})
+from opencode_sandbox.core.vm_status import SandboxStatus
 
 
 def test_no_vm_is_created() -> None:
@@ -39,18 +32,18 @@ def test_no_vm_is_created() -> None:
     ],
 )
 def test_up_to_date_vm_is_reused_by_status(status: SandboxStatus, action: VmAction) -> None:
-    assert plan_vm(vm(status), "d1", "d1", "f1", "f1").action is action
+    assert plan_vm(status, "d1", "d1", "f1", "f1").action is action
 
 
 @pytest.mark.parametrize("status", list(SandboxStatus))
 def test_new_image_recreates_whatever_the_status(status: SandboxStatus) -> None:
-    plan = plan_vm(vm(status), "d0", "d1", "f1", "f1")
+    plan = plan_vm(status, "d0", "d1", "f1", "f1")
     assert plan.action is VmAction.RECREATE
     assert plan.image_changed
 
 
 def test_changed_settings_recreate_without_image_change() -> None:
-    plan = plan_vm(vm(SandboxStatus.RUNNING), "d1", "d1", "f0", "f1")
+    plan = plan_vm(SandboxStatus.RUNNING, "d1", "d1", "f0", "f1")
     assert plan.action is VmAction.RECREATE
     assert not plan.image_changed
 

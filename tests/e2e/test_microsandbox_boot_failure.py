@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from opencode_sandbox.cli.app import App
+from opencode_sandbox.app import App
 from opencode_sandbox.config.loader import load_settings
 from opencode_sandbox.core.naming import runner_image, vm_name
 from opencode_sandbox.errors import VmDidNotBoot
@@ -63,7 +63,7 @@ def test_a_vm_that_does_not_boot_is_tried_twice_and_leaves_nothing(
     console = Console(LogLevel.INFO, stream=io.StringIO())
     runtime = MicrosandboxRuntime()
     app = App(console, ToolPaths.from_environment(), Project(slug=slug, root=root, remote=None, is_git=False),
-              settings, False, False, {}, runtime, DockerRuntime())
+              settings, False, False, runtime, DockerRuntime())
     monkeypatch.setattr(run, "ensure_image", lambda app, rebuild, upgrade_to: loaded_image)
     monkeypatch.setattr(UpdateCheck, "start", lambda self: None)
     monkeypatch.setattr(RunLifecycle, "_auto_prune", lambda self: None)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from opencode_sandbox.cli.app import App
+from opencode_sandbox.app import App
 from opencode_sandbox.config.loader import load_settings
 from opencode_sandbox.errors import SandboxError, UsageError
 from opencode_sandbox.images.updater import load_state, resolve_opencode_version

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
-from opencode_sandbox.cli.app import App
+from opencode_sandbox.app import App
 from opencode_sandbox.config.loader import load_settings
 from opencode_sandbox.core.naming import home_volume_name, managed_labels, runner_image, vm_name
 from opencode_sandbox.core.prune_plan import DockerImageFact
@@ -31,7 +31,7 @@ def make_app(runtime: FakeRuntime, root: Path, *, interactive: bool = False, ass
     if other is None:
         other = FakeRuntime(RuntimeKind.MICROSANDBOX if runtime.kind is RuntimeKind.DOCKER else RuntimeKind.DOCKER)
     return App(console, ToolPaths.from_environment(), project, load_settings([], {}, {}), assume_yes, interactive,
-               {}, runtime, other)
+               runtime, other)
 
 
 def know_projects(*slugs: str) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from opencode_sandbox.config.loader import load_settings
 from opencode_sandbox.core.naming import BASE_IMAGES
 from opencode_sandbox.runtime import docker_api
 from opencode_sandbox.runtime.docker_api import DockerApi, inspect_path
@@ -38,7 +40,7 @@ def test_a_start_asks_ahead_only_what_cannot_mislead(
     monkeypatch.setenv("OPENCODE_SANDBOX_RUNTIME", runtime)
     monkeypatch.setattr(docker_api, "_SHARED", {})
     app = make_app(FakeRuntime(), tmp_path)
-    app.with_flags({})
+    app.settings = load_settings([], os.environ, {})
     reference = "opencode-sandbox/runner-demo:0123456789abcdef"
     image_record.remember(app.paths.state_dir / app.project.slug, "signature",
                           image_record.CheckedImage(reference, "sha256:1", {}, None, {}))
@@ -61,7 +63,7 @@ def test_without_a_record_or_a_local_engine_nothing_more_is_asked(
     monkeypatch.setattr(docker_api, "_SHARED", {})
     monkeypatch.setenv("OPENCODE_SANDBOX_RUNTIME", "docker")
     app = make_app(FakeRuntime(), tmp_path)
-    app.with_flags({})
+    app.settings = load_settings([], os.environ, {})
     monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:2375")
     read_ahead_for_start(app)
     assert docker_api._SHARED == {}

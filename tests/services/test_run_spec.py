@@ -49,9 +49,9 @@ def test_a_microvm_from_before_mirrored_modes_is_recreated_once(tmp_path: Path) 
     run = lifecycle(RuntimeKind.MICROSANDBOX, tmp_path)
     current = run._spec(IMAGE, HOME).labels[naming.LABEL_FINGERPRINT]
     vm = stopped_vm(run.vm)
-    older = plan_vm(vm, IMAGE.digest, IMAGE.digest, labelled_before_mirrored_modes(run, tmp_path), current)
+    older = plan_vm(vm.status, IMAGE.digest, IMAGE.digest, labelled_before_mirrored_modes(run, tmp_path), current)
     assert older.action is VmAction.RECREATE
-    assert plan_vm(vm, IMAGE.digest, IMAGE.digest, current, current).action is VmAction.START
+    assert plan_vm(vm.status, IMAGE.digest, IMAGE.digest, current, current).action is VmAction.START
 
 
 def test_a_docker_vm_keeps_its_fingerprint(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from opencode_sandbox.cli.app import App
+from opencode_sandbox.app import App
 from opencode_sandbox.core.naming import managed_labels, runner_image, vm_name
 from opencode_sandbox.errors import BootFailed, VmDidNotBoot
 from opencode_sandbox.runtime.types import SandboxInfo, SandboxSpec, SandboxStatus

@@ -13,31 +13,49 @@ from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.ui.console import Console, LogLevel
 
 if TYPE_CHECKING:
-    from opencode_sandbox.cli.app import App
+    from opencode_sandbox.app import App
 
 
-def open_app(console: Console, assume_yes: bool, quiet: bool, log_level: str | None, runtime: str | None) -> App:
-    """What the global flags set up for every command: the log level and the application."""
+class AppOpener:
+    """The global flags, read before the command's own: the application context opens once both
+    are known, so the configuration is loaded and reported once, with every flag merged."""
+
+    def __init__(self, console: Console, assume_yes: bool, runtime: str | None) -> None:
+        self.console = console
+        self.assume_yes = assume_yes
+        self.runtime = runtime
+        self._app: App | None = None
+
+    def open(self, cpus: int | None = None, memory: str | None = None) -> App:
+        """The command's context; the first call opens it with the command's own settings flags."""
+        if self._app is None:
+            from pathlib import Path
+
+            from opencode_sandbox.app import App
+
+            self._app = App.open(
+                console=self.console,
+                cwd=Path.cwd(),
+                flags={"runtime": self.runtime, "cpus": cpus, "memory": memory},
+                assume_yes=self.assume_yes,
+                interactive=sys.stdin.isatty() and not self.assume_yes,
+            )
+        return self._app
+
+
+def apply_global_flags(console: Console, assume_yes: bool, quiet: bool, log_level: str | None,
+                       runtime: str | None) -> AppOpener:
+    """What the global flags set up for every command: the log level, and what opens the context."""
     if log_level is not None:
         console.level = LogLevel[log_level.upper()]
     elif quiet:
         console.level = LogLevel.ERROR
-    from pathlib import Path
-
-    from opencode_sandbox.cli.app import App
-
-    return App.create(
-        console=console,
-        cwd=Path.cwd(),
-        global_flags={"runtime": runtime},
-        assume_yes=assume_yes,
-        interactive=sys.stdin.isatty() and not assume_yes,
-    )
+    return AppOpener(console, assume_yes, runtime)
 
 
-def run_project(app: App, worktree: str | None, rebuild: bool, dry_run: bool, cpus: int | None,
+def run_project(opener: AppOpener, worktree: str | None, rebuild: bool, dry_run: bool, cpus: int | None,
                 memory: str | None, serve_only: bool, opencode_args: Sequence[str]) -> int:
-    app.with_flags({"cpus": cpus, "memory": memory})
+    app = opener.open(cpus, memory)
     parsed_worktree = None
     if worktree:  # before the dry run's plan: a dry run refuses what a real run would
         from opencode_sandbox.services.clients import parse_worktree
@@ -52,9 +70,9 @@ def run_project(app: App, worktree: str | None, rebuild: bool, dry_run: bool, cp
     return run_attached(app, rebuild, worktree, serve_only, opencode_args, _wait_forever)
 
 
-def shell_in_project(app: App, root: bool, rebuild: bool, dry_run: bool, cpus: int | None,
+def shell_in_project(opener: AppOpener, root: bool, rebuild: bool, dry_run: bool, cpus: int | None,
                      memory: str | None, command: Sequence[str]) -> int:
-    app.with_flags({"cpus": cpus, "memory": memory})
+    app = opener.open(cpus, memory)
     if dry_run:
         print_plan(app)
         return 0

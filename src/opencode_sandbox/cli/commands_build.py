@@ -5,10 +5,11 @@ from __future__ import annotations
 import click
 
 from opencode_sandbox import TYPE_CHECKING
+from opencode_sandbox.cli.app_passing import opener, pass_app
 from opencode_sandbox.cli.options import prune_options
 
 if TYPE_CHECKING:
-    from opencode_sandbox.cli.app import App
+    from opencode_sandbox.app import App
 
 
 def _build_command(name: str) -> click.Group:
@@ -34,7 +35,7 @@ def _build_command(name: str) -> click.Group:
             return
         from opencode_sandbox.services import build as builds
 
-        app: App = ctx.obj
+        app = opener().open()
         if dry_run:
             builds.describe_build(app, rebuild, opencode_version, dind, click.echo)
         else:
@@ -46,7 +47,7 @@ def _build_command(name: str) -> click.Group:
         """Print the effective Dockerfile of this project."""
         from opencode_sandbox.services.build import effective_dockerfile
 
-        click.echo(effective_dockerfile(ctx.obj, ctx.meta.get("dind")), nl=False)
+        click.echo(effective_dockerfile(opener().open(), ctx.meta.get("dind")), nl=False)
 
     return build
 
@@ -59,7 +60,7 @@ def image() -> None:
 @image.command(name="list")
 @click.option("--format", "output_format", type=click.Choice(["table", "json"]), default="table",
               help="Output format.")
-@click.pass_obj
+@pass_app
 def image_list(app: App, output_format: str) -> None:
     """List this tool's runner images and whether the VM runtime has each loaded.
 
@@ -74,7 +75,7 @@ def image_list(app: App, output_format: str) -> None:
 
 @image.command(name="prune")
 @prune_options
-@click.pass_obj
+@pass_app
 def image_prune(app: App, age: str | None, dry_run: bool, force: bool) -> None:
     """Remove cached runner images no project needs."""
     from opencode_sandbox.core.prune_plan import Scope

@@ -5,14 +5,15 @@ from __future__ import annotations
 import click
 
 from opencode_sandbox import TYPE_CHECKING
+from opencode_sandbox.cli.app_passing import pass_app
 
 if TYPE_CHECKING:
-    from opencode_sandbox.cli.app import App
+    from opencode_sandbox.app import App
 
 
 
 @click.command()
-@click.pass_obj
+@pass_app
 def doctor(app: App) -> int:
     """Check that Docker, KVM, git and the msb runtime can work here.
 
@@ -26,8 +27,10 @@ def doctor(app: App) -> int:
 
 
 @click.command()
-def version() -> None:
+@pass_app
+def version(app: App) -> None:
     """Print the version of opencode-sandbox."""
+    del app  # opened all the same: a bad configuration stops every command
     from opencode_sandbox import __version__
 
     click.echo(f"opencode-sandbox {__version__}")
@@ -35,11 +38,13 @@ def version() -> None:
 
 @click.command()
 @click.argument("shell_name", metavar="SHELL", type=click.Choice(["bash", "zsh", "fish"]))
-def completion(shell_name: str) -> None:
+@pass_app
+def completion(app: App, shell_name: str) -> None:
     """Print the completion script for SHELL (bash, zsh or fish).
 
     For bash: eval "$(opencode-sandbox completion bash)" in ~/.bashrc.
     """
+    del app  # opened all the same: a bad configuration stops every command
     from click.shell_completion import get_completion_class
 
     from opencode_sandbox.cli.main import cli

@@ -7,17 +7,18 @@ import sys
 import click
 
 from opencode_sandbox import TYPE_CHECKING
+from opencode_sandbox.cli.app_passing import pass_app
 from opencode_sandbox.cli.commands_run import run as run_command
 from opencode_sandbox.cli.options import list_options, prune_options
 
 if TYPE_CHECKING:
-    from opencode_sandbox.cli.app import App
+    from opencode_sandbox.app import App
 
 
 def _list_command(name: str) -> click.Command:
     @click.command(name=name)
     @list_options
-    @click.pass_obj
+    @pass_app
     def list_vms(app: App, running: bool, stopped: bool, names: bool, output_format: str) -> None:
         """List this tool's VMs across all projects."""
         from opencode_sandbox.services.listing import render_sandboxes, select_sandboxes
@@ -34,7 +35,7 @@ def _list_command(name: str) -> click.Command:
 @click.command()
 @click.option("-f", "--force", is_flag=True,
               help="Also remove the VM and the project's state file (home volumes are kept).")
-@click.pass_obj
+@pass_app
 def stop(app: App, force: bool) -> None:
     """Stop the project's VM gracefully.
 
@@ -49,7 +50,7 @@ def stop(app: App, force: bool) -> None:
 @click.command()
 @click.option("-f", "--force", is_flag=True,
               help="Also remove the VM and the project's state file (home volumes are kept).")
-@click.pass_obj
+@pass_app
 def kill(app: App, force: bool) -> None:
     """Power the project's VM off at once, without waiting for it to shut down."""
     from opencode_sandbox.services.stopping import kill as kill_vm
@@ -59,7 +60,7 @@ def kill(app: App, force: bool) -> None:
 
 @click.command()
 @prune_options
-@click.pass_obj
+@pass_app
 def prune(app: App, age: str | None, dry_run: bool, force: bool) -> None:
     """Remove stale VMs, their home volumes, and runner images no project needs."""
     _prune(app, age, dry_run, force, "all")
@@ -72,7 +73,7 @@ def sandbox() -> None:
 
 @sandbox.command(name="prune")
 @prune_options
-@click.pass_obj
+@pass_app
 def sandbox_prune(app: App, age: str | None, dry_run: bool, force: bool) -> None:
     """Remove stale VMs and leftover task sandboxes."""
     _prune(app, age, dry_run, force, "sandboxes")
@@ -90,7 +91,7 @@ def volume() -> None:
 @volume.command(name="list")
 @click.option("--format", "output_format", type=click.Choice(["table", "json"]), default="table",
               help="Output format.")
-@click.pass_obj
+@pass_app
 def volume_list(app: App, output_format: str) -> None:
     """List this tool's home volumes."""
     from opencode_sandbox.services.listing import render_volumes
@@ -104,7 +105,7 @@ def _volume_change_command(name: str, summary: str) -> click.Command:
     @click.option("--rm", "remove_old", is_flag=True,
                   help="Remove the old volume once the new one is complete and recorded.")
     @click.option("-n", "--dry-run", is_flag=True, help="Say what would be done, change nothing.")
-    @click.pass_obj
+    @pass_app
     def change(app: App, volume_name: str | None, remove_old: bool, dry_run: bool) -> None:
         from opencode_sandbox.errors import UsageError
         from opencode_sandbox.services.volumes import VolumeAction, change_volume
@@ -130,7 +131,7 @@ for _name, _summary in (
 
 @volume.command(name="prune")
 @prune_options
-@click.pass_obj
+@pass_app
 def volume_prune(app: App, age: str | None, dry_run: bool, force: bool) -> None:
     """Remove home volumes of pruned VMs."""
     _prune(app, age, dry_run, force, "volumes")

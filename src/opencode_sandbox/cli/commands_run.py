@@ -14,33 +14,33 @@ from opencode_sandbox.cli.option_table import RUN, SHELL
 from opencode_sandbox.cli.options import declared_options
 
 if TYPE_CHECKING:
-    from opencode_sandbox.cli.app import App
+    from opencode_sandbox.cli.actions import AppOpener
 
 
 @click.command()
 @declared_options(RUN)
 @click.pass_obj
-def run(app: App, /, **options: Any) -> int:
+def run(opener: AppOpener, /, **options: Any) -> int:
     """Start or reuse the project's VM and attach opencode to it (the default command).
 
     Arguments after `--` are passed to `opencode attach`.
     """
     from opencode_sandbox.cli.actions import run_project
 
-    return run_project(app, **options)
+    return run_project(opener, **options)
 
 
 @click.command()
 @declared_options(SHELL)
 @click.pass_obj
-def shell(app: App, /, **options: Any) -> int:
+def shell(opener: AppOpener, /, **options: Any) -> int:
     """Open a shell in the project's VM, or run CMD there as dev in /workspace.
 
     With CMD, exits with its exit code.
     """
     from opencode_sandbox.cli.actions import shell_in_project
 
-    return shell_in_project(app, **options)
+    return shell_in_project(opener, **options)
 
 
 def register(group: click.Group) -> None:

@@ -103,16 +103,16 @@ def _checked_value(option: Option, value: str) -> Any:
 
 def carry_out(invocation: Invocation) -> int:
     """Run the invocation as the full command line would; its exit code, failures reported alike."""
-    from opencode_sandbox.cli.actions import open_app, run_project, shell_in_project
+    from opencode_sandbox.cli.actions import apply_global_flags, run_project, shell_in_project
     from opencode_sandbox.cli.errors import run_reported
     from opencode_sandbox.ui.console import Console
 
     console = Console()
 
     def command() -> int:
-        app = open_app(console, **invocation.global_options)
+        opener = apply_global_flags(console, **invocation.global_options)
         if invocation.command == "shell":
-            return shell_in_project(app, **invocation.options)
-        return run_project(app, **invocation.options)
+            return shell_in_project(opener, **invocation.options)
+        return run_project(opener, **invocation.options)
 
     return run_reported(command, console)

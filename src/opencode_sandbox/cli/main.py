@@ -59,9 +59,9 @@ def cli(ctx: click.Context, /, **global_options: Any) -> None:
     Run it inside a checkout: with no command it starts (or reuses) the project's VM and
     attaches opencode to it, like `opencode-sandbox run`.
     """
-    from opencode_sandbox.cli.actions import open_app
+    from opencode_sandbox.cli.actions import apply_global_flags
 
-    ctx.obj = open_app(_console, **global_options)
+    ctx.obj = apply_global_flags(_console, **global_options)
 
 
 def _register() -> None:

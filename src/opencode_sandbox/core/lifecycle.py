@@ -8,7 +8,7 @@ from enum import StrEnum
 
 from opencode_sandbox.core.digest import sha256
 from opencode_sandbox.core.records import Record
-from opencode_sandbox.runtime.types import SandboxInfo, SandboxStatus
+from opencode_sandbox.core.vm_status import SandboxStatus
 
 
 class VmAction(StrEnum):
@@ -33,7 +33,7 @@ def fingerprint(values: Mapping[str, object]) -> str:
 
 
 def plan_vm(
-    existing: SandboxInfo | None,
+    status: SandboxStatus | None,
     booted_digest: str | None,
     current_digest: str,
     booted_fingerprint: str | None,
@@ -41,20 +41,20 @@ def plan_vm(
 ) -> VmPlan:
     """Reuse, start, create or recreate the project VM.
 
-    `booted_*` come from the VM's labels (what it was created with); `current_*` from
-    the image and settings of this run.
+    `status` is the VM's, None when the project has none; `booted_*` come from the VM's labels
+    (what it was created with); `current_*` from the image and settings of this run.
     """
-    if existing is None:
+    if status is None:
         return VmPlan(VmAction.CREATE, "no VM exists for this project")
     if booted_digest != current_digest:
         return VmPlan(VmAction.RECREATE, "the runner image changed", image_changed=True)
     if booted_fingerprint != current_fingerprint:
         return VmPlan(VmAction.RECREATE, "settings that need a new VM changed (cpus, memory, env, mounts)")
-    if existing.status is SandboxStatus.RUNNING:
+    if status is SandboxStatus.RUNNING:
         return VmPlan(VmAction.CONNECT, "the VM is running")
-    if existing.status in (SandboxStatus.STARTING, SandboxStatus.DRAINING):
-        return VmPlan(VmAction.WAIT, f"the VM is {existing.status.value}")
-    return VmPlan(VmAction.START, f"the VM is {existing.status.value}")
+    if status in (SandboxStatus.STARTING, SandboxStatus.DRAINING):
+        return VmPlan(VmAction.WAIT, f"the VM is {status.value}")
+    return VmPlan(VmAction.START, f"the VM is {status.value}")
 
 
 class HomeChoice(StrEnum):
@@ -100,3 +100,75 @@ class ApplyChoice(StrEnum):
 def needs_apply_prompt(other_clients: int, disruptive: bool) -> bool:
     """A change that would restart the daemon or recreate the VM, while others are attached."""
     return disruptive and other_clients > 0
+
+
+class DaemonAction(StrEnum):
+    CHECK_BESIDE = "check beside"
+    """`shell`: its command needs no server, so the whole plan runs beside the command."""
+    CHECK_HEALTH = "check health"
+    """Ask whether the server answers, then plan again."""
+    CHECK_PROCESS = "check process"
+    """Ask whether an `opencode serve` process runs in the VM, then plan again."""
+    ASK_RESTART = "ask restart"
+    """Ask whether to restart while other clients are attached, then plan again."""
+    WAIT = "wait"
+    """Wait for a server started earlier to answer, then plan again."""
+    KEEP = "keep"
+    START = "start"
+    RESTART = "restart"
+    """Stop whatever server runs, then start one."""
+
+
+class DaemonFacts(Record):
+    """What the daemon plan decides on. The questions to the VM stay None until a plan asks them,
+    so a start pays only for those its case needs."""
+
+    booted: bool
+    """The VM was just (re)started, so no server runs in it yet."""
+    wait: bool
+    """The caller waits for the server (`run`); `shell` runs its command beside the start."""
+    config_changed: bool
+    """The opencode configuration copied into the VM changed since the server started."""
+    other_clients: int
+    """Clients attached besides this one."""
+    healthy: bool | None = None
+    restart_approved: bool | None = None
+    serve_running: bool | None = None
+    came_up: bool | None = None
+    """A server found starting answered within the wait."""
+
+
+class DaemonPlan(Record):
+    action: DaemonAction
+    reason: str
+
+
+def plan_daemon(facts: DaemonFacts) -> DaemonPlan:
+    """Keep, start or restart `opencode serve`, or the question to ask before deciding."""
+    if facts.booted:
+        return DaemonPlan(DaemonAction.START, "the VM was just started")
+    if facts.healthy is None:
+        if not facts.wait and not facts.config_changed:
+            return DaemonPlan(DaemonAction.CHECK_BESIDE, "the command needs no server")
+        return DaemonPlan(DaemonAction.CHECK_HEALTH, "a server may be running")
+    if facts.healthy:
+        if not facts.config_changed:
+            return DaemonPlan(DaemonAction.KEEP, "the server answers")
+        if facts.other_clients > 0 and facts.restart_approved is None:
+            return DaemonPlan(DaemonAction.ASK_RESTART, "the configuration changed while other clients are attached")
+        if facts.other_clients > 0 and not facts.restart_approved:
+            return DaemonPlan(DaemonAction.KEEP, "the restart for the changed configuration is deferred")
+        return DaemonPlan(DaemonAction.RESTART, "the opencode configuration changed")
+    if facts.config_changed:
+        return DaemonPlan(DaemonAction.RESTART, "the server does not answer and the configuration changed")
+    if facts.serve_running is None:
+        return DaemonPlan(DaemonAction.CHECK_PROCESS, "the server does not answer; it may still be starting")
+    if not facts.serve_running:
+        return DaemonPlan(DaemonAction.RESTART, "no server answers")
+    if not facts.wait:
+        return DaemonPlan(DaemonAction.KEEP, "a server started earlier is still coming up")
+    if facts.came_up is None:
+        return DaemonPlan(DaemonAction.WAIT, "a server started earlier is still coming up")
+    if facts.came_up:
+        return DaemonPlan(DaemonAction.KEEP, "the server started earlier came up")
+    return DaemonPlan(DaemonAction.RESTART, "the server started earlier did not come up")

@@ -1,25 +1,19 @@
-"""Choosing the runtime backend: never silently, and docker always with its notice."""
+"""Making the runtime backend of a kind; the caller tells the user which one runs (`app.py`)."""
 
 from __future__ import annotations
 
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.runtime.kind import RuntimeKind
-from opencode_sandbox.ui.console import Console
 
 if TYPE_CHECKING:
     from opencode_sandbox.runtime.base import Runtime
 
-DOCKER_NOTICE = (
-    "notice: using the docker runtime: the sandbox is a container that shares the host's "
-    "kernel, a weaker isolation than a microVM"
-)
 
-
-def make_runtime(kind: RuntimeKind, console: Console) -> Runtime:
+def make_runtime(kind: RuntimeKind) -> Runtime:
+    """The backend of `kind`. It prints nothing: the docker runtime's notice is the caller's."""
     if kind is RuntimeKind.DOCKER:
         from opencode_sandbox.runtime.docker_backend import DockerRuntime
 
-        console.warn_once(DOCKER_NOTICE)
         return DockerRuntime()
     from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
 

@@ -7,25 +7,10 @@ from datetime import datetime
 from enum import StrEnum
 
 from opencode_sandbox.core.records import Record
+from opencode_sandbox.core.vm_status import SandboxStatus
 from opencode_sandbox.runtime.kind import RuntimeKind
 
-__all__ = ["RuntimeKind"]
-
-
-class SandboxStatus(StrEnum):
-    CREATED = "created"
-    STARTING = "starting"
-    RUNNING = "running"
-    STOPPED = "stopped"
-    CRASHED = "crashed"
-    DRAINING = "draining"
-    PAUSED = "paused"
-    UNKNOWN = "unknown"
-
-    @property
-    def is_active(self) -> bool:
-        """Running or on its way there: never removed, never judged stale."""
-        return self in (SandboxStatus.RUNNING, SandboxStatus.STARTING, SandboxStatus.DRAINING)
+__all__ = ["RuntimeKind", "SandboxStatus"]
 
 
 class MountKind(StrEnum):

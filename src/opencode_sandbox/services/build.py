@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from opencode_sandbox.cli.app import App
+from opencode_sandbox.app import App
 from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.images import updater
 from opencode_sandbox.services.image_step import load_into_runtime

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from opencode_sandbox.cli.app import App
+from opencode_sandbox.app import App
 from opencode_sandbox.collector import collect_from_now_on
 from opencode_sandbox.errors import SandboxError, UsageError
 from opencode_sandbox.services.daemon_control import GUEST_URL

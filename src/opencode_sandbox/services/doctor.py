@@ -16,7 +16,7 @@ from opencode_sandbox.runtime.types import RuntimeKind, SandboxStatus
 from opencode_sandbox.ui.console import Console, style
 
 if TYPE_CHECKING:
-    from opencode_sandbox.cli.app import App
+    from opencode_sandbox.app import App
     from opencode_sandbox.runtime.base import Runtime
 
 DOCKER_START_HINT = (

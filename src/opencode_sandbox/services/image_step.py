@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from opencode_sandbox import TYPE_CHECKING
-from opencode_sandbox.cli.app import App
+from opencode_sandbox.app import App
 from opencode_sandbox.core.naming import LABEL_DIND
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.images import updater

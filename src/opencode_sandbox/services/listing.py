@@ -21,7 +21,7 @@ from opencode_sandbox.runtime.types import ImageInfo, RuntimeKind, SandboxInfo, 
 from opencode_sandbox.ui.table import Cell, local_time, render, status_cell
 
 if TYPE_CHECKING:
-    from opencode_sandbox.cli.app import App
+    from opencode_sandbox.app import App
 
 
 def select_sandboxes(runtime: Runtime, running: bool, stopped: bool) -> list[SandboxInfo]:

@@ -27,7 +27,7 @@ from opencode_sandbox.state.store import StateStore
 from opencode_sandbox.ui.console import Console
 
 if TYPE_CHECKING:
-    from opencode_sandbox.cli.app import App
+    from opencode_sandbox.app import App
 
 
 class PruneOutcome(Record):

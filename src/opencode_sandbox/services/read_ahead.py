@@ -16,7 +16,7 @@ from opencode_sandbox.runtime.kind import RuntimeKind
 from opencode_sandbox.services.image_record import recorded_reference
 
 if TYPE_CHECKING:
-    from opencode_sandbox.cli.app import App
+    from opencode_sandbox.app import App
 
 
 def read_ahead_for_start(app: App) -> None:

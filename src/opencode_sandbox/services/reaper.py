@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import os
 import sys
 import time
@@ -286,9 +285,8 @@ class RuntimeCache:
     def __call__(self, kind: RuntimeKind) -> Runtime:
         if kind not in self._runtimes:
             from opencode_sandbox.runtime.select import make_runtime
-            from opencode_sandbox.ui.console import Console, LogLevel
 
-            self._runtimes[kind] = make_runtime(kind, Console(LogLevel.ERROR, io.StringIO()))
+            self._runtimes[kind] = make_runtime(kind)
         return self._runtimes[kind]
 
 

@@ -6,10 +6,11 @@ import os
 from collections.abc import Callable
 from contextlib import ExitStack
 
-from opencode_sandbox.cli.app import App
+from opencode_sandbox.app import App
 from opencode_sandbox.core import naming
 from opencode_sandbox.core.lifecycle import (
     ApplyChoice,
+    DaemonFacts,
     HomeAction,
     HomeChoice,
     VmAction,
@@ -191,7 +192,7 @@ class RunLifecycle:
     def _plan(self, existing: SandboxInfo | None, spec: SandboxSpec, image: ReadyImage) -> VmPlan:
         labels = existing.labels if existing else {}
         return plan_vm(
-            existing,
+            existing.status if existing else None,
             labels.get(naming.LABEL_IMAGE_DIGEST),
             image.digest,
             labels.get(naming.LABEL_FINGERPRINT),
@@ -355,76 +356,22 @@ class RunLifecycle:
         self, state: ProjectState, host_url: str, password: str, config_fingerprint: str, other_clients: int,
         booted: bool, wait: bool,
     ) -> Callable[[], None] | None:
-        """`booted`: the VM was just (re)started, so no daemon runs in it yet. Without `wait`,
-        a needed start is not run but returned, for the caller to run beside its command."""
-        from opencode_sandbox.daemon.health import is_serving
+        """`booted`: the VM was just (re)started. Without `wait`, what the daemon still needs is
+        returned, for the caller to run beside its command."""
+        from opencode_sandbox.services.daemon_step import DaemonStep
 
-        start_timeout_s = self.app.settings.daemon_start_timeout.total_seconds()
+        def ask_restart(other_clients: int) -> bool:
+            choice = self._ask_apply("the opencode configuration changed: the server must restart", other_clients)
+            return choice is ApplyChoice.PROCEED
 
-        def healthy_now() -> bool:
-            return is_serving(host_url, password)
-
-        def serve_alive() -> bool:
-            try:
-                return daemon_control.serve_process_running(self.app.runtime, self.vm) is not False
-            except SandboxError:
-                return True
-
-        def start() -> None:
-            daemon_control.start_daemon(self.app.runtime, self.vm, password, state.home_volume)
+        def record_started() -> None:
             state.config_fingerprint = config_fingerprint
             self.store.save(self.slug, state)
 
+        step = DaemonStep(self.app.runtime, self.console, self.vm, host_url, password, state.home_volume,
+                          ask_restart, record_started, self.app.settings.daemon_start_timeout.total_seconds())
         config_changed = state.config_fingerprint not in (None, config_fingerprint)
-        if not wait and not booted and not config_changed:
-            # `shell`: its command needs no daemon, so even the health check runs beside it.
-            def verify_or_start() -> None:
-                if healthy_now() or daemon_control.daemon_running(self.app.runtime, self.vm):
-                    return  # serving, or started by an earlier shell and still coming up
-                daemon_control.stop_daemon(self.app.runtime, self.vm)
-                start()
-
-            return verify_or_start
-        healthy = not booted and healthy_now()
-        if healthy and config_changed:
-            restart = True
-            if needs_apply_prompt(other_clients, True):
-                choice = self._ask_apply("the opencode configuration changed: the server must restart",
-                                         other_clients)
-                restart = choice is ApplyChoice.PROCEED
-            if restart:
-                daemon_control.stop_daemon(self.app.runtime, self.vm)
-                healthy = False
-        if healthy:
-            return None
-        starting = not booted and not config_changed and daemon_control.daemon_running(self.app.runtime, self.vm)
-        # Started by an earlier shell and still coming up: give it its time, not a restart.
-        if starting and (
-            not wait or daemon_control.wait_until_healthy(healthy_now, start_timeout_s, still_running=serve_alive)
-        ):
-            return None
-        if not booted:
-            daemon_control.stop_daemon(self.app.runtime, self.vm)
-        if not wait:
-            return start
-        with slow_step(self.console, "Starting opencode serve"):
-            daemon_control.start_daemon(self.app.runtime, self.vm, password, state.home_volume)
-            if not daemon_control.wait_until_healthy(healthy_now, start_timeout_s, still_running=serve_alive):
-                from opencode_sandbox.services.dev_home_probe import home_failure
-
-                home = home_failure(self.app.runtime, self.vm, state.home_volume)
-                if home is not None:
-                    raise BootFailed(f"opencode serve did not come up in {self.vm}: {home.reason}", hint=home.hint)
-                tail = daemon_control.daemon_log_tail(self.app.runtime, self.vm)
-                raise BootFailed(
-                    f"opencode serve did not answer within {start_timeout_s:g} s in {self.vm}; "
-                    f"the end of its log:\n{tail}",
-                    hint="fix the cause above (often the opencode configuration), then run again; on a slow host "
-                    "(nested or emulated virtualization) raise daemon-start-timeout",
-                )
-        state.config_fingerprint = config_fingerprint
-        self.store.save(self.slug, state)
-        return None
+        return step.ensure(DaemonFacts(booted, wait, config_changed, other_clients))
 
 
 def describe_plan(app: App, worktree: tuple[str, str | None] | None = None) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from opencode_sandbox.cli.app import App
+from opencode_sandbox.app import App
 from opencode_sandbox.core.attached_clients import cut_off_note, must_ask_before_stopping, stop_question
 from opencode_sandbox.core.naming import vm_name
 

@@ -29,7 +29,7 @@ from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec, Sandbo
 from opencode_sandbox.state.store import StateStore
 
 if TYPE_CHECKING:
-    from opencode_sandbox.cli.app import App
+    from opencode_sandbox.app import App
 
 OLD_MOUNT = "/mnt/old"
 EDIT_SHELL = ("bash", "-l")

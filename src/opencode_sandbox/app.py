@@ -1,8 +1,14 @@
-"""The application context: built once per command from global flags and configuration."""
+"""The application context of one command: console, folders, project, settings, runtimes.
+
+It is opened once per command, after the command line is read whole (the global flags and the
+command's own), so the configuration is loaded and reported once. Services receive it, or the
+collaborators they use from it; nothing here knows the command line.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from opencode_sandbox import TYPE_CHECKING
@@ -12,11 +18,14 @@ from opencode_sandbox.project import Project, resolve_project
 from opencode_sandbox.ui.console import Console
 
 if TYPE_CHECKING:
-    from typing import Any
-
     from opencode_sandbox.config.settings import Settings
     from opencode_sandbox.runtime.base import Runtime
     from opencode_sandbox.state.store import StateStore
+
+DOCKER_NOTICE = (
+    "notice: using the docker runtime: the sandbox is a container that shares the host's "
+    "kernel, a weaker isolation than a microVM"
+)
 
 
 class App:
@@ -28,7 +37,6 @@ class App:
         settings: Settings,
         assume_yes: bool = False,
         interactive: bool = False,
-        global_flags: dict[str, Any] | None = None,
         runtime: Runtime | None = None,
         other_runtime: Runtime | None = None,
     ) -> None:
@@ -38,26 +46,25 @@ class App:
         self.settings = settings
         self.assume_yes = assume_yes
         self.interactive = interactive
-        self.global_flags = dict(global_flags or {})
         self._runtime = runtime
         self._other_runtime = other_runtime
         self._other_runtime_found = other_runtime is not None
 
     @classmethod
-    def create(
+    def open(
         cls,
         console: Console,
         cwd: Path,
-        global_flags: dict[str, Any],
+        flags: Mapping[str, object],
         assume_yes: bool,
         interactive: bool,
     ) -> App:
+        """`flags`: the settings given on the command line (`runtime`, `cpus`, `memory`), None
+        where not given; they take precedence over the environment and the files."""
         paths = ToolPaths.from_environment()
         project = resolve_project(cwd)
-        settings = load_settings(
-            config_files(paths.config_dir, project.slug, project.root), os.environ, global_flags
-        )
-        app = cls(console, paths, project, settings, assume_yes, interactive, dict(global_flags))
+        settings = load_settings(config_files(paths.config_dir, project.slug, project.root), os.environ, flags)
+        app = cls(console, paths, project, settings, assume_yes, interactive)
         if not project.is_git:
             console.warn(
                 f"{project.root} is not inside a git repository; the project is identified "
@@ -65,16 +72,6 @@ class App:
             )
         app.report_sources()
         return app
-
-    def with_flags(self, flags: dict[str, Any]) -> None:
-        """Re-merge the configuration with a command's own flags (cpus, memory, ...)."""
-        merged = {**self.global_flags, **{k: v for k, v in flags.items() if v is not None}}
-        self.settings = load_settings(
-            config_files(self.paths.config_dir, self.project.slug, self.project.root),
-            os.environ,
-            merged,
-        )
-        self.report_sources()
 
     def report_sources(self) -> None:
         if not self.console.verbose_enabled:
@@ -95,10 +92,14 @@ class App:
 
     @property
     def runtime(self) -> Runtime:
+        """The chosen runtime; choosing docker says once per process what it gives up."""
         if self._runtime is None:
+            from opencode_sandbox.runtime.kind import RuntimeKind
             from opencode_sandbox.runtime.select import make_runtime
 
-            self._runtime = make_runtime(self.settings.runtime, self.console)
+            if self.settings.runtime is RuntimeKind.DOCKER:
+                self.console.warn_once(DOCKER_NOTICE)
+            self._runtime = make_runtime(self.settings.runtime)
         return self._runtime
 
     @property

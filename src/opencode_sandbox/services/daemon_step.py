@@ -1,0 +1,115 @@
+"""The daemon step of a start: carries out `plan_daemon`, asking only what each plan asks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from opencode_sandbox import TYPE_CHECKING
+from opencode_sandbox.core.lifecycle import DaemonAction, DaemonFacts, plan_daemon
+from opencode_sandbox.errors import BootFailed, SandboxError
+from opencode_sandbox.services import daemon_control
+from opencode_sandbox.ui.progress import slow_step
+
+if TYPE_CHECKING:
+    from opencode_sandbox.runtime.base import Runtime
+    from opencode_sandbox.ui.console import Console
+
+
+class DaemonStep:
+    def __init__(
+        self,
+        runtime: Runtime,
+        console: Console,
+        vm: str,
+        host_url: str,
+        password: str,
+        home_volume: str | None,
+        ask_restart: Callable[[int], bool],
+        record_started: Callable[[], None],
+        start_timeout_s: float,
+    ) -> None:
+        """`ask_restart(other_clients)`: whether to restart now; `record_started`: notes the
+        configuration the new server runs with; `start_timeout_s`: how long a starting server
+        may take to answer (`daemon-start-timeout`)."""
+        self.runtime = runtime
+        self.console = console
+        self.vm = vm
+        self.host_url = host_url
+        self.password = password
+        self.home_volume = home_volume
+        self.ask_restart = ask_restart
+        self.record_started = record_started
+        self.start_timeout_s = start_timeout_s
+
+    def ensure(self, facts: DaemonFacts) -> Callable[[], None] | None:
+        """A serving daemon. Without `facts.wait`, what remains to be done (a check, a start) is
+        returned for the caller to run beside its command."""
+        while True:
+            plan = plan_daemon(facts)
+            if plan.action is DaemonAction.CHECK_BESIDE:
+                return lambda: self._beside(facts)
+            if plan.action is DaemonAction.CHECK_HEALTH:
+                facts = facts._replace(healthy=self._healthy())
+            elif plan.action is DaemonAction.CHECK_PROCESS:
+                facts = facts._replace(serve_running=daemon_control.daemon_running(self.runtime, self.vm))
+            elif plan.action is DaemonAction.ASK_RESTART:
+                facts = facts._replace(restart_approved=self.ask_restart(facts.other_clients))
+            elif plan.action is DaemonAction.WAIT:
+                came_up = self._wait_until_healthy()
+                facts = facts._replace(came_up=came_up)
+            else:
+                break
+        if facts.wait:
+            self.console.verbose(f"daemon: {plan.action.value} ({plan.reason})")
+        if plan.action is DaemonAction.KEEP:
+            return None
+        if plan.action is DaemonAction.RESTART:
+            daemon_control.stop_daemon(self.runtime, self.vm)
+        if not facts.wait:
+            return self._start
+        self._start_and_wait()
+        return None
+
+    def _beside(self, facts: DaemonFacts) -> None:
+        start = self.ensure(facts._replace(healthy=self._healthy()))
+        if start is not None:
+            start()
+
+    def _healthy(self) -> bool:
+        from opencode_sandbox.daemon.health import is_serving
+
+        return is_serving(self.host_url, self.password)
+
+    def _serve_alive(self) -> bool:
+        try:
+            return daemon_control.serve_process_running(self.runtime, self.vm) is not False
+        except SandboxError:
+            return True
+
+    def _start(self) -> None:
+        daemon_control.start_daemon(self.runtime, self.vm, self.password, self.home_volume)
+        self.record_started()
+
+    def _start_and_wait(self) -> None:
+        with slow_step(self.console, "Starting opencode serve"):
+            daemon_control.start_daemon(self.runtime, self.vm, self.password, self.home_volume)
+            if not self._wait_until_healthy():
+                raise self._failure()
+        self.record_started()
+
+    def _wait_until_healthy(self) -> bool:
+        return daemon_control.wait_until_healthy(self._healthy, self.start_timeout_s, still_running=self._serve_alive)
+
+    def _failure(self) -> BootFailed:
+        from opencode_sandbox.services.dev_home_probe import home_failure
+
+        home = home_failure(self.runtime, self.vm, self.home_volume)
+        if home is not None:
+            return BootFailed(f"opencode serve did not come up in {self.vm}: {home.reason}", hint=home.hint)
+        tail = daemon_control.daemon_log_tail(self.runtime, self.vm)
+        return BootFailed(
+            f"opencode serve did not answer within {self.start_timeout_s:g} s in {self.vm}; "
+            f"the end of its log:\n{tail}",
+            hint="fix the cause above (often the opencode configuration), then run again; on a slow host "
+            "(nested or emulated virtualization) raise daemon-start-timeout",
+        )

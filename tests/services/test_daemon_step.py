@@ -1,0 +1,150 @@
+"""The daemon step carries `plan_daemon` out on the fake runtime: what it asks, stops and starts."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from opencode_sandbox.core.lifecycle import DaemonFacts
+from opencode_sandbox.core.naming import managed_labels, vm_name
+from opencode_sandbox.errors import BootFailed
+from opencode_sandbox.runtime.types import ExecResult, SandboxSpec
+from opencode_sandbox.services import daemon_control
+from opencode_sandbox.services.daemon_step import DaemonStep
+from opencode_sandbox.ui.console import Console, LogLevel
+from tests.fakes.runtime import ExecCall, FakeRuntime
+
+SLUG = "step-0123456789abcd"
+START_TIMEOUT_S = 600.0
+VM = vm_name(SLUG)
+
+
+class Server:
+    """`opencode serve` in the fake VM: started and stopped by the daemon scripts, answering or not."""
+
+    def __init__(self, runtime: FakeRuntime, process: bool, answers: bool, comes_up: bool = True) -> None:
+        self.process, self.answers, self.comes_up = process, answers, comes_up
+        self.events: list[str] = []
+        runtime.on_exec("sh", self._script)
+        runtime.on_exec("pgrep", self._pgrep)
+        runtime.on_exec("tail", lambda call: ExecResult(0, "listen EADDRINUSE", ""))
+
+    def _script(self, call: ExecCall) -> ExecResult:
+        if "pkill" in call.argv[-1]:
+            self.events.append("stop")
+            self.process = self.answers = False
+        else:
+            self.events.append("start")
+            self.process, self.answers = True, self.comes_up
+        return ExecResult(0, "", "")
+
+    def _pgrep(self, call: ExecCall) -> ExecResult:
+        self.events.append("pgrep")
+        return ExecResult(0 if self.process else 1, "", "")
+
+    def healthy(self) -> bool:
+        self.events.append("health")
+        return self.answers
+
+
+@pytest.fixture
+def runtime() -> Iterator[FakeRuntime]:
+    fake = FakeRuntime()
+    fake.add_docker_image("runner")
+    fake.load_image("runner")
+    fake.create_sandbox(SandboxSpec(VM, "runner", 1, 512, labels=managed_labels(SLUG)))
+    try:
+        yield fake
+    finally:
+        fake.close()
+
+
+def step(runtime: FakeRuntime, server: Server, monkeypatch: pytest.MonkeyPatch, approve: bool | None = None,
+         ) -> tuple[DaemonStep, list[str]]:
+    """The step, and what it recorded (`asked N`, `recorded`) beside the server's events."""
+    noted = server.events
+
+    def ask_restart(other_clients: int) -> bool:
+        noted.append(f"asked {other_clients}")
+        assert approve is not None, "asked without an answer ready"
+        return approve
+
+    monkeypatch.setattr(DaemonStep, "_healthy", lambda self: server.healthy())
+    def wait_until_healthy(check: Callable[[], bool], timeout_s: float, still_running: object = None) -> bool:
+        assert timeout_s == START_TIMEOUT_S, "the configured daemon-start-timeout is what a start waits"
+        return check()
+
+    monkeypatch.setattr(daemon_control, "wait_until_healthy", wait_until_healthy)
+    console = Console(LogLevel.ERROR, stream=io.StringIO())
+    made = DaemonStep(runtime, console, VM, "http://127.0.0.1:1", "secret", "home", ask_restart,
+                      lambda: noted.append("recorded"), START_TIMEOUT_S)
+    return made, noted
+
+
+def test_a_booted_vm_gets_a_start_without_any_question(runtime: FakeRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = Server(runtime, process=False, answers=False)
+    daemon, events = step(runtime, server, monkeypatch)
+    assert daemon.ensure(DaemonFacts(booted=True, wait=True, config_changed=True, other_clients=1)) is None
+    assert events == ["start", "health", "recorded"]
+
+
+def test_a_serving_daemon_is_kept(runtime: FakeRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = Server(runtime, process=True, answers=True)
+    daemon, events = step(runtime, server, monkeypatch)
+    assert daemon.ensure(DaemonFacts(booted=False, wait=True, config_changed=False, other_clients=0)) is None
+    assert events == ["health"]
+
+
+@pytest.mark.parametrize(("approve", "expected"), [
+    (False, ["health", "asked 2"]),
+    (True, ["health", "asked 2", "stop", "start", "health", "recorded"]),
+])
+def test_a_changed_configuration_restarts_only_when_the_attached_clients_allow(
+    approve: bool, expected: list[str], runtime: FakeRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = Server(runtime, process=True, answers=True)
+    daemon, events = step(runtime, server, monkeypatch, approve=approve)
+    assert daemon.ensure(DaemonFacts(booted=False, wait=True, config_changed=True, other_clients=2)) is None
+    assert events == expected
+
+
+def test_a_server_still_coming_up_is_waited_for(runtime: FakeRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = Server(runtime, process=True, answers=False)
+    daemon, events = step(runtime, server, monkeypatch)
+    monkeypatch.setattr(daemon_control, "wait_until_healthy", lambda check, timeout_s, still_running=None: True)
+    assert daemon.ensure(DaemonFacts(booted=False, wait=True, config_changed=False, other_clients=0)) is None
+    assert events == ["health", "pgrep"]
+
+
+def test_a_shell_checks_and_starts_beside_its_command(runtime: FakeRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = Server(runtime, process=False, answers=False)
+    daemon, events = step(runtime, server, monkeypatch)
+    beside = daemon.ensure(DaemonFacts(booted=False, wait=False, config_changed=False, other_clients=0))
+    assert beside is not None
+    assert events == []  # nothing asked before the command starts
+    beside()
+    assert events == ["health", "pgrep", "stop", "start", "recorded"]
+
+
+def test_a_shell_on_a_booted_vm_leaves_the_start_to_run_beside(
+    runtime: FakeRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = Server(runtime, process=False, answers=False)
+    daemon, events = step(runtime, server, monkeypatch)
+    start = daemon.ensure(DaemonFacts(booted=True, wait=False, config_changed=False, other_clients=0))
+    assert start is not None and events == []
+    start()
+    assert events == ["start", "recorded"]
+
+
+def test_a_server_that_never_answers_is_reported_with_its_log(
+    runtime: FakeRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = Server(runtime, process=False, answers=False, comes_up=False)
+    daemon, events = step(runtime, server, monkeypatch)
+    monkeypatch.setattr("opencode_sandbox.services.dev_home_probe.home_failure", lambda runtime, vm, volume: None)
+    with pytest.raises(BootFailed, match="listen EADDRINUSE"):
+        daemon.ensure(DaemonFacts(booted=True, wait=True, config_changed=False, other_clients=0))
+    assert "recorded" not in events

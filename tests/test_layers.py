@@ -1,0 +1,57 @@
+"""The layers of docs/design.md, held by the import contracts in pyproject.toml (import-linter)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import opencode_sandbox
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+PACKAGE = Path(opencode_sandbox.__file__).parent
+"""The package as installed: the checkout's sources, or the wheel where only the tests are copied."""
+LINT = ("import sys; from importlinter.cli import lint_imports; "
+        "sys.exit(lint_imports(config_filename=sys.argv[1], no_cache=True, no_logo=True))")
+
+
+def lint(package_parent: Path) -> subprocess.CompletedProcess[str]:
+    """The contracts checked against the package found in `package_parent`."""
+    return subprocess.run(
+        [sys.executable, "-c", LINT, str(REPOSITORY / "pyproject.toml")],
+        cwd=package_parent, env={"PYTHONPATH": str(package_parent), "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+
+
+def test_every_import_follows_the_layers() -> None:
+    result = lint(PACKAGE.parent)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "wrong_import"),
+    [
+        ("services/stopping.py", "import opencode_sandbox.cli.main"),
+        ("state/files.py", "import opencode_sandbox.cli.actions"),
+        ("core/slug.py", "import opencode_sandbox.runtime.select"),
+        ("core/units.py", "import opencode_sandbox.ui.console"),
+        ("core/naming.py", "import opencode_sandbox.state.files"),
+        ("core/digest.py", "import opencode_sandbox.images.dockerfile"),
+        ("runtime/kvm.py", "import opencode_sandbox.ui.progress"),
+        ("daemon/health.py", "import opencode_sandbox.app"),
+    ],
+)
+def test_an_import_against_the_layers_breaks_the_contract(module: str, wrong_import: str, tmp_path: Path) -> None:
+    copy = tmp_path / "opencode_sandbox"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    source = copy / module
+    source.write_text(source.read_text() + f"\n{wrong_import}\n")
+    result = lint(tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "1 broken" in result.stdout
+    assert f"{module[:-3].replace('/', '.')} -> {wrong_import.split()[-1]}" in result.stdout
