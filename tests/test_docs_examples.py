@@ -189,6 +189,7 @@ IMPORTANT = [
     "another opencode-sandbox is still setting up this project (lock {})",
     "opencode attach needs a terminal, and standard input is not one",
     "opencode serve did not answer within {} s in {}; the end of its log:\n{}",
+    "opencode serve exited before it answered in {}; the end of its log:\n{}",
     "stopped at your request; nothing was changed",
     "the project's VM {} is {}; its home volume cannot change under it",
     "cannot start opencode serve in {}: {}",

@@ -105,8 +105,9 @@ def test_a_data_folder_of_another_owner_is_named_when_opencode_serve_dies(other_
 SLOW_SERVE_S = 12
 SLOW_OPENCODE = (
     "FROM opencode-sandbox/runner-base:latest\nUSER root\n"
-    "RUN mv /usr/local/bin/opencode /usr/local/bin/opencode-real && "
-    f"printf '#!/bin/sh\\nsleep {SLOW_SERVE_S}\\nexec /usr/local/bin/opencode-real \"$@\"\\n' "
+    "RUN mkdir /opt/real && ln -s \"$(readlink -f /usr/local/bin/opencode)\" /opt/real/opencode && "
+    "rm /usr/local/bin/opencode && "
+    f"printf '#!/bin/sh\\nsleep {SLOW_SERVE_S}\\nexec /opt/real/opencode \"$@\"\\n' "
     "> /usr/local/bin/opencode && "
     "chmod 755 /usr/local/bin/opencode\nUSER dev\n"
 )

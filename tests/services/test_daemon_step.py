@@ -27,6 +27,7 @@ class Server:
     def __init__(self, runtime: FakeRuntime, process: bool, answers: bool, comes_up: bool = True) -> None:
         self.process, self.answers, self.comes_up = process, answers, comes_up
         self.events: list[str] = []
+        self.exits_at_start = False
         runtime.on_exec("sh", self._script)
         runtime.on_exec("pgrep", self._pgrep)
         runtime.on_exec("tail", lambda call: ExecResult(0, "listen EADDRINUSE", ""))
@@ -37,7 +38,7 @@ class Server:
             self.process = self.answers = False
         else:
             self.events.append("start")
-            self.process, self.answers = True, self.comes_up
+            self.process, self.answers = not self.exits_at_start, self.comes_up
         return ExecResult(0, "", "")
 
     def _pgrep(self, call: ExecCall) -> ExecResult:
@@ -145,6 +146,21 @@ def test_a_server_that_never_answers_is_reported_with_its_log(
     server = Server(runtime, process=False, answers=False, comes_up=False)
     daemon, events = step(runtime, server, monkeypatch)
     monkeypatch.setattr("opencode_sandbox.services.dev_home_probe.home_failure", lambda runtime, vm, volume: None)
-    with pytest.raises(BootFailed, match="listen EADDRINUSE"):
+    with pytest.raises(BootFailed, match="listen EADDRINUSE") as silent:
         daemon.ensure(DaemonFacts(booted=True, wait=True, config_changed=False, other_clients=0))
     assert "recorded" not in events
+    assert silent.value.message.startswith(f"opencode serve did not answer within {START_TIMEOUT_S:g} s in {VM}")
+    assert "raise daemon-start-timeout" in (silent.value.hint or "")
+
+
+def test_a_server_that_exits_before_it_answers_is_named_so(runtime: FakeRuntime,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    server = Server(runtime, process=False, answers=False, comes_up=False)
+    daemon, events = step(runtime, server, monkeypatch)
+    monkeypatch.setattr("opencode_sandbox.services.dev_home_probe.home_failure", lambda runtime, vm, volume: None)
+    server.exits_at_start = True
+    with pytest.raises(BootFailed, match="listen EADDRINUSE") as exited:
+        daemon.ensure(DaemonFacts(booted=True, wait=True, config_changed=False, other_clients=0))
+    assert events[0] == "start" and "recorded" not in events
+    assert exited.value.message.startswith(f"opencode serve exited before it answered in {VM}")
+    assert "daemon-start-timeout" not in (exited.value.hint or "")

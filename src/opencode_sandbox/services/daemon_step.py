@@ -107,6 +107,11 @@ class DaemonStep:
         if home is not None:
             return BootFailed(f"opencode serve did not come up in {self.vm}: {home.reason}", hint=home.hint)
         tail = daemon_control.daemon_log_tail(self.runtime, self.vm)
+        if not self._serve_alive():
+            return BootFailed(
+                f"opencode serve exited before it answered in {self.vm}; the end of its log:\n{tail}",
+                hint="fix the cause above (often the opencode configuration), then run again",
+            )
         return BootFailed(
             f"opencode serve did not answer within {self.start_timeout_s:g} s in {self.vm}; "
             f"the end of its log:\n{tail}",
