@@ -1,8 +1,13 @@
-"""Every test runs with its own HOME, XDG folders and MSB_HOME."""
+"""Every test runs with its own HOME, XDG folders and MSB_HOME, and none of the user's settings.
+
+One setting passes through: `OPENCODE_SANDBOX_DAEMON_START_TIMEOUT`, the allowance a slow host
+(the emulated KVM lab) gives `opencode serve` to come up; it changes how long a test waits, never
+what it checks."""
 
 from __future__ import annotations
 
 import gc
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +15,8 @@ from pathlib import Path
 import pytest
 
 pytest_plugins = ["tests.fixtures.images", "tests.fixtures.host_users"]
+
+PASSED_THROUGH = {name: os.environ[name] for name in ("OPENCODE_SANDBOX_DAEMON_START_TIMEOUT",) if name in os.environ}
 
 
 @pytest.fixture(autouse=True)
@@ -27,8 +34,8 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
         monkeypatch.setenv(variable, str(path))
     msb_home = home / ".microsandbox"
     monkeypatch.setenv("MSB_HOME", str(msb_home))
-    for name in list(__import__("os").environ):
-        if name.startswith("OPENCODE_SANDBOX_"):
+    for name in list(os.environ):
+        if name.startswith("OPENCODE_SANDBOX_") and name not in PASSED_THROUGH:
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NO_COLOR", "1")
     yield home
