@@ -85,13 +85,13 @@ class RunLifecycle:
             existing = self.app.runtime.get_sandbox(self.vm)
             vm_plan, home_volume = self._decide(state, existing, image, other_clients)
             recorded_volume = state.home_volume
-            if home_volume != recorded_volume:
+            if home_volume is not None and home_volume != recorded_volume:
                 # Recorded once complete, before the VM boots on it: a launcher killed during
                 # the boot leaves a project whose next run uses it, not a second, orphaned one.
                 state.home_volume = home_volume
                 self.store.save(self.slug, state)
             try:
-                recreated = self._apply_vm(vm_plan, existing, image, home_volume, state)
+                recreated = self._apply_vm(vm_plan, existing, image, home_volume or "", state)
             except BaseException:
                 if self.made_volume is not None:
                     vm_boot.remove_made_volume(self.app.runtime, self.console, self.made_volume)
@@ -101,7 +101,8 @@ class RunLifecycle:
             if image.dind and vm_plan.action is not VmAction.CONNECT:
                 self._start_inner_docker()
             password = self._password(recreated or vm_plan.action is VmAction.CREATE)
-            state.home_volume = home_volume
+            if home_volume is not None:
+                state.home_volume = home_volume
             state.project_root = str(self.app.project.root)
             if vm_plan.action is not VmAction.CONNECT or existing is None or state.image_reference is None:
                 state.image_reference = image.reference
@@ -201,16 +202,18 @@ class RunLifecycle:
 
     def _decide(
         self, state: ProjectState, existing: SandboxInfo | None, image: ReadyImage, other_clients: int
-    ) -> tuple[VmPlan, str]:
+    ) -> tuple[VmPlan, str | None]:
+        """The VM plan and the home volume it runs on; None when a deferred change keeps a VM
+        whose volume is not recorded (the state file is missing)."""
         runtime = self.app.runtime
         recorded = state.home_volume
         recorded_exists = recorded is not None and runtime.get_volume(recorded) is not None
         first_plan = self._plan(existing, self._spec(image, recorded or ""), image)
         if first_plan.action is VmAction.RECREATE and needs_apply_prompt(other_clients, True):
             choice = self._ask_apply(f"{first_plan.reason}: the VM must be recreated", other_clients)
-            if choice is ApplyChoice.DEFER and recorded and recorded_exists and existing is not None:
+            if choice is ApplyChoice.DEFER and existing is not None:
                 self.console.info("Keeping the running VM; the change applies once no client is attached.")
-                return VmPlan(VmAction.CONNECT, "deferred"), recorded
+                return VmPlan(VmAction.CONNECT, "deferred"), recorded if recorded_exists else None
         home = plan_home_volume(recorded, {recorded} if recorded_exists and recorded else set(), first_plan)
         if home.warning:
             self.console.warn(home.warning)
@@ -319,7 +322,7 @@ class RunLifecycle:
             return existing
         return daemon_control.new_password(self.project_dir)
 
-    def _provision(self, home_volume: str) -> str:
+    def _provision(self, home_volume: str | None) -> str:
         """Copy what changed of the user's opencode config into the VM; its fingerprint."""
         sources = provisioning.sources_for_environment(self.app.project.root)
         files = provisioning.collect_files(sources)

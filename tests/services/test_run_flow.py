@@ -1,0 +1,248 @@
+"""The whole run flow (`RunLifecycle.prepare`) on the fake runtime, in milliseconds.
+
+The image step is replaced by the image it would hand over; `opencode serve` is a scripted
+server in the fake VM. Each test checks what the flow did to the VM, the home volume, the
+daemon and the project's recorded state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from opencode_sandbox.app import App
+from opencode_sandbox.core.naming import runner_image, vm_name
+from opencode_sandbox.errors import SandboxError
+from opencode_sandbox.runtime.types import SandboxStatus
+from opencode_sandbox.services import daemon_control, run
+from opencode_sandbox.services.daemon_step import DaemonStep
+from opencode_sandbox.services.image_step import ReadyImage, UpdateCheck
+from opencode_sandbox.services.run import ReadyVm, RunLifecycle
+from opencode_sandbox.state.store import ProjectState
+from tests.fakes.runtime import ExecCall, ExecResult, FakeNode, FakeRuntime, dev_home_files
+from tests.services.app_fakes import SLUG, make_app, messages
+
+VM = vm_name(SLUG)
+FIRST = runner_image(SLUG, "c0ffee")
+SECOND = runner_image(SLUG, "decade")
+
+
+class Serve:
+    """`opencode serve` in the fake VM: the daemon scripts start and stop it; it answers once started."""
+
+    def __init__(self, runtime: FakeRuntime) -> None:
+        self.running = False
+        self.events: list[str] = []
+        runtime.on_exec("sh", self._script)
+        runtime.on_exec("pgrep", lambda call: ExecResult(0 if self.running else 1, "", ""))
+
+    def _script(self, call: ExecCall) -> ExecResult:
+        if "pkill" in call.argv[-1]:
+            self.events.append("stop")
+            self.running = False
+        else:
+            self.events.append("start")
+            self.running = True
+        return ExecResult(0, "", "")
+
+
+class Flow:
+    """A project on the fake runtime with the image the image step hands over."""
+
+    def __init__(self, runtime: FakeRuntime, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.runtime = runtime
+        self.root = root
+        self.serve = Serve(runtime)
+        self.image = self.make_image(FIRST)
+        self.answers: list[str] = []
+        self.questions: list[str] = []
+        monkeypatch.setattr(run, "ensure_image", lambda app, rebuild, upgrade_to: self.image)
+        monkeypatch.setattr(UpdateCheck, "start", lambda self: None)
+        monkeypatch.setattr(RunLifecycle, "_auto_prune", lambda self: None)
+        monkeypatch.setattr(DaemonStep, "_healthy", lambda step: self.serve.running)
+        monkeypatch.setattr(daemon_control, "wait_until_healthy",
+                            lambda check, timeout_s, still_running=None: check())
+        monkeypatch.setattr(run, "choose", self._choose)
+
+    def make_image(self, reference: str) -> ReadyImage:
+        files = {**dev_home_files(), "/etc/built-as": FakeNode("file", "root", 0o644, reference)}
+        self.runtime.add_docker_image(reference, files)
+        return ReadyImage(reference, self.runtime.load_image(reference).digest, {}, None, built=True)
+
+    def _choose(self, question: str, choices: object, default: str, interactive: bool) -> str:
+        self.questions.append(question)
+        if not interactive:
+            return default
+        assert self.answers, f"asked without an answer ready: {question}"
+        return self.answers.pop(0)
+
+    def app(self, interactive: bool = False) -> App:
+        return make_app(self.runtime, self.root, interactive=interactive)
+
+    def prepare(self, app: App | None = None, other_clients: int = 0) -> ReadyVm:
+        return RunLifecycle(app or self.app()).prepare(False, other_clients)
+
+    def state(self) -> ProjectState:
+        return self.app().state.load(SLUG)
+
+    def calls(self, *operations: str) -> list[str]:
+        return [operation for operation, name in self.runtime.calls if operation in operations]
+
+    def volumes(self) -> list[str]:
+        return sorted(volume.name for volume in self.runtime.list_volumes())
+
+    def status(self) -> SandboxStatus | None:
+        info = self.runtime.get_sandbox(VM)
+        return info.status if info else None
+
+    def write_home_file(self, volume: str, text: str) -> None:
+        self.runtime.volumes[volume].files["notes.txt"] = FakeNode("file", "dev", 0o644, text)
+
+    def home_file(self, volume: str) -> str | None:
+        node = self.runtime.volumes[volume].files.get("notes.txt")
+        return node.data if node else None
+
+
+@pytest.fixture
+def flow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Flow]:
+    runtime = FakeRuntime()
+    root = tmp_path / "project"
+    root.mkdir()
+    try:
+        yield Flow(runtime, root, monkeypatch)
+    finally:
+        runtime.close()
+
+
+def after_first_run(flow: Flow) -> str:
+    """Runs the project once and forgets what that did; the home volume it made."""
+    flow.prepare()
+    flow.runtime.calls.clear()
+    flow.serve.events.clear()
+    [volume] = flow.volumes()
+    return volume
+
+
+def test_a_first_run_makes_the_home_volume_and_the_vm_and_starts_serve(flow: Flow) -> None:
+    ready = flow.prepare()
+    [volume] = flow.volumes()
+    assert flow.calls("create_volume", "create_sandbox", "start_sandbox") == ["create_volume", "create_sandbox"]
+    assert flow.status() is SandboxStatus.RUNNING
+    assert flow.serve.events == ["start"]
+    assert ready.name == VM and ready.password and ready.host_url.startswith("http://127.0.0.1:")
+    state = flow.state()
+    assert (state.home_volume, state.image_reference, state.image_digest) == (volume, FIRST, flow.image.digest)
+    assert state.project_root == str(flow.root) and state.config_fingerprint is not None
+
+
+def test_a_warm_run_changes_nothing_and_asks_only_the_daemon(flow: Flow) -> None:
+    volume = after_first_run(flow)
+    before = flow.state()
+    ready = flow.prepare()
+    assert flow.calls("create_volume", "create_sandbox", "start_sandbox", "stop_sandbox", "remove_sandbox") == []
+    assert flow.serve.events == []
+    assert flow.state() == before and before.home_volume == volume
+    assert daemon_control.read_password(flow.app().state.project_dir(SLUG)) == ready.password
+
+
+def test_a_run_after_stop_starts_the_vm_on_the_same_home_and_starts_serve(flow: Flow) -> None:
+    volume = after_first_run(flow)
+    flow.runtime.stop_sandbox(VM)
+    flow.serve.running = False
+    flow.prepare()
+    assert flow.calls("create_volume", "create_sandbox", "start_sandbox") == ["start_sandbox"]
+    assert flow.serve.events == ["start"]
+    assert flow.state().home_volume == volume and flow.volumes() == [volume]
+
+
+@pytest.mark.parametrize("answer", ["keep", "reset", "migrate"])
+def test_a_changed_image_recreates_the_vm_with_the_home_the_user_chose(flow: Flow, answer: str) -> None:
+    volume = after_first_run(flow)
+    flow.write_home_file(volume, "mine")
+    flow.image = flow.make_image(SECOND)
+    flow.answers.append(answer)
+    flow.prepare(flow.app(interactive=True))
+    assert flow.calls("stop_sandbox", "remove_sandbox", "create_sandbox") == [
+        "stop_sandbox", "remove_sandbox", "create_sandbox"]
+    assert len(flow.questions) == 1 and "keep it, reset it from the new image, or migrate" in flow.questions[0]
+    state = flow.state()
+    assert state.image_reference == SECOND
+    if answer == "keep":
+        assert state.home_volume == volume and flow.volumes() == [volume]
+        return
+    assert state.home_volume != volume and sorted(flow.volumes()) == sorted([volume, state.home_volume])
+    assert flow.home_file(state.home_volume) == ("mine" if answer == "migrate" else None)
+    assert flow.serve.events == ["start"]
+
+
+def test_a_changed_image_without_a_terminal_keeps_the_home_and_says_how_to_change_it(flow: Flow) -> None:
+    volume = after_first_run(flow)
+    flow.image = flow.make_image(SECOND)
+    app = flow.app()
+    flow.prepare(app)
+    assert flow.state().home_volume == volume and flow.volumes() == [volume]
+    assert "`opencode-sandbox volume migrate` or `volume reset`" in messages(app)
+
+
+@pytest.mark.parametrize("answer", ["defer", "proceed", "quit"])
+def test_another_attached_client_is_asked_before_its_vm_is_recreated(flow: Flow, answer: str) -> None:
+    volume = after_first_run(flow)
+    flow.image = flow.make_image(SECOND)
+    flow.answers.extend([answer, "keep"])
+    app = flow.app(interactive=True)
+    if answer == "quit":
+        with pytest.raises(SandboxError, match="stopped at your request; nothing was changed"):
+            flow.prepare(app, other_clients=1)
+    else:
+        flow.prepare(app, other_clients=1)
+    assert "1 other client(s) are attached" in flow.questions[0]
+    recreated = flow.calls("remove_sandbox", "create_sandbox") == ["remove_sandbox", "create_sandbox"]
+    assert recreated is (answer == "proceed")
+    assert flow.status() is SandboxStatus.RUNNING
+    assert flow.state().image_reference == (SECOND if answer == "proceed" else FIRST)
+    assert flow.state().home_volume == volume
+
+
+def test_without_a_state_file_an_attached_client_still_keeps_its_vm_when_the_user_defers(flow: Flow) -> None:
+    volume = after_first_run(flow)
+    flow.app().state.state_path(SLUG).unlink()
+    flow.image = flow.make_image(SECOND)
+    flow.answers.append("defer")
+    flow.prepare(flow.app(interactive=True), other_clients=1)
+    assert "1 other client(s) are attached" in flow.questions[0]
+    assert flow.calls("stop_sandbox", "remove_sandbox", "create_sandbox") == []
+    assert flow.status() is SandboxStatus.RUNNING
+    # which volume the kept VM runs on is not known here: none is recorded, none is made
+    assert flow.state().home_volume is None and flow.volumes() == [volume]
+
+
+def test_a_changed_opencode_configuration_restarts_serve_only_when_allowed(flow: Flow) -> None:
+    after_first_run(flow)
+    copies: list[ExecCall] = []
+    flow.runtime.on_exec("tar", lambda call: copies.append(call) or ExecResult(0, "", ""))
+    config = Path.home() / ".config" / "opencode"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "opencode.json").write_text('{"theme": "dark"}\n')
+    flow.answers.append("defer")
+    flow.prepare(flow.app(interactive=True), other_clients=1)
+    assert "the opencode configuration changed: the server must restart" in flow.questions[0]
+    assert flow.serve.events == []  # deferred: the attached client keeps its server
+    assert len(copies) == 1 and b"opencode.json" in copies[0].stdin
+    flow.serve.events.clear()
+    flow.prepare()  # no other client: the restart needs no question
+    assert flow.serve.events == ["stop", "start"]
+    assert len(flow.questions) == 1
+
+
+def test_a_vm_that_does_not_boot_leaves_the_project_as_it_was(flow: Flow) -> None:
+    volume = after_first_run(flow)
+    before = flow.state()
+    flow.image = flow.make_image(SECOND)
+    flow.answers.append("reset")
+    flow.runtime.boot_failures = ["Kernel doesn't fit in RAM"] * 2
+    with pytest.raises(SandboxError):
+        flow.prepare(flow.app(interactive=True))
+    assert flow.volumes() == [volume]  # the volume made for the failed VM is gone, the old one kept
+    assert flow.state().home_volume == before.home_volume
