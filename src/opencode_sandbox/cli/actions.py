@@ -46,7 +46,6 @@ def run_project(app: App, worktree: str | None, rebuild: bool, dry_run: bool, cp
     if dry_run:
         print_plan(app, parsed_worktree)
         return 0
-    _read_ahead(app)
     from opencode_sandbox.services.clients import run_attached
 
     return run_attached(app, rebuild, worktree, serve_only, opencode_args, _wait_forever)
@@ -58,17 +57,9 @@ def shell_in_project(app: App, root: bool, rebuild: bool, dry_run: bool, cpus: i
     if dry_run:
         print_plan(app)
         return 0
-    _read_ahead(app)
     from opencode_sandbox.services.clients import run_shell
 
     return run_shell(app, rebuild, root, tuple(command))
-
-
-def _read_ahead(app: App) -> None:
-    """The engine answers the start's first questions while the lifecycle's code loads."""
-    from opencode_sandbox.services.read_ahead import read_ahead_for_start
-
-    read_ahead_for_start(app)
 
 
 def print_plan(app: App, worktree: tuple[str, str | None] | None = None) -> None:

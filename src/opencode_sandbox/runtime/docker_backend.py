@@ -3,7 +3,7 @@
 It shares the host's kernel, so it is opt-in only. The CLI (not an SDK) keeps imports light,
 honours the user's Docker contexts and `DOCKER_HOST`, and streams interactive sessions.
 On a plain local engine, inspections, execs without a TTY and starts skip the CLI's own
-process cost and talk to the engine's socket directly (`docker_api`, `docker_exec`).
+process cost and talk to the engine's socket directly (`engine.socket_client`, `docker_exec`).
 
 - The container runs a root keep-alive (`sleep infinity` under `--init`), whatever the
   image's entrypoint; work happens through execs.
@@ -32,22 +32,22 @@ from opencode_sandbox.core.naming import (
     slug_of_task,
     slug_of_vm,
 )
+from opencode_sandbox.engine.command import (
+    ENGINE_HINT,
+    DockerCli,
+    DockerFailed,
+    first_line,
+    raise_if_engine_unavailable,
+)
+from opencode_sandbox.engine.socket_client import ApiUnavailable, DockerApi
 from opencode_sandbox.errors import BootFailed, NotFound, NotOurs, RuntimeUnavailable, SandboxError
 from opencode_sandbox.runtime import docker_exec
-from opencode_sandbox.runtime.docker_api import ApiUnavailable, DockerApi
 from opencode_sandbox.runtime.docker_args import (
     DIND_LABEL,
     exec_args,
     label_args,
     run_args,
     sandbox_labels,
-)
-from opencode_sandbox.runtime.docker_cli import (
-    ENGINE_HINT,
-    DockerCli,
-    DockerFailed,
-    first_line,
-    raise_if_engine_unavailable,
 )
 from opencode_sandbox.runtime.docker_identity import adopt_command, with_dev_home
 from opencode_sandbox.runtime.docker_parse import (
