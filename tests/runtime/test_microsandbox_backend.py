@@ -151,10 +151,10 @@ def test_load_streams_the_docker_image_and_skips_an_identical_one(
     assert loaded.labels[LABEL_MANAGED] == "true"
     assert [image.reference for image in runtime.list_images()] == [images.runner]
 
-    def must_not_stream(reference: str, command: list[str]) -> None:
+    def must_not_load(archive: object, reference: str, command: list[str]) -> None:
         raise AssertionError(f"{reference} was streamed again")
 
-    monkeypatch.setattr(microsandbox_backend, "_stream_docker_image", must_not_stream)
+    monkeypatch.setattr(microsandbox_backend, "_load_archive", must_not_load)
     again = runtime.load_image(images.runner)
     assert again.digest == loaded.digest
     assert again.created_at == loaded.created_at
