@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import uuid
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import pytest
 
 from opencode_sandbox.engine.command import DockerCli
 from opencode_sandbox.engine.docker import DockerImageEngine
-from opencode_sandbox.errors import SandboxError
+from opencode_sandbox.errors import RuntimeUnavailable, SandboxError
 from tests.engine.contract import BASE, LABEL, ImageEngineContract
 
 pytestmark = pytest.mark.docker
@@ -76,3 +78,12 @@ def test_reading_a_folder_of_an_image_leaves_no_container(read_to_the_end: bool)
     assert created[0].startswith("opencode-sandbox-fill-")
     left = subprocess.run(["docker", "container", "inspect", created[0]], capture_output=True, check=False)
     assert left.returncode != 0
+
+
+def test_an_engine_that_does_not_answer_names_the_reason(tmp_path: Path) -> None:
+    absent = DockerCli(env={**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/absent.sock"})
+    with pytest.raises(RuntimeUnavailable, match=r"the Docker engine is not reachable: .*absent\.sock") as raised:
+        DockerImageEngine(absent).engine_version()
+    assert "systemctl start docker" in (raised.value.hint or "")
+    with pytest.raises(RuntimeUnavailable, match="the docker command is not installed"):
+        DockerImageEngine(DockerCli("docker-" + uuid.uuid4().hex)).engine_version()

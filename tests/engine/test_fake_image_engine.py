@@ -32,3 +32,12 @@ def test_an_engine_that_is_down_is_runtime_unavailable(engine: FakeImageEngine) 
     engine.engine_down = True
     with pytest.raises(RuntimeUnavailable):
         engine.inspect_image(BASE)
+
+
+def test_doctor_reports_an_engine_that_is_down_with_its_fix(engine: FakeImageEngine) -> None:
+    from opencode_sandbox.services.doctor import check_docker
+
+    assert check_docker(engine=engine).ok
+    engine.engine_down = True
+    check = check_docker(engine=engine)
+    assert not check.ok and check.detail == "the Docker engine is not answering" and check.fix
