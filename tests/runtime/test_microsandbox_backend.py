@@ -11,6 +11,7 @@ import os
 import stat
 import struct
 import subprocess
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -421,3 +422,25 @@ def test_a_booted_sandbox_runs_commands_and_publishes_its_port(
     runtime.remove_sandbox(info.name)
     assert runtime.get_sandbox(info.name) is None
     assert runtime.get_volume(volume) is not None
+
+
+@pytest.mark.parametrize("kind", ["pipe", "in memory"])
+def test_the_loader_reads_a_saved_image_from_a_pipe_or_from_memory(kind: str, tmp_path: Path) -> None:
+    import io
+
+    payload = os.urandom(300_000)  # more than a pipe holds
+    target = tmp_path / "loaded"
+    command = ["sh", "-c", f"cat > '{target}'"]
+    if kind == "pipe":
+        with subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE) as saver:
+            assert saver.stdin is not None and saver.stdout is not None
+            writer = threading.Thread(target=lambda: (saver.stdin.write(payload), saver.stdin.close()))
+            writer.start()
+            failure = microsandbox_backend._load_archive(saver.stdout, "img", command)
+            writer.join()
+    else:
+        failure = microsandbox_backend._load_archive(io.BytesIO(payload), "img", command)
+    assert failure is None
+    assert target.read_bytes() == payload
+    refused = microsandbox_backend._load_archive(io.BytesIO(payload), "img", ["sh", "-c", "echo no room >&2; exit 3"])
+    assert refused is not None and "msb load of img failed: no room" in refused.message

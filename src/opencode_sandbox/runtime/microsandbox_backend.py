@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import shutil
 import socket
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -475,10 +477,21 @@ def _free_local_port() -> int:
 
 
 def _load_archive(archive: IO[bytes], reference: str, load_command: list[str]) -> SandboxError | None:
-    """`msb load` reading the saved image straight from the engine's pipe; its failure, if any."""
-    with subprocess.Popen(load_command, stdin=archive, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as loader:
+    """`msb load` reading the saved image straight from the engine's pipe (or, for a stream without a
+    file descriptor, copied into the loader's); its failure, if any."""
+    try:
+        archive.fileno()
+        piped = False
+    except OSError:  # io.UnsupportedOperation: an in-memory stream
+        piped = True
+    with subprocess.Popen(load_command, stdin=subprocess.PIPE if piped else archive,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as loader:
+        if piped and loader.stdin is not None:
+            with loader.stdin, contextlib.suppress(BrokenPipeError):
+                shutil.copyfileobj(archive, loader.stdin)
         archive.close()  # the loader holds the only read end now: a saver whose reader died stops
-        _, load_errors = loader.communicate()
+        load_errors = loader.stderr.read() if loader.stderr is not None else b""
+        loader.wait()
     if loader.returncode == 0:
         return None
     lines = [line for line in load_errors.decode(errors="replace").splitlines() if line.strip()]
