@@ -8,9 +8,9 @@ A test module subclasses `ImageEngineContract` and provides the fixtures:
 
 from __future__ import annotations
 
-import io
 import tarfile
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -41,10 +41,10 @@ def build(engine: ImageEngine, folder: Path, tag: str, unique: str, greeting: st
                         on_line=(lines if lines is not None else []).append)
 
 
-def tar_members(stream: io.BufferedIOBase | object) -> dict[str, bytes | None]:
+def tar_members(stream: IO[bytes]) -> dict[str, bytes | None]:
     """Every entry of a tar stream, read to its end: a file's content, None for anything else."""
     members: dict[str, bytes | None] = {}
-    with tarfile.open(fileobj=stream, mode="r|") as archive:  # type: ignore[call-overload]
+    with tarfile.open(fileobj=stream, mode="r|") as archive:
         for member in archive:
             extracted = archive.extractfile(member) if member.isfile() else None
             members[member.name.rstrip("/")] = extracted.read() if extracted is not None else None

@@ -434,7 +434,13 @@ def test_the_loader_reads_a_saved_image_from_a_pipe_or_from_memory(kind: str, tm
     if kind == "pipe":
         with subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE) as saver:
             assert saver.stdin is not None and saver.stdout is not None
-            writer = threading.Thread(target=lambda: (saver.stdin.write(payload), saver.stdin.close()))
+            feed = saver.stdin
+
+            def write_all() -> None:
+                with feed:
+                    feed.write(payload)
+
+            writer = threading.Thread(target=write_all)
             writer.start()
             failure = microsandbox_backend._load_archive(saver.stdout, "img", command)
             writer.join()
