@@ -18,8 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from opencode_sandbox.core.naming import BASE_IMAGE, LABEL_OPENCODE_VERSION, LABEL_SLUG
+from opencode_sandbox.engine.docker import DockerImageEngine
 from opencode_sandbox.images.builder import ensure_base_image, ensure_project_image
-from opencode_sandbox.images.docker_cli import DockerCli
 from opencode_sandbox.images.progress import SilentProgress
 from opencode_sandbox.images.updater import resolve_opencode_version
 
@@ -41,8 +41,8 @@ def median_seconds(action: Callable[[], object], rounds: int) -> float:
     return statistics.median(samples)
 
 
-def opencode_version(docker: DockerCli) -> str:
-    existing = docker.inspect_images([BASE_IMAGE]).get(BASE_IMAGE) or {}
+def opencode_version(engine: DockerImageEngine) -> str:
+    existing = engine.inspect_image(BASE_IMAGE) or {}
     label = ((existing.get("Config") or {}).get("Labels") or {}).get(LABEL_OPENCODE_VERSION)
     return str(label) if label else resolve_opencode_version(None)
 
@@ -52,8 +52,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=7)
     rounds = parser.parse_args().rounds
 
-    docker = DockerCli()
-    version = opencode_version(docker)
+    version = opencode_version(DockerImageEngine())
     ensure_base_image(dind=False, opencode_version=version, trust_host_ca=True, progress=SilentProgress())
     slug = "bench-" + uuid.uuid4().hex[:14]
     plain_tag = f"opencode-sandbox-bench/plain-build:{slug}"

@@ -18,6 +18,8 @@ from opencode_sandbox.core.naming import (
     runner_repository,
 )
 from opencode_sandbox.core.units import format_size
+from opencode_sandbox.engine.command import DockerCli
+from opencode_sandbox.engine.docker import DockerImageEngine
 from opencode_sandbox.errors import RuntimeUnavailable, SandboxError, UsageError
 from opencode_sandbox.images.builder import (
     BuildAction,
@@ -26,7 +28,6 @@ from opencode_sandbox.images.builder import (
     ensure_project_image,
     plan_project_image,
 )
-from opencode_sandbox.images.docker_cli import DockerCli
 from opencode_sandbox.images.progress import SilentProgress
 from opencode_sandbox.runtime.docker_backend import DockerRuntime
 from opencode_sandbox.services.listing import short_digest
@@ -64,6 +65,7 @@ class Project:
         self.slug = slug
         self.base = base
         self.docker = RecordingDocker()
+        self.engine = DockerImageEngine(self.docker)
 
     @property
     def folder(self) -> Path:
@@ -82,7 +84,7 @@ class Project:
             "opencode_version": self.base.opencode_version,
             "trust_host_ca": True,
             "progress": SilentProgress(),
-            "docker": self.docker,
+            "engine": self.engine,
         }
         arguments.update(overrides)
         return ensure_project_image(**arguments)  # type: ignore[arg-type]
@@ -241,7 +243,7 @@ def test_plan_says_what_would_be_built_without_building(project: Project) -> Non
             dind=False,
             opencode_version=project.base.opencode_version,
             trust_host_ca=True,
-            docker=project.docker,
+            engine=project.engine,
         )
         return [(image.reference, image.action, image.reason) for image in result.images]
 
@@ -302,9 +304,9 @@ def test_ca_certificates_and_opencode_version_rebuild_the_images(project: Projec
 def test_engine_down_is_runtime_unavailable(tmp_path: Path) -> None:
     import os
 
-    docker = DockerCli(env={**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/absent.sock"})
+    engine = DockerImageEngine(DockerCli(env={**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/absent.sock"}))
     with pytest.raises(RuntimeUnavailable) as raised:
-        docker.inspect_images(["opencode-sandbox/runner-base:latest"])
+        engine.inspect_images(["opencode-sandbox/runner-base:latest"])
     assert "doctor" in (raised.value.hint or "")
 
 

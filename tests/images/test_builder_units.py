@@ -4,10 +4,7 @@ import pytest
 
 from opencode_sandbox.core.naming import LABEL_CONTENT_HASH
 from opencode_sandbox.core.units import format_size
-from opencode_sandbox.errors import RuntimeUnavailable
 from opencode_sandbox.images.builder import BuildAction, BuildFailed, _step_of, decide
-from opencode_sandbox.images.docker_cli import DockerCli
-from opencode_sandbox.runtime.docker_cli import engine_failure
 from opencode_sandbox.services.listing import short_digest
 
 HASH = "f" * 64
@@ -52,36 +49,6 @@ def test_build_failure_is_one_line_with_the_tail_in_the_hint() -> None:
     assert failure.log_tail[-1] == "boom" and "line 39" in failure.log_tail
     assert "line 10" not in (failure.hint or "")
     assert "previous image" in (failure.hint or "")
-
-
-@pytest.mark.parametrize(
-    "stderr",
-    [
-        "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?",
-        "error during connect: Get http://%2F%2F.%2Fpipe%2Fdocker_engine/v1.24/version",
-    ],
-)
-def test_engine_down_messages_are_recognised(stderr: str) -> None:
-    failure = engine_failure(stderr)
-    assert isinstance(failure, RuntimeUnavailable)
-    assert "doctor" in (failure.hint or "")
-
-
-def test_socket_permission_problem_has_its_own_hint() -> None:
-    failure = engine_failure(
-        "permission denied while trying to connect to the Docker daemon socket at unix:///var/run/docker.sock"
-    )
-    assert failure is not None and "`docker` group" in (failure.hint or "")
-
-
-def test_other_errors_are_not_engine_failures() -> None:
-    assert engine_failure("Error: No such image: foo") is None
-
-
-def test_missing_docker_command_is_runtime_unavailable() -> None:
-    with pytest.raises(RuntimeUnavailable, match="not found") as raised:
-        DockerCli(executable="docker-command-that-does-not-exist").run(["version"])
-    assert raised.value.hint
 
 
 @pytest.mark.parametrize(

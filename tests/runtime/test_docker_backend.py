@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from opencode_sandbox.core.naming import LABEL_SLUG, home_volume_name, managed_labels, vm_name
+from opencode_sandbox.engine import socket_client as docker_api
+from opencode_sandbox.engine.command import MANAGEMENT_TIMEOUT_S, DockerCli
 from opencode_sandbox.errors import BootFailed, NotFound, RuntimeUnavailable, SandboxError
-from opencode_sandbox.runtime import docker_api
 from opencode_sandbox.runtime.docker_backend import DockerRuntime
-from opencode_sandbox.runtime.docker_cli import MANAGEMENT_TIMEOUT_S, DockerCli
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec, SandboxStatus
 from tests.runtime.conftest import build_image, docker
 
@@ -164,7 +164,7 @@ def test_socket_inspection_matches_the_command(
 ) -> None:
     DockerRuntime().create_sandbox(make_spec(slug, docker_contract_image, tmp_path))
     through_socket = DockerRuntime().get_sandbox(vm_name(slug))
-    monkeypatch.setattr(docker_api, "local_socket", lambda: None)
+    monkeypatch.setattr(docker_api, "local_socket", lambda environ=None: None)
     cli = CountingCli()
     through_command = DockerRuntime(cli).get_sandbox(vm_name(slug))
     assert cli.commands == ["inspect"]

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from opencode_sandbox.core.naming import managed_labels, vm_name
+from opencode_sandbox.engine import socket_client as docker_api
+from opencode_sandbox.engine.command import MANAGEMENT_TIMEOUT_S, DockerCli
 from opencode_sandbox.errors import BootFailed, NotFound, SandboxError
-from opencode_sandbox.runtime import docker_api
 from opencode_sandbox.runtime.docker_backend import DockerRuntime
-from opencode_sandbox.runtime.docker_cli import MANAGEMENT_TIMEOUT_S, DockerCli
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec
 from tests.runtime.conftest import docker, docker_answers
 
@@ -141,7 +141,7 @@ def attach_run(
 
 def cli_runtime(monkeypatch: pytest.MonkeyPatch) -> DockerRuntime:
     """A runtime that uses the `docker` command for everything."""
-    monkeypatch.setattr(docker_api, "local_socket", lambda: None)
+    monkeypatch.setattr(docker_api, "local_socket", lambda environ=None: None)
     return DockerRuntime()
 
 
@@ -338,7 +338,7 @@ def test_socket_that_refuses_falls_back_to_the_command(
 ) -> None:
     refusing = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     refusing.bind(str(tmp_path / "refusing.sock"))
-    monkeypatch.setattr(docker_api, "local_socket", lambda: str(tmp_path / "refusing.sock"))
+    monkeypatch.setattr(docker_api, "local_socket", lambda environ=None: str(tmp_path / "refusing.sock"))
     cli = CountingCli()
     runtime = DockerRuntime(cli)
     with refusing:

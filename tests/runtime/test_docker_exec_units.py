@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from opencode_sandbox import plain_http
+from opencode_sandbox.engine.socket_client import ApiUnavailable, DockerApi
 from opencode_sandbox.runtime import docker_exec
-from opencode_sandbox.runtime.docker_api import ApiUnavailable, DockerApi
 from opencode_sandbox.runtime.docker_exec import STDERR, STDOUT, ExecRequest, FrameDemux
 from tests.fixtures.scripted_engine import Handler, ScriptedEngine, engine_at, json_answer
 

@@ -11,6 +11,7 @@ import os
 import stat
 import struct
 import subprocess
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -151,10 +152,10 @@ def test_load_streams_the_docker_image_and_skips_an_identical_one(
     assert loaded.labels[LABEL_MANAGED] == "true"
     assert [image.reference for image in runtime.list_images()] == [images.runner]
 
-    def must_not_stream(reference: str, command: list[str]) -> None:
+    def must_not_load(archive: object, reference: str, command: list[str]) -> None:
         raise AssertionError(f"{reference} was streamed again")
 
-    monkeypatch.setattr(microsandbox_backend, "_stream_docker_image", must_not_stream)
+    monkeypatch.setattr(microsandbox_backend, "_load_archive", must_not_load)
     again = runtime.load_image(images.runner)
     assert again.digest == loaded.digest
     assert again.created_at == loaded.created_at
@@ -421,3 +422,31 @@ def test_a_booted_sandbox_runs_commands_and_publishes_its_port(
     runtime.remove_sandbox(info.name)
     assert runtime.get_sandbox(info.name) is None
     assert runtime.get_volume(volume) is not None
+
+
+@pytest.mark.parametrize("kind", ["pipe", "in memory"])
+def test_the_loader_reads_a_saved_image_from_a_pipe_or_from_memory(kind: str, tmp_path: Path) -> None:
+    import io
+
+    payload = os.urandom(300_000)  # more than a pipe holds
+    target = tmp_path / "loaded"
+    command = ["sh", "-c", f"cat > '{target}'"]
+    if kind == "pipe":
+        with subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE) as saver:
+            assert saver.stdin is not None and saver.stdout is not None
+            feed = saver.stdin
+
+            def write_all() -> None:
+                with feed:
+                    feed.write(payload)
+
+            writer = threading.Thread(target=write_all)
+            writer.start()
+            failure = microsandbox_backend._load_archive(saver.stdout, "img", command)
+            writer.join()
+    else:
+        failure = microsandbox_backend._load_archive(io.BytesIO(payload), "img", command)
+    assert failure is None
+    assert target.read_bytes() == payload
+    refused = microsandbox_backend._load_archive(io.BytesIO(payload), "img", ["sh", "-c", "echo no room >&2; exit 3"])
+    assert refused is not None and "msb load of img failed: no room" in refused.message

@@ -14,24 +14,21 @@ from opencode_sandbox.core.naming import BASE_IMAGE, LABEL_OPENCODE_VERSION
 from opencode_sandbox.project import Project
 from opencode_sandbox.services import image_record
 from opencode_sandbox.services.image_record import CheckedImage, inputs_signature, recall, remember
+from tests.fakes.image_engine import FakeEngineImage, FakeImageEngine
 
 REFERENCE = "opencode-sandbox/runner-app-0123456789abcd:0123456789abcdef"
 IMAGE_ID = "sha256:" + "a" * 64
 
 
-class FakeEngine:
-    """The two questions the record asks the engine: an image's inspect document, or None."""
+class FakeEngine(FakeImageEngine):
+    """The base image and the recorded project image, as the record's two questions see them."""
 
     def __init__(self) -> None:
-        self.images: dict[str, dict[str, Any]] = {
-            BASE_IMAGE: {"Id": "sha256:" + "b" * 64},
-            REFERENCE: {"Id": IMAGE_ID, "Config": {"Env": ["PATH=/usr/bin", "LANG=C.UTF-8"],
-                                                   "Labels": {LABEL_OPENCODE_VERSION: "1.2.3"}}},
-        }
-
-    def inspect(self, kind: str, name: str) -> dict[str, Any] | None:
-        assert kind == "image"
-        return self.images.get(name)
+        super().__init__()
+        self.add_image(BASE_IMAGE)
+        self.tags[REFERENCE] = IMAGE_ID
+        self.images[IMAGE_ID] = FakeEngineImage(IMAGE_ID, {LABEL_OPENCODE_VERSION: "1.2.3"},
+                                                {"PATH": "/usr/bin", "LANG": "C.UTF-8"}, {})
 
 
 @pytest.fixture
@@ -50,7 +47,7 @@ def settings(**flags: Any) -> Settings:
 
 
 def signature(project: Project, engine: FakeEngine, version: str = "1.2.3", **flags: Any) -> str:
-    return inputs_signature(engine, project, settings(**flags), version)  # type: ignore[arg-type]
+    return inputs_signature(engine, project, settings(**flags), version)
 
 
 def touch_later(path: Path) -> None:
@@ -83,7 +80,7 @@ def test_every_input_changes_the_signature(setup: tuple[Project, Path, FakeEngin
     changed()
     (image_record.HOST_CA_DIR / "corp.crt").write_text("certificate\n")
     changed()
-    engine.images[BASE_IMAGE] = {"Id": "sha256:" + "c" * 64}
+    engine.add_image(BASE_IMAGE, labels={"rebuilt": "yes"})
     changed()
     assert signature(project, engine, version="1.2.4") not in seen
     assert signature(project, engine, dind=True) not in seen
@@ -120,7 +117,7 @@ def test_a_recorded_image_is_recalled_with_what_the_engine_says_of_it(
     project, state, engine = setup
     current = signature(project, engine)
     remember(state, current, CheckedImage(REFERENCE, IMAGE_ID, {}, None, {}, built=True))
-    recalled = recall(engine, state, current)  # type: ignore[arg-type]
+    recalled = recall(engine, state, current)
     assert recalled == CheckedImage(REFERENCE, IMAGE_ID, {"PATH": "/usr/bin", "LANG": "C.UTF-8"}, "1.2.3",
                                     {LABEL_OPENCODE_VERSION: "1.2.3"}, built=False)
 
@@ -134,11 +131,11 @@ def test_anything_else_asks_for_the_full_check(setup: tuple[Project, Path, FakeE
     if case == "other signature":
         asked = "0" * 64
     elif case == "image gone":
-        del engine.images[REFERENCE]
+        engine.remove_image(REFERENCE)
     elif case == "image replaced":
-        engine.images[REFERENCE] = {"Id": "sha256:" + "d" * 64}
+        engine.add_image(REFERENCE, labels={"rebuilt": "yes"})
     elif case == "no record":
         (state / image_record.RECORD_FILE).unlink()
     else:
         (state / image_record.RECORD_FILE).write_text("{ not json: [")
-    assert recall(engine, state, asked) is None  # type: ignore[arg-type]
+    assert recall(engine, state, asked) is None

@@ -291,7 +291,7 @@ def test_surplus_and_dangling_images_go_while_the_live_project_stays(fake: FakeR
 
 
 def test_docker_listing_times_are_read_with_their_zone() -> None:
-    from opencode_sandbox.services.docker_images import parse_created
+    from opencode_sandbox.engine.docker import parse_created
 
     assert parse_created("2026-01-02 03:04:05 +0100 CET") == datetime(2026, 1, 2, 2, 4, 5, tzinfo=UTC)
     assert parse_created("yesterday") is None

@@ -64,7 +64,6 @@ def run_project(opener: AppOpener, worktree: str | None, rebuild: bool, dry_run:
     if dry_run:
         print_plan(app, parsed_worktree)
         return 0
-    _read_ahead(app)
     from opencode_sandbox.services.clients import run_attached
 
     return run_attached(app, rebuild, worktree, serve_only, opencode_args, _wait_forever)
@@ -76,17 +75,9 @@ def shell_in_project(opener: AppOpener, root: bool, rebuild: bool, dry_run: bool
     if dry_run:
         print_plan(app)
         return 0
-    _read_ahead(app)
     from opencode_sandbox.services.clients import run_shell
 
     return run_shell(app, rebuild, root, tuple(command))
-
-
-def _read_ahead(app: App) -> None:
-    """The engine answers the start's first questions while the lifecycle's code loads."""
-    from opencode_sandbox.services.read_ahead import read_ahead_for_start
-
-    read_ahead_for_start(app)
 
 
 def print_plan(app: App, worktree: tuple[str, str | None] | None = None) -> None:

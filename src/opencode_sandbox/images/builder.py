@@ -1,4 +1,4 @@
-"""Building the runner images through the `docker` CLI, skipping builds that change nothing.
+"""Building the runner images through the image engine, skipping builds that change nothing.
 
 Every image carries the content hash of what shaped it as a label; an image whose label
 matches the hash of the current inputs is used as it is and `docker build` is not run.
@@ -11,6 +11,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.naming import (
     BASE_IMAGE,
     BASE_IMAGE_DIND,
@@ -31,11 +32,13 @@ from opencode_sandbox.images.compose import (
     packaged_file,
 )
 from opencode_sandbox.images.context import ContextFile, context_files, write_build_context
-from opencode_sandbox.images.docker_cli import DockerCli
 from opencode_sandbox.images.dockerfile import external_bases, parse_stages
 from opencode_sandbox.images.hashing import content_hash, short_hash
 from opencode_sandbox.images.image_document import env_of, labels_of
 from opencode_sandbox.images.progress import BuildProgress, RichBuildProgress, SilentProgress
+
+if TYPE_CHECKING:
+    from opencode_sandbox.engine.base import ImageEngine
 
 LOG_TAIL_LINES = 15
 
@@ -177,11 +180,15 @@ class ImageBuilder:
 
     def __init__(
         self,
-        docker: DockerCli | None = None,
+        engine: ImageEngine | None = None,
         progress: BuildProgress | None = None,
         verbose: bool = False,
     ) -> None:
-        self.docker = docker or DockerCli()
+        if engine is None:
+            from opencode_sandbox.engine.docker import DockerImageEngine
+
+            engine = DockerImageEngine()
+        self.engine = engine
         self.progress: BuildProgress = progress or SilentProgress()
         self.verbose = verbose
         self._ids: dict[str, str] = {}
@@ -191,14 +198,14 @@ class ImageBuilder:
         self, bases: Sequence[str], also: Sequence[str] = (), pull: bool = True
     ) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
         wanted = [reference for reference in bases if reference not in self._ids]
-        documents = self.docker.inspect_images([*wanted, *also])
+        documents = self.engine.inspect_images([*wanted, *also])
         for reference in wanted:
             if reference in documents:
                 self._ids[reference] = str(documents[reference]["Id"])
             elif pull and reference not in (BASE_IMAGE, BASE_IMAGE_DIND):
                 self.progress.note(f"Pulling {reference}")
-                self.docker.pull(reference)
-                pulled = self.docker.inspect_images([reference])
+                self.engine.pull(reference)
+                pulled = self.engine.inspect_images([reference])
                 if reference not in pulled:
                     raise SandboxError(
                         f"the base image {reference} is not available after pulling it",
@@ -225,7 +232,7 @@ class ImageBuilder:
         )
         reference = job.reference(full_hash)
         if reference not in also:
-            documents = self.docker.inspect_images([reference])
+            documents = self.engine.inspect_images([reference])
         existing = documents.get(reference)
         action, reason = decide(labels_of(existing), full_hash, rebuild)
         return _Evaluation(reference, full_hash, existing, action, reason)
@@ -243,7 +250,7 @@ class ImageBuilder:
             self._ids[evaluation.reference] = str(evaluation.existing["Id"])
             return _result(evaluation, evaluation.existing, built=False)
         image_id = self._build(job, evaluation, no_cache=rebuild)
-        document = self.docker.inspect_images([image_id]).get(image_id)
+        document = self.engine.inspect_images([image_id]).get(image_id)
         if document is None:
             raise SandboxError(
                 f"the image just built for {evaluation.reference} cannot be found",
@@ -256,27 +263,9 @@ class ImageBuilder:
         import tempfile
 
         with tempfile.TemporaryDirectory(prefix="opencode-sandbox-build-") as temporary:
-            root = Path(temporary)
-            context_dir = root / "context"
+            context_dir = Path(temporary) / "context"
             context_dir.mkdir()
             write_build_context(context_dir, job.dockerfile, job.context, job.certificates, dict(job.packaged))
-            iid_file = root / "image-id"
-            args = [
-                "build",
-                "--rm",
-                "--force-rm",
-                "--iidfile",
-                str(iid_file),
-                "-t",
-                evaluation.reference,
-            ]
-            for name, value in sorted(job.labels(evaluation.content_hash).items()):
-                args += ["--label", f"{name}={value}"]
-            for name, value in sorted(job.build_args.items()):
-                args += ["--build-arg", f"{name}={value}"]
-            if no_cache:
-                args.append("--no-cache")
-            args.append(str(context_dir))
             log: list[str] = []
             step: list[str] = []
 
@@ -288,12 +277,18 @@ class ImageBuilder:
                 self.progress.line(text)
 
             self.progress.start(f"Building {evaluation.reference} ({evaluation.reason})")
-            exit_code = self.docker.stream(args, on_line, extra_env={"BUILDKIT_PROGRESS": "plain"})
-            succeeded = exit_code == 0 and iid_file.is_file()
-            self.progress.finish(succeeded, log)
-            if not succeeded:
-                raise BuildFailed(evaluation.reference, step[0] if step else None, exit_code, log)
-            return iid_file.read_text().strip()
+            outcome = self.engine.build(
+                context_dir,
+                tag=evaluation.reference,
+                labels=job.labels(evaluation.content_hash),
+                build_args=job.build_args,
+                no_cache=no_cache,
+                on_line=on_line,
+            )
+            self.progress.finish(outcome.image_id is not None, log)
+            if outcome.image_id is None:
+                raise BuildFailed(evaluation.reference, step[0] if step else None, outcome.exit_code, log)
+            return outcome.image_id
 
     # public ----------------------------------------------------------------------------
     def ensure_base_image(
@@ -423,8 +418,8 @@ def _step_of(line: str) -> str | None:
 # Plain-argument entry points ---------------------------------------------------------------
 
 
-def _builder(progress: BuildProgress | None, verbose: bool, docker: DockerCli | None) -> ImageBuilder:
-    return ImageBuilder(docker=docker, progress=progress or RichBuildProgress(verbose=verbose), verbose=verbose)
+def _builder(progress: BuildProgress | None, verbose: bool, engine: ImageEngine | None) -> ImageBuilder:
+    return ImageBuilder(engine=engine, progress=progress or RichBuildProgress(verbose=verbose), verbose=verbose)
 
 
 def ensure_base_image(
@@ -436,11 +431,11 @@ def ensure_base_image(
     rebuild: bool = False,
     verbose: bool = False,
     progress: BuildProgress | None = None,
-    docker: DockerCli | None = None,
+    engine: ImageEngine | None = None,
 ) -> ImageBuildResult:
     """Build `opencode-sandbox/runner-base[-dind]:latest` unless it is up to date."""
     certificates = collect_ca_certificates(trust_host_ca, extra_ca_certificates)
-    return _builder(progress, verbose, docker).ensure_base_image(
+    return _builder(progress, verbose, engine).ensure_base_image(
         dind=dind, opencode_version=opencode_version, certificates=certificates, rebuild=rebuild
     )
 
@@ -457,7 +452,7 @@ def ensure_project_image(
     rebuild_base: bool = False,
     verbose: bool = False,
     progress: BuildProgress | None = None,
-    docker: DockerCli | None = None,
+    engine: ImageEngine | None = None,
 ) -> ImageBuildResult:
     """The project's runner image `opencode-sandbox/runner-<slug>:<hash>`, built if needed.
 
@@ -465,7 +460,7 @@ def ensure_project_image(
     (`--no-cache`) build of the project image, `rebuild_base` of the base images too.
     """
     certificates = collect_ca_certificates(trust_host_ca, extra_ca_certificates)
-    return _builder(progress, verbose, docker).ensure_project_image(
+    return _builder(progress, verbose, engine).ensure_project_image(
         project_dir=project_dir,
         slug=slug,
         dind=dind,
@@ -486,11 +481,11 @@ def plan_project_image(
     extra_ca_certificates: Sequence[Path] = (),
     rebuild: bool = False,
     rebuild_base: bool = False,
-    docker: DockerCli | None = None,
+    engine: ImageEngine | None = None,
 ) -> BuildPlan:
     """What `ensure_project_image` would build and why, without building or pulling."""
     certificates = collect_ca_certificates(trust_host_ca, extra_ca_certificates)
-    return ImageBuilder(docker=docker).plan_project_image(
+    return ImageBuilder(engine=engine).plan_project_image(
         project_dir=project_dir,
         slug=slug,
         dind=dind,

@@ -3,7 +3,7 @@
 It shares the host's kernel, so it is opt-in only. The CLI (not an SDK) keeps imports light,
 honours the user's Docker contexts and `DOCKER_HOST`, and streams interactive sessions.
 On a plain local engine, inspections, execs without a TTY and starts skip the CLI's own
-process cost and talk to the engine's socket directly (`docker_api`, `docker_exec`).
+process cost and talk to the engine's socket directly (`engine.socket_client`, `docker_exec`).
 
 - The container runs a root keep-alive (`sleep infinity` under `--init`), whatever the
   image's entrypoint; work happens through execs.
@@ -32,22 +32,23 @@ from opencode_sandbox.core.naming import (
     slug_of_task,
     slug_of_vm,
 )
+from opencode_sandbox.engine.command import (
+    ENGINE_HINT,
+    DockerCli,
+    DockerFailed,
+    first_line,
+    raise_if_engine_unavailable,
+)
+from opencode_sandbox.engine.docker import DockerImageEngine
+from opencode_sandbox.engine.socket_client import ApiUnavailable, DockerApi
 from opencode_sandbox.errors import BootFailed, NotFound, NotOurs, RuntimeUnavailable, SandboxError
 from opencode_sandbox.runtime import docker_exec
-from opencode_sandbox.runtime.docker_api import ApiUnavailable, DockerApi
 from opencode_sandbox.runtime.docker_args import (
     DIND_LABEL,
     exec_args,
     label_args,
     run_args,
     sandbox_labels,
-)
-from opencode_sandbox.runtime.docker_cli import (
-    ENGINE_HINT,
-    DockerCli,
-    DockerFailed,
-    first_line,
-    raise_if_engine_unavailable,
 )
 from opencode_sandbox.runtime.docker_identity import adopt_command, with_dev_home
 from opencode_sandbox.runtime.docker_parse import (
@@ -86,6 +87,8 @@ class DockerRuntime:
 
     def __init__(self, cli: DockerCli | None = None, helper_image: str | None = None) -> None:
         self.cli = cli or DockerCli()
+        self.images = DockerImageEngine(self.cli)
+        """The engine's images, through the same command and socket as the containers."""
         self.helper_image = helper_image
         """An image with `cp` for volume copies; by default this tool's base image or Debian."""
 
@@ -390,7 +393,7 @@ class DockerRuntime:
         )
         wanted = [ref for ref in dict.fromkeys(references) if _is_tool_reference(ref)]
         infos: dict[str, ImageInfo] = {}
-        for document in self.cli.inspect("image", wanted):
+        for document in self.images.inspect_images(wanted).values():
             for tag in document.get("RepoTags") or []:
                 if tag in wanted:
                     infos[tag] = image_info(document, tag)
@@ -403,14 +406,9 @@ class DockerRuntime:
                 hint="Remove it with `docker image rm` if you no longer need it.",
             )
         try:
-            self.cli.run(["image", "rm", reference])
-        except DockerFailed as failure:
-            if failure.is_missing:
-                raise _image_not_found(reference) from None
-            raise SandboxError(
-                f"cannot remove image {reference}: {_docker_message(failure)}",
-                hint="Remove the sandboxes that use it first.",
-            ) from None
+            self.images.remove_image(reference)
+        except NotFound:
+            raise _image_not_found(reference) from None
 
     # helpers
     def _container(self, name: str) -> dict[str, Any] | None:
@@ -438,8 +436,7 @@ class DockerRuntime:
         return info
 
     def _image_document(self, reference: str) -> dict[str, Any] | None:
-        documents = self.cli.inspect("image", [reference])
-        return documents[0] if documents else None
+        return self.images.inspect_image(reference)
 
     def _require_volumes(self, names: list[str]) -> None:
         if not names:

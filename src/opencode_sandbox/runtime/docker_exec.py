@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 from opencode_sandbox import TYPE_CHECKING, plain_http
 from opencode_sandbox.core.records import Record
-from opencode_sandbox.runtime.docker_api import ApiUnavailable, DockerApi, error_message
+from opencode_sandbox.engine.socket_client import ApiUnavailable, DockerApi, error_message
 
 if TYPE_CHECKING:
     from typing import Any

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import shutil
 import socket
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.naming import (
     IMAGE_REPOSITORY_PREFIX,
     LABEL_MANAGED,
@@ -26,7 +29,7 @@ from opencode_sandbox.runtime.msb_cli import MsbCli, MsbResult
 from opencode_sandbox.runtime.msb_sdk_worker import call_sdk
 from opencode_sandbox.runtime.msb_volume_files import (
     copy_tree_onto,
-    extract_image_path,
+    extract_archive,
     is_empty_folder,
 )
 from opencode_sandbox.runtime.types import (
@@ -39,6 +42,9 @@ from opencode_sandbox.runtime.types import (
     SandboxSpec,
     VolumeInfo,
 )
+
+if TYPE_CHECKING:
+    from opencode_sandbox.engine.base import ImageEngine
 
 _DOCTOR_HINT = "run `msb doctor` to check the runtime"
 _DOCKER_RUNTIME_HINT = "use `--runtime docker` on this host (the project then runs in a container)"
@@ -54,9 +60,16 @@ def image_is_ours(reference: str) -> bool:
 class MicrosandboxRuntime:
     kind = RuntimeKind.MICROSANDBOX
 
-    def __init__(self, cli: MsbCli | None = None, kvm_probe: Callable[[], KvmCheck] = probe_kvm) -> None:
+    def __init__(self, cli: MsbCli | None = None, kvm_probe: Callable[[], KvmCheck] = probe_kvm,
+                 images: ImageEngine | None = None) -> None:
         self._cli = cli or MsbCli()
         self._kvm_probe = kvm_probe
+        if images is None:
+            from opencode_sandbox.engine.docker import DockerImageEngine
+
+            images = DockerImageEngine()
+        self._images = images
+        """Where the runner images are built; each one is copied from there into msb's store."""
 
     # availability
     def kvm(self) -> KvmCheck:
@@ -372,7 +385,8 @@ class MicrosandboxRuntime:
                 f"volume {volume} is not empty",
                 hint="fill only a fresh volume; create a new one instead",
             )
-        extract_image_path(image, path, folder)
+        with self._images.export_path(image, path) as archive:
+            extract_archive(archive, folder)
 
     def copy_volume(self, source: str, target: str) -> None:
         copy_tree_onto(self._our_volume_path(source), self._our_volume_path(target))
@@ -386,15 +400,25 @@ class MicrosandboxRuntime:
         present = self._image(docker_reference)
         return present if present is not None and present.digest == wanted else None
 
+    def _built_image_id(self, reference: str) -> str:
+        document = self._images.inspect_image(reference)
+        if document is None:
+            raise NotFound(f"image {reference} is not in the Docker engine", hint="run `opencode-sandbox build`")
+        return str(document["Id"])
+
     def loaded_image(self, docker_reference: str) -> ImageInfo | None:
-        return self._loaded_as(docker_reference, _docker_image_id(docker_reference))
+        return self._loaded_as(docker_reference, self._built_image_id(docker_reference))
 
     def load_image(self, docker_reference: str) -> ImageInfo:
-        wanted = _docker_image_id(docker_reference)
+        wanted = self._built_image_id(docker_reference)
         present = self._loaded_as(docker_reference, wanted)
         if present is not None:
             return present
-        _stream_docker_image(docker_reference, self._cli.command("load", "--quiet", "--tag", docker_reference))
+        with self._images.save(docker_reference) as archive:  # a failed save is reported first, on leaving
+            load_failure = _load_archive(archive, docker_reference,
+                                         self._cli.command("load", "--quiet", "--tag", docker_reference))
+        if load_failure is not None:
+            raise load_failure
         loaded = self._image(docker_reference)
         if loaded is None or loaded.digest != wanted:
             raise SandboxError(
@@ -453,44 +477,26 @@ def _free_local_port() -> int:
         return port
 
 
-def _docker_image_id(reference: str) -> str:
+def _load_archive(archive: IO[bytes], reference: str, load_command: list[str]) -> SandboxError | None:
+    """`msb load` reading the saved image straight from the engine's pipe (or, for a stream without a
+    file descriptor, copied into the loader's); its failure, if any."""
     try:
-        completed = subprocess.run(
-            ["docker", "image", "inspect", "--format", "{{.Id}}", reference],
-            capture_output=True,
-            check=False,
-        )
-    except FileNotFoundError as error:
-        raise RuntimeUnavailable("docker is not installed", hint="install Docker: images are built with it") from error
-    if completed.returncode != 0:
-        message = completed.stderr.decode(errors="replace").strip()
-        if "No such image" in message:
-            raise NotFound(
-                f"image {reference} is not in the Docker engine",
-                hint="run `opencode-sandbox build`",
-            )
-        raise RuntimeUnavailable(f"docker image inspect failed: {message}", hint="check `docker info`")
-    return completed.stdout.decode().strip()
-
-
-def _stream_docker_image(reference: str, load_command: list[str]) -> None:
-    """`docker save REF | msb load`: the archive flows between the two processes only."""
-    with subprocess.Popen(["docker", "save", reference], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as saver:
-        with subprocess.Popen(
-            load_command, stdin=saver.stdout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        ) as loader:
-            if saver.stdout is not None:
-                saver.stdout.close()  # the loader holds the only read end now
-            _, load_errors = loader.communicate()
-        _, save_errors = saver.communicate()
-    if saver.returncode != 0:
-        raise SandboxError(
-            f"docker save {reference} failed: {save_errors.decode(errors='replace').strip()}",
-            hint="check `docker info` and that the image exists",
-        )
-    if loader.returncode != 0:
-        lines = [line for line in load_errors.decode(errors="replace").splitlines() if line.strip()]
-        raise SandboxError(
-            f"msb load of {reference} failed: {lines[0] if lines else loader.returncode}",
-            hint="check free disk space under MSB_HOME and run `msb doctor`",
-        )
+        archive.fileno()
+        piped = False
+    except OSError:  # io.UnsupportedOperation: an in-memory stream
+        piped = True
+    with subprocess.Popen(load_command, stdin=subprocess.PIPE if piped else archive,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as loader:
+        if piped and loader.stdin is not None:
+            with loader.stdin, contextlib.suppress(BrokenPipeError):
+                shutil.copyfileobj(archive, loader.stdin)
+        archive.close()  # the loader holds the only read end now: a saver whose reader died stops
+        load_errors = loader.stderr.read() if loader.stderr is not None else b""
+        loader.wait()
+    if loader.returncode == 0:
+        return None
+    lines = [line for line in load_errors.decode(errors="replace").splitlines() if line.strip()]
+    return SandboxError(
+        f"msb load of {reference} failed: {lines[0] if lines else loader.returncode}",
+        hint="check free disk space under MSB_HOME and run `msb doctor`",
+    )

@@ -1,4 +1,4 @@
-"""Filling a directory volume's host folder: from a Docker image or from another volume.
+"""Filling a directory volume's host folder: from a folder of an image (as a tar stream) or another volume.
 
 msb serves a directory volume with the invoking host user's identity: the files belong to that
 user on the host, and each file's owner and mode as the guest sees them are kept in its
@@ -16,49 +16,20 @@ import stat
 import struct
 import subprocess
 import tarfile
-import uuid
 from pathlib import Path, PurePosixPath
 from typing import IO
 
-from opencode_sandbox.core.naming import LABEL_MANAGED, TOOL
-from opencode_sandbox.errors import NotFound, SandboxError
+from opencode_sandbox.errors import SandboxError
 
 OVERRIDE_STAT = "user.msb.override_stat"
 _OVERRIDE_STAT_VERSION = 1
-_DOCKER_HINT = "check that Docker is running (`docker info`) and the image exists (`docker images`)"
 
 
-def extract_image_path(image: str, path: str, destination: Path) -> None:
-    """Copy the contents of `path` in a Docker image into `destination`, streamed as tar."""
-    present = subprocess.run(["docker", "image", "inspect", image], capture_output=True, check=False)
-    if present.returncode != 0:
-        raise NotFound(f"image {image} is not in the Docker engine", hint="build the runner image first")
-    container = f"{TOOL}-fill-{uuid.uuid4().hex[:12]}"
-    created = subprocess.run(
-        ["docker", "create", "--pull", "never", "--name", container, "--label",
-         f"{LABEL_MANAGED}=true", image, "true"],
-        capture_output=True,
-        check=False,
-    )  # fmt: skip
-    if created.returncode != 0:
-        message = created.stderr.decode(errors="replace").strip()
-        raise SandboxError(f"cannot read image {image}: {message}", hint=_DOCKER_HINT)
-    try:
-        with subprocess.Popen(
-            ["docker", "cp", f"{container}:{path.rstrip('/') or '/'}", "-"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        ) as copier:
-            assert copier.stdout is not None
-            # An empty or broken stream: the exit status below tells which.
-            with contextlib.suppress(tarfile.ReadError):
-                _extract_stream(copier.stdout, destination)
-            copier.stdout.close()
-            errors = copier.stderr.read().decode(errors="replace").strip() if copier.stderr else ""
-            if copier.wait() != 0:
-                raise SandboxError(f"cannot copy {path} out of image {image}: {errors}", hint=_DOCKER_HINT)
-    finally:
-        subprocess.run(["docker", "rm", "-f", container], capture_output=True, check=False)
+def extract_archive(archive: IO[bytes], destination: Path) -> None:
+    """Unpack a folder's tar stream (entries under the folder's own name) into `destination`."""
+    # An empty or broken stream: the exit status of its writer tells which.
+    with contextlib.suppress(tarfile.ReadError):
+        _extract_stream(archive, destination)
 
 
 def _extract_stream(stream: IO[bytes], destination: Path) -> None:
@@ -112,7 +83,7 @@ def record_guest_stat(path: Path, uid: int, gid: int, permissions: int) -> None:
 
 
 def _strip_first(name: str) -> PurePosixPath | None:
-    """`docker cp SRC -` names every entry below the source folder's own name; drop it."""
+    """The stream names every entry below the source folder's own name (as `docker cp SRC -`); drop it."""
     parts = PurePosixPath(name).parts
     return PurePosixPath(*parts[1:]) if len(parts) > 1 else None
 

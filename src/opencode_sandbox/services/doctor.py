@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from opencode_sandbox.ui.console import Console, style
 
 if TYPE_CHECKING:
     from opencode_sandbox.app import App
+    from opencode_sandbox.engine.base import ImageEngine
     from opencode_sandbox.runtime.base import Runtime
 
 DOCKER_START_HINT = (
@@ -48,26 +48,15 @@ class DoctorReport(Record):
         return not self.failures
 
 
-def check_docker(timeout_s: float = 15.0) -> Check:
-    if shutil.which("docker") is None:
-        return Check("docker", False, "the docker command is not installed",
-                     "install Docker (for example `apt-get install docker.io`)")
+def check_docker(timeout_s: float = 15.0, engine: ImageEngine | None = None) -> Check:
+    if engine is None:
+        from opencode_sandbox.engine.docker import DockerImageEngine
+
+        engine = DockerImageEngine()
     try:
-        result = subprocess.run(
-            ["docker", "version", "--format", "{{json .Server}}"],
-            capture_output=True, text=True, timeout=timeout_s, check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return Check("docker", False, "the Docker engine did not answer in time", DOCKER_START_HINT)
-    server = result.stdout.strip()
-    if result.returncode != 0 or server in ("", "null"):
-        reason = (result.stderr.strip().splitlines() or ["no answer"])[-1]
-        return Check("docker", False, f"the Docker engine is not reachable: {reason}",
-                     DOCKER_START_HINT)
-    try:
-        version = json.loads(server).get("Version", "?")
-    except (ValueError, AttributeError):
-        version = "?"
+        version = engine.engine_version(timeout_s)
+    except RuntimeUnavailable as error:
+        return Check("docker", False, error.message, error.hint)
     return Check("docker", True, f"engine {version} reachable")
 
 

@@ -16,7 +16,7 @@ import json
 import os
 from pathlib import Path
 
-from opencode_sandbox import __version__, images
+from opencode_sandbox import TYPE_CHECKING, __version__, images
 from opencode_sandbox.config.settings import Settings
 from opencode_sandbox.core.digest import sha256
 from opencode_sandbox.core.naming import BASE_IMAGES, LABEL_OPENCODE_VERSION
@@ -24,8 +24,10 @@ from opencode_sandbox.core.records import Record
 from opencode_sandbox.images.certificates import HOST_CA_DIR
 from opencode_sandbox.images.image_document import env_of, labels_of
 from opencode_sandbox.project import Project
-from opencode_sandbox.runtime.docker_api import DockerApi
 from opencode_sandbox.state.files import UnreadableState, read_yaml_mapping, write_yaml
+
+if TYPE_CHECKING:
+    from opencode_sandbox.engine.base import ImageEngine
 
 RECORD_FILE = "image-check.yaml"
 PACKAGED_DIR = Path(images.__file__).parent / "dockerfiles"
@@ -80,17 +82,13 @@ def _file(path: Path) -> list[object]:
         return [str(path), "absent"]
 
 
-def _base_image_ids(api: DockerApi) -> list[str | None]:
-    ids: list[str | None] = []
-    for reference in BASE_IMAGES:
-        document = api.inspect("image", reference)
-        ids.append(str(document.get("Id")) if document else None)
-    return ids
+def _base_image_ids(engine: ImageEngine) -> list[str | None]:
+    documents = engine.inspect_images(BASE_IMAGES)
+    return [str(documents[reference].get("Id")) if reference in documents else None for reference in BASE_IMAGES]
 
 
-def inputs_signature(api: DockerApi, project: Project, settings: Settings, opencode_version: str) -> str:
-    """The digest of everything that could change the result of the full image check;
-    `ApiUnavailable` when the engine cannot be asked."""
+def inputs_signature(engine: ImageEngine, project: Project, settings: Settings, opencode_version: str) -> str:
+    """The digest of everything that could change the result of the full image check."""
     parts: list[object] = [
         __version__,
         project.slug,
@@ -102,7 +100,7 @@ def inputs_signature(api: DockerApi, project: Project, settings: Settings, openc
         _tree(project.config_dir),
         _tree(HOST_CA_DIR) if settings.trust_host_ca else None,
         [_file(path.expanduser()) for path in settings.extra_ca_certificates],
-        _base_image_ids(api),
+        _base_image_ids(engine),
     ]
     return sha256(json.dumps(parts, default=str).encode()).hexdigest()
 
@@ -117,9 +115,8 @@ def recorded_reference(project_state_dir: Path) -> str | None:
     return reference if isinstance(reference, str) else None
 
 
-def recall(api: DockerApi, project_state_dir: Path, signature: str) -> CheckedImage | None:
-    """The recorded image when the signature matches and the engine still has that very image;
-    `ApiUnavailable` when the engine cannot be asked."""
+def recall(engine: ImageEngine, project_state_dir: Path, signature: str) -> CheckedImage | None:
+    """The recorded image when the signature matches and the engine still has that very image."""
     try:
         record = read_yaml_mapping(project_state_dir / RECORD_FILE) or {}
     except UnreadableState:
@@ -127,7 +124,7 @@ def recall(api: DockerApi, project_state_dir: Path, signature: str) -> CheckedIm
     reference, image_id = record.get("reference"), record.get("image_id")
     if record.get("signature") != signature or not isinstance(reference, str) or not isinstance(image_id, str):
         return None
-    document = api.inspect("image", reference)
+    document = engine.inspect_image(reference)
     if document is None or document.get("Id") != image_id:
         return None
     labels = labels_of(document) or {}

@@ -9,13 +9,13 @@ from opencode_sandbox.app import App
 from opencode_sandbox.core.naming import LABEL_DIND
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.images import updater
-from opencode_sandbox.runtime.docker_api import ApiUnavailable, DockerApi
 from opencode_sandbox.runtime.types import ImageInfo
 from opencode_sandbox.services import image_record
 from opencode_sandbox.state.files import ensure_private_dir
 from opencode_sandbox.ui.progress import slow_step
 
 if TYPE_CHECKING:
+    from opencode_sandbox.engine.base import ImageEngine
     from opencode_sandbox.runtime.base import Runtime
     from opencode_sandbox.ui.console import Console
 
@@ -111,22 +111,19 @@ def opencode_version_for_run(app: App, upgrade_to: str | None) -> str:
     )
 
 
-def ensure_image(app: App, rebuild: bool, upgrade_to: str | None = None) -> ReadyImage:
+def ensure_image(app: App, rebuild: bool, upgrade_to: str | None = None,
+                 engine: ImageEngine | None = None) -> ReadyImage:
+    if engine is None:
+        from opencode_sandbox.engine.docker import DockerImageEngine
+
+        engine = DockerImageEngine()
     version = opencode_version_for_run(app, upgrade_to)
     project_state_dir = app.paths.state_dir / app.project.slug
-    api = DockerApi.for_environment()
-    signature: str | None = None
-    checked: image_record.CheckedImage | None = None
-    if api is not None:
-        try:
-            signature = image_record.inputs_signature(api, app.project, app.settings, version)
-            checked = None if rebuild else image_record.recall(api, project_state_dir, signature)
-        except ApiUnavailable:
-            signature = None
+    signature = image_record.inputs_signature(engine, app.project, app.settings, version)
+    checked = None if rebuild else image_record.recall(engine, project_state_dir, signature)
     if checked is None:
-        checked = _full_check(app, rebuild, version)
-        if signature is not None:
-            image_record.remember(project_state_dir, signature, checked)
+        checked = _full_check(app, rebuild, version, engine)
+        image_record.remember(project_state_dir, signature, checked)
     loaded = load_into_runtime(app.runtime, app.console, checked.reference).image
     return ReadyImage(
         reference=loaded.reference,
@@ -154,7 +151,7 @@ def load_into_runtime(runtime: Runtime, console: Console, reference: str) -> Loa
         return LoadedImage(runtime.load_image(reference), True)
 
 
-def _full_check(app: App, rebuild: bool, version: str) -> image_record.CheckedImage:
+def _full_check(app: App, rebuild: bool, version: str, engine: ImageEngine) -> image_record.CheckedImage:
     """Hash every input of the image and build it when the result is not in the engine yet."""
     from opencode_sandbox.images.builder import ensure_project_image
 
@@ -168,6 +165,7 @@ def _full_check(app: App, rebuild: bool, version: str) -> image_record.CheckedIm
         extra_ca_certificates=settings.extra_ca_certificates,
         rebuild=rebuild,
         verbose=app.console.verbose_enabled,
+        engine=engine,
     )
     if result.built or updater.baked_version(app.paths.state_dir) != version:
         updater.record_baked_version(app.paths.state_dir, version)

@@ -1,19 +1,26 @@
-"""Running the `docker` command line: one place that turns its failures into our errors."""
+"""The package's one wrapper of the `docker` command, beside its one socket client.
+
+`DockerCli` runs the command (honouring `DOCKER_HOST` and the user's contexts) and turns its
+failures into this tool's errors; where the local engine allows, it answers inspections over
+the engine's socket instead (`socket_client`). The image engine adapter and the docker runtime
+backend both drive the engine through it."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 
 from opencode_sandbox import TYPE_CHECKING
+from opencode_sandbox.engine.socket_client import ApiUnavailable, DockerApi
 from opencode_sandbox.errors import RuntimeUnavailable, SandboxError
-from opencode_sandbox.runtime.docker_api import ApiUnavailable, DockerApi, forget_read_ahead
 
 if TYPE_CHECKING:
     import subprocess
     from typing import Any, Literal
 
 ENGINE_HINT = "Start the Docker engine, then check with `opencode-sandbox doctor`."
+INSTALL_HINT = "Install Docker Engine (it builds the runner images), or use the microsandbox runtime."
 MANAGEMENT_TIMEOUT_S = 120.0
 
 _ENGINE_DOWN_MARKERS = (
@@ -66,16 +73,27 @@ def raise_if_engine_unavailable(stderr: str) -> None:
 
 
 class DockerCli:
-    """The `docker` executable, run as a subprocess; honours DOCKER_HOST and contexts."""
+    """The `docker` executable, run as a subprocess; honours DOCKER_HOST and contexts.
 
-    def __init__(self, executable: str = "docker") -> None:
+    `env` replaces this process's environment for every command (and decides whether the
+    engine's socket applies); None inherits it."""
+
+    def __init__(self, executable: str = "docker", env: Mapping[str, str] | None = None) -> None:
         self.executable = executable
+        self.env = dict(env) if env is not None else None
         self._api: DockerApi | Literal[False] | None = None
 
     def command(self, args: Sequence[str]) -> list[str]:
-        """The command line of a docker command about to run, which may change the engine's answers."""
-        forget_read_ahead()
         return [self.executable, *args]
+
+    def environment(self, extra: Mapping[str, str] | None = None) -> dict[str, str] | None:
+        """The environment of a command: this wrapper's (or the process's) with `extra` on top;
+        None (inherit) when there is nothing to change."""
+        if self.env is None and not extra:
+            return None
+        environment = dict(self.env if self.env is not None else os.environ)
+        environment.update(extra or {})
+        return environment
 
     def run(
         self,
@@ -114,19 +132,63 @@ class DockerCli:
                 capture_output=True,
                 timeout=timeout_s,
                 check=False,
-                env=environment,
+                env=environment if environment is not None else self.environment(),
             )
         except FileNotFoundError:
-            raise RuntimeUnavailable(
-                f"the `{self.executable}` command is not installed",
-                hint="Install Docker Engine, or use the microsandbox runtime.",
-            ) from None
+            raise self._not_installed() from None
         except subprocess.TimeoutExpired:
             if args and args[0] == "exec":
                 raise
             raise RuntimeUnavailable(
                 f"`docker {args[0]}` did not answer within {timeout_s:.0f} s", hint=ENGINE_HINT
             ) from None
+
+    def stream(
+        self,
+        args: Sequence[str],
+        on_line: Callable[[str], None],
+        *,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> int:
+        """Run with stdout and stderr merged, handing over each line; return the exit code."""
+        import subprocess
+
+        try:
+            process = subprocess.Popen(
+                self.command(args),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.environment(extra_env),
+                text=True,
+                errors="replace",
+                bufsize=1,
+            )
+        except FileNotFoundError:
+            raise self._not_installed() from None
+        assert process.stdout is not None
+        with process.stdout:
+            for line in process.stdout:
+                on_line(line.rstrip("\n"))
+        return process.wait()
+
+    def open_output(self, args: Sequence[str]) -> subprocess.Popen[bytes]:
+        """Start `docker ARGS` with its stdout and stderr as pipes, for output read as a stream."""
+        import subprocess
+
+        try:
+            return subprocess.Popen(
+                self.command(args),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self.environment(),
+            )
+        except FileNotFoundError:
+            raise self._not_installed() from None
+
+    def _not_installed(self) -> RuntimeUnavailable:
+        return RuntimeUnavailable(f"the `{self.executable}` command is not installed", hint=INSTALL_HINT)
 
     def inspect(self, kind: str, names: Sequence[str]) -> list[dict[str, Any]]:
         """`docker inspect` of existing objects; [] when the (single) name is missing."""
@@ -164,7 +226,7 @@ class DockerCli:
         if self.executable != "docker" or self._api is False:
             return None
         if self._api is None:
-            self._api = DockerApi.for_environment() or False
+            self._api = DockerApi.for_environment(self.env) or False
         return self._api or None
 
     def give_up_socket(self) -> None:
