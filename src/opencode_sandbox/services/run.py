@@ -81,32 +81,30 @@ class RunLifecycle:
             image = ensure_image(self.app, rebuild, upgrade_to)
             self.console.verbose(f"image {image.reference} ({image.digest})")
             state = self.store.load(self.slug)
-            recorded_state = state.copy()
+            recorded_state = state
             existing = self.app.runtime.get_sandbox(self.vm)
             vm_plan, home_volume = self._decide(state, existing, image, other_clients)
             recorded_volume = state.home_volume
             if home_volume is not None and home_volume != recorded_volume:
                 # Recorded once complete, before the VM boots on it: a launcher killed during
                 # the boot leaves a project whose next run uses it, not a second, orphaned one.
-                state.home_volume = home_volume
+                state = state._replace(home_volume=home_volume)
                 self.store.save(self.slug, state)
             try:
-                recreated = self._apply_vm(vm_plan, existing, image, home_volume or "", state)
+                recreated = self._apply_vm(vm_plan, existing, image, home_volume or "")
             except BaseException:
                 if self.made_volume is not None:
                     vm_boot.remove_made_volume(self.app.runtime, self.console, self.made_volume)
-                    state.home_volume = recorded_volume
-                    self.store.save(self.slug, state)
+                    self.store.save(self.slug, state._replace(home_volume=recorded_volume))
                 raise
+            if recreated:
+                state = state._replace(config_fingerprint=None)  # no daemon runs in a new VM yet
             if image.dind and vm_plan.action is not VmAction.CONNECT:
                 self._start_inner_docker()
             password = self._password(recreated or vm_plan.action is VmAction.CREATE)
-            if home_volume is not None:
-                state.home_volume = home_volume
-            state.project_root = str(self.app.project.root)
+            state = state._replace(project_root=str(self.app.project.root))
             if vm_plan.action is not VmAction.CONNECT or existing is None or state.image_reference is None:
-                state.image_reference = image.reference
-                state.image_digest = image.digest
+                state = state._replace(image_reference=image.reference, image_digest=image.digest)
             if state != recorded_state:
                 self.store.save(self.slug, state)
             host_url = f"http://127.0.0.1:{self.app.runtime.host_port(self.vm, daemon_control.DAEMON_PORT)}"
@@ -269,10 +267,7 @@ class RunLifecycle:
         self.made_volume = name
         return name
 
-    def _apply_vm(
-        self, plan: VmPlan, existing: SandboxInfo | None, image: ReadyImage, home_volume: str,
-        state: ProjectState,
-    ) -> bool:
+    def _apply_vm(self, plan: VmPlan, existing: SandboxInfo | None, image: ReadyImage, home_volume: str) -> bool:
         """Carry the VM plan out; True when a new VM was made."""
         runtime = self.app.runtime
         self.console.verbose(f"VM {self.vm}: {plan.action.value} ({plan.reason})")
@@ -290,7 +285,6 @@ class RunLifecycle:
                 runtime.remove_sandbox(self.vm)
         vm_boot.create(runtime, self.console, self._spec(image, home_volume))
         self.made_volume = None  # the VM holds it now
-        state.config_fingerprint = None
         return True
 
     def _start_inner_docker(self) -> None:
@@ -368,8 +362,7 @@ class RunLifecycle:
             return choice is ApplyChoice.PROCEED
 
         def record_started() -> None:
-            state.config_fingerprint = config_fingerprint
-            self.store.save(self.slug, state)
+            self.store.save(self.slug, state._replace(config_fingerprint=config_fingerprint))
 
         step = DaemonStep(self.app.runtime, self.console, self.vm, host_url, password, state.home_volume,
                           ask_restart, record_started, self.app.settings.daemon_start_timeout.total_seconds())

@@ -143,9 +143,7 @@ def apply_change(
             except BaseException:
                 _discard(runtime, change.new, warn)
                 raise
-        state = store.load(change.slug)
-        state.home_volume = change.new
-        store.save(change.slug, state)
+        store.save(change.slug, store.load(change.slug)._replace(home_volume=change.new))
         say(f"{change.new} is now the home volume of project {change.slug}")
         if change.stopped_vm:
             try:

@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from opencode_sandbox import TYPE_CHECKING
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.state.files import (
     UnreadableState,
     ensure_private_dir,
@@ -21,40 +22,22 @@ STATE_FILE = "state.yaml"
 LOCK_DIR = "vm-ensure"
 
 
-class ProjectState:
-    """What the tool recorded about a project's VM; every field is optional text.
+class ProjectState(Record):
+    """What the tool recorded about a project's VM; every field is optional text."""
 
-    A plain class: `dataclasses` loads `inspect`, a cost every warm start would pay.
-    """
-
-    __slots__ = FIELDS = (
-        "home_volume",
-        "image_reference",
-        "image_digest",  # the digest of the image the VM booted from
-        "fingerprint",  # settings that need a VM recreate when they change
-        "config_fingerprint",  # the provisioned opencode configuration the daemon was started with
-        "project_root",
-    )
-
-    def __init__(
-        self,
-        home_volume: str | None = None,
-        image_reference: str | None = None,
-        image_digest: str | None = None,
-        fingerprint: str | None = None,
-        config_fingerprint: str | None = None,
-        project_root: str | None = None,
-    ) -> None:
-        self.home_volume = home_volume
-        self.image_reference = image_reference
-        self.image_digest = image_digest
-        self.fingerprint = fingerprint
-        self.config_fingerprint = config_fingerprint
-        self.project_root = project_root
+    home_volume: str | None = None
+    image_reference: str | None = None
+    image_digest: str | None = None
+    """The digest of the image the VM booted from."""
+    fingerprint: str | None = None
+    """Settings that need a VM recreate when they change."""
+    config_fingerprint: str | None = None
+    """The provisioned opencode configuration the daemon was started with."""
+    project_root: str | None = None
 
     @classmethod
     def from_mapping(cls, data: dict[str, Any]) -> ProjectState:
-        values = {key: value for key, value in data.items() if key in cls.FIELDS and value is not None}
+        values = {key: value for key, value in data.items() if key in cls._fields and value is not None}
         for key, value in values.items():
             if not isinstance(value, str):
                 raise UnreadableState(f"'{key}' is not a text value")
@@ -62,21 +45,7 @@ class ProjectState:
 
     def as_mapping(self) -> dict[str, str]:
         """The fields that are set, in declaration order."""
-        return {name: value for name in self.FIELDS if (value := getattr(self, name)) is not None}
-
-    def copy(self) -> ProjectState:
-        return ProjectState(**self.as_mapping())
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, ProjectState):
-            return NotImplemented
-        return all(getattr(self, name) == getattr(other, name) for name in self.FIELDS)
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, like the record it replaces
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.FIELDS)
-        return f"ProjectState({fields})"
+        return {name: value for name, value in self._asdict().items() if value is not None}
 
 
 class StateStore:
