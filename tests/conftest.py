@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,13 +34,18 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
         path = home / folder
         path.mkdir(parents=True, exist_ok=True)
         monkeypatch.setenv(variable, str(path))
-    msb_home = home / ".microsandbox"
+    # msb puts unix sockets under MSB_HOME, whose paths may not exceed 107 bytes: a short folder
+    # of its own, not one deep in pytest's temporary tree (deeper still under xdist).
+    msb_home = Path(tempfile.mkdtemp(prefix="msb-"))
     monkeypatch.setenv("MSB_HOME", str(msb_home))
     for name in list(os.environ):
         if name.startswith("OPENCODE_SANDBOX_") and name not in PASSED_THROUGH:
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NO_COLOR", "1")
-    yield home
+    try:
+        yield home
+    finally:
+        shutil.rmtree(msb_home, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -32,8 +32,8 @@ class MsbForeignArtifacts:
     def sandbox(self, name: str) -> None:
         self.sandboxes.append(name)
         # Where VMs cannot boot, msb still keeps the (stopped) record.
-        msb("create", self.image, "--name", name, "--pull", "never", "--quiet")
-        assert self.sandbox_exists(name)
+        created = msb("create", self.image, "--name", name, "--pull", "never", "--quiet")
+        assert self.sandbox_exists(name), created.stdout + created.stderr
 
     def volume(self, name: str, labels: dict[str, str]) -> None:
         self.volumes.append(name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,11 +23,11 @@ def test_the_parent_side_loads_neither_asyncio_nor_the_sdk() -> None:
 
 
 @pytest.mark.msb
-def test_the_child_runs_the_operation(unique: str, isolated_home: Path) -> None:
+def test_the_child_runs_the_operation(unique: str) -> None:
     answer = call_sdk("create-volume", {"name": unique, "labels": {"org.opencode-sandbox.test": "true"}})
     assert answer["name"] == unique
     assert Path(answer["path"]).is_dir()
-    assert Path(answer["path"]).is_relative_to(isolated_home / ".microsandbox")  # removed with the test's home
+    assert Path(answer["path"]).is_relative_to(os.environ["MSB_HOME"])  # the test's own, removed after it
 
 
 def test_a_failing_operation_comes_back_as_an_error() -> None:
