@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from opencode_sandbox.core.naming import managed_labels, vm_name
-from opencode_sandbox.errors import BootFailed, VmDidNotBoot
+from opencode_sandbox.errors import BootFailed, SandboxError, VmDidNotBoot
 from opencode_sandbox.runtime.kvm import KvmCheck
 from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
 from opencode_sandbox.runtime.msb_boot_log import MAX_LINES, MAX_WIDTH, decisive_lines
@@ -160,3 +160,20 @@ def test_the_log_excerpt_stays_short() -> None:
     assert all(len(line) <= MAX_WIDTH for line in lines)
     assert lines[-1].startswith("ERROR msb: failure number 9")  # the last ones, in their order
     assert decisive_lines("INFO msb: all is well\n\x1b[31mERROR\x1b[0m msb: boom\n") == ["ERROR msb: boom"]
+
+
+def test_an_exec_msb_could_not_deliver_is_an_error_not_the_command_s_exit_status(tmp_path: Path) -> None:
+    msb = ScriptedMsb.at(tmp_path / "msb", {
+        "exec": [
+            answer(stderr="error: agent client error: handshake: read id range: timed out before relay sent bytes\n",
+                   code=1),
+            answer(stderr="pgrep: no process found\n", code=1),
+        ],
+    })
+    runtime = MicrosandboxRuntime(cli=msb.cli, kvm_probe=lambda: KVM_OK)
+    with pytest.raises(SandboxError) as raised:
+        runtime.exec(NAME, ["pgrep", "-f", "opencode serve"])
+    assert raised.value.message == (f"cannot run `pgrep` in {NAME}: agent client error: handshake: read id range: "
+                                    "timed out before relay sent bytes")
+    assert raised.value.hint is not None and "run again" in raised.value.hint
+    assert runtime.exec(NAME, ["pgrep", "-f", "opencode serve"]).exit_code == 1  # the command's own status

@@ -265,6 +265,12 @@ class MicrosandboxRuntime:
         result = self._cli.run(args, stdin=stdin, timeout_s=wait, environment=child_environment(env))
         if result.returncode != 0 and result.not_found and not result.stdout:
             raise NotFound(f"sandbox {name} does not exist", hint="run `opencode-sandbox list`")
+        if result.agent_failed:
+            raise SandboxError(
+                f"cannot run `{argv[0]}` in {name}: {result.failure_text}",
+                hint="the VM did not answer in time (a busy or slow host); run again, or "
+                "`opencode-sandbox stop` and run again",
+            )
         return ExecResult(result.returncode, result.stdout, result.stderr)
 
     def attach(

@@ -71,6 +71,11 @@ class MsbResult(Record):
     def not_found(self) -> bool:
         return "not found" in self.error_text
 
+    @property
+    def agent_failed(self) -> bool:
+        """msb could not reach the VM's agent, so the command never ran (its exit status is msb's)."""
+        return not self.ok and not self.stdout and self.stderr.lstrip().startswith("error: agent ")
+
 
 class MsbCli:
     """Runs msb subcommands and decodes their JSON output."""

@@ -108,7 +108,10 @@ def stop_daemon(runtime: Runtime, vm: str) -> None:
 
 
 def daemon_log_tail(runtime: Runtime, vm: str, lines: int = 30) -> str:
-    result = runtime.exec(vm, ["tail", "-n", str(lines), DAEMON_LOG], timeout_s=30)
+    try:
+        result = runtime.exec(vm, ["tail", "-n", str(lines), DAEMON_LOG], timeout_s=30)
+    except SandboxError as error:
+        return f"(the log could not be read: {error.message})"
     return result.stdout.strip() or result.stderr.strip() or "(the log is empty)"
 
 
