@@ -19,6 +19,7 @@ from opencode_sandbox.ui.console import Console
 
 if TYPE_CHECKING:
     from opencode_sandbox.config.settings import Settings
+    from opencode_sandbox.engine.base import ImageEngine
     from opencode_sandbox.runtime.base import Runtime
     from opencode_sandbox.state.store import StateStore
 
@@ -39,6 +40,7 @@ class App:
         interactive: bool = False,
         runtime: Runtime | None = None,
         other_runtime: Runtime | None = None,
+        image_engine: ImageEngine | None = None,
     ) -> None:
         self.console = console
         self.paths = paths
@@ -49,6 +51,7 @@ class App:
         self._runtime = runtime
         self._other_runtime = other_runtime
         self._other_runtime_found = other_runtime is not None
+        self._image_engine = image_engine
 
     @classmethod
     def open(
@@ -101,6 +104,15 @@ class App:
                 self.console.warn_once(DOCKER_NOTICE)
             self._runtime = make_runtime(self.settings.runtime)
         return self._runtime
+
+    @property
+    def image_engine(self) -> ImageEngine:
+        """Where runner images are built and kept: the Docker engine."""
+        if self._image_engine is None:
+            from opencode_sandbox.engine.docker import DockerImageEngine
+
+            self._image_engine = DockerImageEngine()
+        return self._image_engine
 
     @property
     def other_runtime(self) -> Runtime | None:

@@ -48,6 +48,7 @@ from opencode_sandbox.runtime.types import (
     SandboxStatus,
     VolumeInfo,
 )
+from tests.fakes.image_engine import FakeImageEngine
 
 USERS = {"root": 0, "dev": 1000}
 _ACTIVE = (SandboxStatus.RUNNING, SandboxStatus.STARTING, SandboxStatus.PAUSED)
@@ -135,8 +136,11 @@ class FakeRuntime:
 
     kind = RuntimeKind.DOCKER
 
-    def __init__(self, kind: RuntimeKind = RuntimeKind.DOCKER) -> None:
+    def __init__(self, kind: RuntimeKind = RuntimeKind.DOCKER, image_engine: FakeImageEngine | None = None) -> None:
+        """`image_engine`: where Docker images come from, as the real backends take them from
+        the Docker engine; without it, only what `add_docker_image` planted."""
         self.kind = kind
+        self.image_engine = image_engine
         self.sandboxes: dict[str, FakeSandbox] = {}
         self.volumes: dict[str, FakeVolume] = {}
         self.docker_images: dict[str, FakeImage] = {}
@@ -364,8 +368,25 @@ class FakeRuntime:
         for relative, node in origin.files.items():
             destination.files[relative] = replace(node)
 
+    def _from_engine(self, docker_reference: str) -> None:
+        """The engine's image under this reference, as a file tree on a runner-like image."""
+        if self.image_engine is None:
+            return
+        document = self.image_engine.inspect_image(docker_reference)
+        if document is None:
+            return
+        image = self.image_engine.images[document["Id"]]
+        files = {**dev_home_files(), **{
+            f"/{path.lstrip('/')}": FakeNode("file", "root", 0o644, data.decode(errors="replace"))
+            for path, data in image.files.items()
+        }}
+        known = self.docker_images.get(docker_reference)
+        if known is None or known.labels != image.labels or known.files != files:
+            self.add_docker_image(docker_reference, files, image.labels)
+
     def loaded_image(self, docker_reference: str) -> ImageInfo | None:
         self._call("loaded_image", docker_reference)
+        self._from_engine(docker_reference)
         wanted = self.docker_images.get(docker_reference)
         if wanted is None:
             raise NotFound(f"image {docker_reference} does not exist", hint="Build it.")
@@ -374,6 +395,7 @@ class FakeRuntime:
 
     def load_image(self, docker_reference: str) -> ImageInfo:
         self._call("load_image", docker_reference)
+        self._from_engine(docker_reference)
         image = self.docker_images.get(docker_reference)
         if image is None:
             raise NotFound(f"image {docker_reference} does not exist", hint="Build it.")

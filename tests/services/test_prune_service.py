@@ -258,7 +258,7 @@ def test_auto_prune_age_zero_is_off(fake: FakeRuntime, tmp_path: Path) -> None:
 def test_auto_prune_runs_once_per_process_and_never_raises(fake: FakeRuntime, tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(prune_service, "_auto_prune_once", prune_service._Once())
-    monkeypatch.setattr(prune_service, "DockerEngineImages", FakeDockerImages)
+    monkeypatch.setattr(prune_service, "DockerEngineImages", lambda engine: FakeDockerImages())
     fake.engine_down = True
     app = make_app(fake, tmp_path)
     assert auto_prune(app) is None

@@ -1,6 +1,6 @@
-"""The whole run flow (`RunLifecycle.prepare`) on the fake runtime, in milliseconds.
+"""The whole run flow (`RunLifecycle.prepare`) on the fake runtime and the fake image engine, in milliseconds.
 
-The image step is replaced by the image it would hand over; `opencode serve` is a scripted
+The image step builds the real Dockerfiles in the fake engine; `opencode serve` is a scripted
 server in the fake VM. Each test checks what the flow did to the VM, the home volume, the
 daemon and the project's recorded state.
 """
@@ -13,20 +13,21 @@ from pathlib import Path
 import pytest
 
 from opencode_sandbox.app import App
-from opencode_sandbox.core.naming import runner_image, vm_name
+from opencode_sandbox.core.naming import vm_name
 from opencode_sandbox.errors import SandboxError
+from opencode_sandbox.images.updater import record_baked_version
+from opencode_sandbox.paths import ToolPaths
 from opencode_sandbox.runtime.types import SandboxStatus
 from opencode_sandbox.services import daemon_control, run
 from opencode_sandbox.services.daemon_step import DaemonStep
-from opencode_sandbox.services.image_step import ReadyImage, UpdateCheck
+from opencode_sandbox.services.image_step import UpdateCheck
 from opencode_sandbox.services.run import ReadyVm, RunLifecycle
 from opencode_sandbox.state.store import ProjectState
-from tests.fakes.runtime import ExecCall, ExecResult, FakeNode, FakeRuntime, dev_home_files
+from tests.fakes.image_engine import FakeImageEngine
+from tests.fakes.runtime import ExecCall, ExecResult, FakeNode, FakeRuntime
 from tests.services.app_fakes import SLUG, make_app, messages
 
 VM = vm_name(SLUG)
-FIRST = runner_image(SLUG, "c0ffee")
-SECOND = runner_image(SLUG, "decade")
 
 
 class Serve:
@@ -49,27 +50,30 @@ class Serve:
 
 
 class Flow:
-    """A project on the fake runtime with the image the image step hands over."""
+    """A project on the fake runtime, whose images the real image step builds in the fake engine."""
 
-    def __init__(self, runtime: FakeRuntime, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.runtime = runtime
+    def __init__(self, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.engine = FakeImageEngine()
+        self.engine.add_image("debian:trixie-slim")
+        self.runtime = FakeRuntime(image_engine=self.engine)
         self.root = root
-        self.serve = Serve(runtime)
-        self.image = self.make_image(FIRST)
+        self.serve = Serve(self.runtime)
         self.answers: list[str] = []
         self.questions: list[str] = []
-        monkeypatch.setattr(run, "ensure_image", lambda app, rebuild, upgrade_to: self.image)
+        record_baked_version(ToolPaths.from_environment().state_dir, "1.2.3")
         monkeypatch.setattr(UpdateCheck, "start", lambda self: None)
-        monkeypatch.setattr(RunLifecycle, "_auto_prune", lambda self: None)
         monkeypatch.setattr(DaemonStep, "_healthy", lambda step: self.serve.running)
         monkeypatch.setattr(daemon_control, "wait_until_healthy",
                             lambda check, timeout_s, still_running=None: check())
         monkeypatch.setattr(run, "choose", self._choose)
 
-    def make_image(self, reference: str) -> ReadyImage:
-        files = {**dev_home_files(), "/etc/built-as": FakeNode("file", "root", 0o644, reference)}
-        self.runtime.add_docker_image(reference, files)
-        return ReadyImage(reference, self.runtime.load_image(reference).digest, {}, None, built=True)
+    def change_the_image(self) -> None:
+        folder = self.root / ".opencode-sandbox"
+        folder.mkdir(exist_ok=True)
+        (folder / "Dockerfile").write_text("FROM opencode-sandbox/runner-base:latest\nENV PROJECT_TOOL=2\n")
+
+    def image_reference(self) -> str | None:
+        return self.state().image_reference
 
     def _choose(self, question: str, choices: object, default: str, interactive: bool) -> str:
         self.questions.append(question)
@@ -107,13 +111,13 @@ class Flow:
 
 @pytest.fixture
 def flow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Flow]:
-    runtime = FakeRuntime()
     root = tmp_path / "project"
     root.mkdir()
+    made = Flow(root, monkeypatch)
     try:
-        yield Flow(runtime, root, monkeypatch)
+        yield made
     finally:
-        runtime.close()
+        made.runtime.close()
 
 
 def after_first_run(flow: Flow) -> str:
@@ -133,7 +137,11 @@ def test_a_first_run_makes_the_home_volume_and_the_vm_and_starts_serve(flow: Flo
     assert flow.serve.events == ["start"]
     assert ready.name == VM and ready.password and ready.host_url.startswith("http://127.0.0.1:")
     state = flow.state()
-    assert (state.home_volume, state.image_reference, state.image_digest) == (volume, FIRST, flow.image.digest)
+    assert state.home_volume == volume and state.image_reference is not None
+    assert state.image_reference.startswith(f"opencode-sandbox/runner-{SLUG}:")
+    assert flow.engine.builds == ["opencode-sandbox/runner-base:latest", state.image_reference]
+    loaded = flow.runtime.loaded_image(state.image_reference)
+    assert loaded is not None and state.image_digest == loaded.digest
     assert state.project_root == str(flow.root) and state.config_fingerprint is not None
 
 
@@ -161,14 +169,15 @@ def test_a_run_after_stop_starts_the_vm_on_the_same_home_and_starts_serve(flow: 
 def test_a_changed_image_recreates_the_vm_with_the_home_the_user_chose(flow: Flow, answer: str) -> None:
     volume = after_first_run(flow)
     flow.write_home_file(volume, "mine")
-    flow.image = flow.make_image(SECOND)
+    first = flow.image_reference()
+    flow.change_the_image()
     flow.answers.append(answer)
     flow.prepare(flow.app(interactive=True))
     assert flow.calls("stop_sandbox", "remove_sandbox", "create_sandbox") == [
         "stop_sandbox", "remove_sandbox", "create_sandbox"]
     assert len(flow.questions) == 1 and "keep it, reset it from the new image, or migrate" in flow.questions[0]
     state = flow.state()
-    assert state.image_reference == SECOND
+    assert state.image_reference not in (None, first)
     if answer == "keep":
         assert state.home_volume == volume and flow.volumes() == [volume]
         return
@@ -179,9 +188,12 @@ def test_a_changed_image_recreates_the_vm_with_the_home_the_user_chose(flow: Flo
 
 def test_a_changed_image_without_a_terminal_keeps_the_home_and_says_how_to_change_it(flow: Flow) -> None:
     volume = after_first_run(flow)
-    flow.image = flow.make_image(SECOND)
+    first = flow.image_reference()
+    flow.change_the_image()
     app = flow.app()
     flow.prepare(app)
+    assert flow.image_reference() not in (None, first)
+    assert flow.calls("remove_sandbox", "create_sandbox") == ["remove_sandbox", "create_sandbox"]
     assert flow.state().home_volume == volume and flow.volumes() == [volume]
     assert "`opencode-sandbox volume migrate` or `volume reset`" in messages(app)
 
@@ -189,7 +201,8 @@ def test_a_changed_image_without_a_terminal_keeps_the_home_and_says_how_to_chang
 @pytest.mark.parametrize("answer", ["defer", "proceed", "quit"])
 def test_another_attached_client_is_asked_before_its_vm_is_recreated(flow: Flow, answer: str) -> None:
     volume = after_first_run(flow)
-    flow.image = flow.make_image(SECOND)
+    first = flow.image_reference()
+    flow.change_the_image()
     flow.answers.extend([answer, "keep"])
     app = flow.app(interactive=True)
     if answer == "quit":
@@ -201,14 +214,14 @@ def test_another_attached_client_is_asked_before_its_vm_is_recreated(flow: Flow,
     recreated = flow.calls("remove_sandbox", "create_sandbox") == ["remove_sandbox", "create_sandbox"]
     assert recreated is (answer == "proceed")
     assert flow.status() is SandboxStatus.RUNNING
-    assert flow.state().image_reference == (SECOND if answer == "proceed" else FIRST)
+    assert (flow.image_reference() != first) is (answer == "proceed")
     assert flow.state().home_volume == volume
 
 
 def test_without_a_state_file_an_attached_client_still_keeps_its_vm_when_the_user_defers(flow: Flow) -> None:
     volume = after_first_run(flow)
     flow.app().state.state_path(SLUG).unlink()
-    flow.image = flow.make_image(SECOND)
+    flow.change_the_image()
     flow.answers.append("defer")
     flow.prepare(flow.app(interactive=True), other_clients=1)
     assert "1 other client(s) are attached" in flow.questions[0]
@@ -239,10 +252,11 @@ def test_a_changed_opencode_configuration_restarts_serve_only_when_allowed(flow:
 def test_a_vm_that_does_not_boot_leaves_the_project_as_it_was(flow: Flow) -> None:
     volume = after_first_run(flow)
     before = flow.state()
-    flow.image = flow.make_image(SECOND)
+    first = flow.image_reference()
+    flow.change_the_image()
     flow.answers.append("reset")
     flow.runtime.boot_failures = ["Kernel doesn't fit in RAM"] * 2
     with pytest.raises(SandboxError):
         flow.prepare(flow.app(interactive=True))
     assert flow.volumes() == [volume]  # the volume made for the failed VM is gone, the old one kept
-    assert flow.state().home_volume == before.home_volume
+    assert flow.state() == before and before.image_reference == first

@@ -111,12 +111,8 @@ def opencode_version_for_run(app: App, upgrade_to: str | None) -> str:
     )
 
 
-def ensure_image(app: App, rebuild: bool, upgrade_to: str | None = None,
-                 engine: ImageEngine | None = None) -> ReadyImage:
-    if engine is None:
-        from opencode_sandbox.engine.docker import DockerImageEngine
-
-        engine = DockerImageEngine()
+def ensure_image(app: App, rebuild: bool, upgrade_to: str | None = None) -> ReadyImage:
+    engine = app.image_engine
     version = opencode_version_for_run(app, upgrade_to)
     project_state_dir = app.paths.state_dir / app.project.slug
     signature = image_record.inputs_signature(engine, app.project, app.settings, version)

@@ -149,7 +149,7 @@ def prune(app: App, age_text: str | None, scope: Scope, dry_run: bool, force: bo
     """`prune` and its per-kind variants. Raises `SandboxError` when some removal failed."""
     age = resolve_age(age_text, app.settings.manual_prune_age)
     runtime = app.runtime
-    store = docker if docker is not None else DockerEngineImages()
+    store = docker if docker is not None else DockerEngineImages(app.image_engine)
     now = datetime.now(UTC)
     inventory = gather_inventory(
         runtime, store, app.state, app.console.warn,
@@ -213,8 +213,8 @@ def auto_prune(app: App) -> PruneOutcome | None:
     if not _auto_prune_once.claim():
         return None
     try:
-        return auto_prune_now(app.runtime, DockerEngineImages(), app.state, app.settings.auto_prune_age, app.console,
-                              elsewhere=app.other_runtime)
+        return auto_prune_now(app.runtime, DockerEngineImages(app.image_engine), app.state, app.settings.auto_prune_age,
+                              app.console, elsewhere=app.other_runtime)
     except Exception as error:  # a failed prune must never keep the user from their VM
         message = error.message if isinstance(error, SandboxError) else f"{type(error).__name__}: {error}"
         app.console.warn(f"auto-prune skipped: {message}")
