@@ -23,16 +23,16 @@ from tests.fakes.runtime import FakeRuntime
 SLUG = "app-0123456789abcd"
 
 
-def make_app(runtime: FakeRuntime, root: Path, *, interactive: bool = False, assume_yes: bool = False,
+def make_app(runtime: Runtime, root: Path, *, interactive: bool = False, assume_yes: bool = False,
              slug: str = SLUG, other: Runtime | None = None) -> App:
-    """`other` is the other runtime installed here; by default an empty fake one. The image
-    engine is the runtime's own source of images, when it has one."""
+    """`other` is the other runtime installed here; by default an empty fake one. A fake
+    runtime's image engine is the context's too; a real runtime's is the Docker engine."""
     console = Console(LogLevel.INFO, stream=io.StringIO())
     project = Project(slug=slug, root=root, remote=None, is_git=False)
     if other is None:
         other = FakeRuntime(RuntimeKind.MICROSANDBOX if runtime.kind is RuntimeKind.DOCKER else RuntimeKind.DOCKER)
     return App(console, ToolPaths.from_environment(), project, load_settings([], {}, {}), assume_yes, interactive,
-               runtime, other, runtime.image_engine)
+               runtime, other, runtime.image_engine if isinstance(runtime, FakeRuntime) else None)
 
 
 def know_projects(*slugs: str) -> None:
