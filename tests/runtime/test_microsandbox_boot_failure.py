@@ -11,6 +11,7 @@ import pytest
 
 from opencode_sandbox.core.naming import managed_labels, vm_name
 from opencode_sandbox.errors import BootFailed, SandboxError, VmDidNotBoot
+from opencode_sandbox.runtime import microsandbox_backend
 from opencode_sandbox.runtime.kvm import KvmCheck
 from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
 from opencode_sandbox.runtime.msb_boot_log import MAX_LINES, MAX_WIDTH, decisive_lines
@@ -162,14 +163,20 @@ def test_the_log_excerpt_stays_short() -> None:
     assert decisive_lines("INFO msb: all is well\n\x1b[31mERROR\x1b[0m msb: boom\n") == ["ERROR msb: boom"]
 
 
-def test_an_exec_msb_could_not_deliver_is_an_error_not_the_command_s_exit_status(tmp_path: Path) -> None:
+HANDSHAKE = "handshake: read id range: timed out before relay sent bytes"
+
+
+def test_an_exec_msb_could_not_deliver_is_an_error_not_the_command_s_exit_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     msb = ScriptedMsb.at(tmp_path / "msb", {
         "exec": [
-            answer(stderr="error: agent client error: handshake: read id range: timed out before relay sent bytes\n",
-                   code=1),
+            answer(stderr=f"error: agent client error: {HANDSHAKE}\n", code=1),
+            answer(stderr=f"error: agent client error: {HANDSHAKE}\n", code=1),
             answer(stderr="pgrep: no process found\n", code=1),
         ],
     })
+    monkeypatch.setattr(microsandbox_backend, "EXEC_HANDSHAKE_RETRY_S", 0.0)
     runtime = MicrosandboxRuntime(cli=msb.cli, kvm_probe=lambda: KVM_OK)
     with pytest.raises(SandboxError) as raised:
         runtime.exec(NAME, ["pgrep", "-f", "opencode serve"])
@@ -177,3 +184,15 @@ def test_an_exec_msb_could_not_deliver_is_an_error_not_the_command_s_exit_status
                                     "timed out before relay sent bytes")
     assert raised.value.hint is not None and "run again" in raised.value.hint
     assert runtime.exec(NAME, ["pgrep", "-f", "opencode serve"]).exit_code == 1  # the command's own status
+    assert msb.subcommands().count("exec") == 3  # the undelivered command was tried twice
+
+
+def test_an_exec_the_agent_was_too_busy_to_take_is_tried_once_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    msb = ScriptedMsb.at(tmp_path / "msb", {
+        "exec": [answer(stderr=f"error: agent client error: {HANDSHAKE}\n", code=1), answer("1234\n")],
+    })
+    monkeypatch.setattr(microsandbox_backend, "EXEC_HANDSHAKE_RETRY_S", 0.0)
+    runtime = MicrosandboxRuntime(cli=msb.cli, kvm_probe=lambda: KVM_OK)
+    assert runtime.exec(NAME, ["pgrep", "-f", "opencode serve"]) == (0, "1234\n", "")

@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import subprocess
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 _DOCTOR_HINT = "run `msb doctor` to check the runtime"
 _DOCKER_RUNTIME_HINT = "use `--runtime docker` on this host (the project then runs in a container)"
 _BOOT_TIMEOUT_S = 600.0
+EXEC_HANDSHAKE_RETRY_S = 2.0
 
 
 def image_is_ours(reference: str) -> bool:
@@ -263,6 +265,10 @@ class MicrosandboxRuntime:
         args += [name, "--", *argv]
         wait = None if timeout_s is None else timeout_s + 30
         result = self._cli.run(args, stdin=stdin, timeout_s=wait, environment=child_environment(env))
+        if result.agent_failed and "handshake" in result.stderr:
+            # The agent was too busy to take the command, which never started: one more try is safe.
+            time.sleep(EXEC_HANDSHAKE_RETRY_S)
+            result = self._cli.run(args, stdin=stdin, timeout_s=wait, environment=child_environment(env))
         if result.returncode != 0 and result.not_found and not result.stdout:
             raise NotFound(f"sandbox {name} does not exist", hint="run `opencode-sandbox list`")
         if result.agent_failed:
