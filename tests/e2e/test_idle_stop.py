@@ -57,17 +57,19 @@ def test_a_vm_whose_opencode_serve_died_stops_by_itself(project: Project, monkey
 
 def test_a_hung_opencode_serve_holds_the_vm_for_the_grace_only(project: Project,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    grace_s = UNREADABLE_GRACE_S + 15  # a daemon-start-timeout above the floor is the grace
     monkeypatch.setenv("OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT", "2s")
+    monkeypatch.setenv("OPENCODE_SANDBOX_DAEMON_START_TIMEOUT", f"{grace_s:g}s")
     client = ServeOnly(project)
     _signal_serve(project, "STOP")  # the process stays, its API answers nothing
     detached = time.monotonic()
     client.detach()
-    time.sleep(UNREADABLE_GRACE_S / 2)
+    time.sleep(grace_s / 2)
     assert _running(project), "a running but silent opencode serve holds the VM during the grace"
-    assert wait_until(lambda: project.container_state() == "exited", timeout=UNREADABLE_GRACE_S + 60)
-    assert time.monotonic() - detached >= 2 + UNREADABLE_GRACE_S
+    assert wait_until(lambda: project.container_state() == "exited", timeout=grace_s + 60)
+    assert time.monotonic() - detached >= 2 + grace_s
     log = (project.state_dir / "reaper.log").read_text()
-    assert f"the opencode API has not been readable for {UNREADABLE_GRACE_S:g}s" in log
+    assert f"the opencode API has not been readable for {grace_s:g}s" in log
 
 
 def test_stop_immediately_mode_stops_despite_a_busy_session(project: Project,
