@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import os
 import shutil
+import signal
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -17,6 +18,14 @@ from pathlib import Path
 import pytest
 
 pytest_plugins = ["tests.fixtures.images", "tests.fixtures.host_users"]
+
+# A suite started in the background of a script inherits Ctrl-C ignored (`nohup` ignores hang-ups),
+# and an ignored signal stays ignored across exec: a test's Ctrl-C or hang-up would reach none of
+# the processes it starts. A handler of our own keeps this process as it was, and is reset to the
+# default in every program it starts.
+for _number in (signal.SIGINT, signal.SIGHUP):
+    if signal.getsignal(_number) == signal.SIG_IGN:
+        signal.signal(_number, lambda *_: None)
 
 PASSED_THROUGH = {name: os.environ[name] for name in ("OPENCODE_SANDBOX_DAEMON_START_TIMEOUT",) if name in os.environ}
 

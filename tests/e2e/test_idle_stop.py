@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import threading
 import time
 
@@ -40,8 +42,26 @@ def test_busy_session_holds_the_vm_until_idle(project: Project, monkeypatch: pyt
     daemon.close()
 
 
-def _signal_serve(project: Project, signal: str) -> None:
-    sent = docker("exec", project.vm, "pkill", f"-{signal}", "-f", "opencode serve --hostname")
+@pytest.mark.parametrize(("number", "exit_code"), [
+    (signal.SIGHUP, 128 + signal.SIGHUP), (signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGKILL, -signal.SIGKILL),
+], ids=["terminal closed", "killed", "killed outright"])
+def test_a_client_ended_by_a_closed_terminal_or_kill_leaves_the_vm_to_the_idle_stop(
+        project: Project, monkeypatch: pytest.MonkeyPatch, number: signal.Signals, exit_code: int) -> None:
+    _quick_stop(project, monkeypatch)
+    client = ServeOnly(project)
+    if number == signal.SIGHUP:  # a closing terminal hangs up its whole foreground group
+        os.killpg(client.process.pid, number)
+    else:
+        os.kill(client.process.pid, number)
+    client.process.wait(60)
+    assert wait_until(lambda: project.container_state() == "exited", timeout=90), \
+        "the VM must stop by itself once its last client is gone"
+    assert "stopping" in (project.state_dir / "reaper.log").read_text()
+    assert client.process.returncode == exit_code
+
+
+def _signal_serve(project: Project, name: str) -> None:
+    sent = docker("exec", project.vm, "pkill", f"-{name}", "-f", "opencode serve --hostname")
     assert sent.returncode == 0, sent.stderr
 
 

@@ -68,7 +68,7 @@ def prepared(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
     """An application whose VM is ready at once (the lifecycle itself is tested elsewhere)."""
     monkeypatch.setattr(RunLifecycle, "prepare",
                         lambda self, *args: ReadyVm(VM, "http://127.0.0.1:9", "password"))
-    monkeypatch.setattr(clients, "_leave_to_reaper", lambda app, ready: None)
+    monkeypatch.setattr(clients, "_hand_to_reaper", lambda app, ready, leaving=False: None)
     return make_app(FakeRuntime(RuntimeKind.DOCKER), tmp_path)
 
 

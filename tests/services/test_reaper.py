@@ -234,6 +234,15 @@ def test_clients_attached_from_the_start_are_waited_for(setup: Setup) -> None:
     assert "2 client(s) attached; waiting for the last one to leave" in setup.log_lines()
 
 
+def test_the_runtime_is_not_asked_while_a_client_is_attached(setup: Setup) -> None:
+    """A reaper watches through whole sessions; it asks about the VM only once no client is left."""
+    setup.attach()
+    setup.clock.at(3600, setup.detach)
+    assert setup.run() is ReaperOutcome.STOPPED
+    assert setup.runtime.calls.count(("get_sandbox", VM)) <= 1 + TIMEOUT_S // Timing().vm_check_s + 1
+    assert setup.stopped_at is not None and setup.stopped_at >= 3600 + TIMEOUT_S
+
+
 def test_a_new_detach_restarts_the_idle_timer(setup: Setup) -> None:
     setup.clock.at(8, lambda: setattr(setup, "settings", setup.settings._replace(generation="second")))
     assert setup.run() is ReaperOutcome.STOPPED

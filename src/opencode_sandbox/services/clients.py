@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -37,22 +38,51 @@ def other_clients(app: App) -> int:
 
 @contextmanager
 def client_of_vm(app: App, rebuild: bool, wait_for_daemon: bool = True) -> Iterator[ReadyVm]:
-    """Hold a lease from before the VM is ensured until the client leaves, then hand the
-    VM to the idle reaper. Taking the lease first means a reaper stopping the VM for
-    idleness finishes before this client looks at it, and then finds it stopped."""
+    """Hold a lease from before the VM is ensured until the client leaves, with the idle reaper
+    watching from when the VM is ready. Taking the lease first means a reaper stopping the VM
+    for idleness finishes before this client looks at it, and then finds it stopped."""
     from opencode_sandbox.state.leases import client_lease
 
     others = other_clients(app)
     ready: ReadyVm | None = None
+    with leaving_on_hangup_or_termination():
+        try:
+            with client_lease(app.paths.state_dir, app.project.slug, " ".join(["opencode-sandbox", *sys.argv[1:]])):
+                ready = RunLifecycle(app).prepare(rebuild, others, wait_for_daemon)
+                # Watching from now on, the reaper stops the VM even after a client killed outright.
+                _hand_to_reaper(app, ready)
+                collect_from_now_on()  # attached, or serving, for minutes or hours
+                yield ready
+        finally:
+            if ready is not None:
+                try:
+                    _finish_daemon_start(app, ready)
+                finally:  # a closed terminal can fail the warning; the reaper restarts its wait
+                    _hand_to_reaper(app, ready, leaving=True)
+
+
+_LEAVING_SIGNALS = (signal.SIGHUP, signal.SIGTERM)
+
+
+@contextmanager
+def leaving_on_hangup_or_termination() -> Iterator[None]:
+    """A closed terminal (SIGHUP) or a `kill` (SIGTERM) ends the client as Ctrl-C does: through
+    the cleanup that hands the VM to the idle reaper, which the signals' default action skips."""
+    previous = {number: signal.getsignal(number) for number in _LEAVING_SIGNALS}
+
+    def leave(number: int, _frame: object) -> None:
+        for each in _LEAVING_SIGNALS:  # a second signal must not cut the cleanup short
+            signal.signal(each, signal.SIG_IGN)
+        raise SystemExit(128 + number)
+
+    for number in _LEAVING_SIGNALS:
+        if previous[number] != signal.SIG_IGN:  # `nohup`: the user asked to outlive the terminal
+            signal.signal(number, leave)
     try:
-        with client_lease(app.paths.state_dir, app.project.slug, " ".join(["opencode-sandbox", *sys.argv[1:]])):
-            ready = RunLifecycle(app).prepare(rebuild, others, wait_for_daemon)
-            collect_from_now_on()  # attached, or serving, for minutes or hours
-            yield ready
+        yield
     finally:
-        if ready is not None:
-            _finish_daemon_start(app, ready)
-            _leave_to_reaper(app, ready)
+        for number, handler in previous.items():
+            signal.signal(number, handler if handler is not None else signal.SIG_DFL)
 
 
 def _finish_daemon_start(app: App, ready: ReadyVm) -> None:
@@ -63,7 +93,7 @@ def _finish_daemon_start(app: App, ready: ReadyVm) -> None:
         app.console.warn(failure.message, failure.hint)
 
 
-def _leave_to_reaper(app: App, ready: ReadyVm) -> None:
+def _hand_to_reaper(app: App, ready: ReadyVm, leaving: bool = False) -> None:
     from opencode_sandbox.core.quiescence import UNREADABLE_GRACE_S
     from opencode_sandbox.core.stop_mode import StopMode
     from opencode_sandbox.services.reaper_settings import LOG_FILE, ReaperSettings
@@ -88,7 +118,8 @@ def _leave_to_reaper(app: App, ready: ReadyVm) -> None:
     except OSError as error:
         app.console.warn(f"cannot start the idle reaper ({error}); stop the VM with `opencode-sandbox stop`")
         return
-    app.console.verbose(f"idle reaper log: {app.paths.state_dir / app.project.slug / LOG_FILE}")
+    if leaving:
+        app.console.verbose(f"idle reaper log: {app.paths.state_dir / app.project.slug / LOG_FILE}")
 
 
 def resolve_worktree(app: App, ready: ReadyVm, worktree: str) -> str:

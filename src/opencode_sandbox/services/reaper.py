@@ -138,13 +138,14 @@ class Reaper:
                     self._log("a client left again; the idle timer starts over")
                 idle_since, decision, held_for = None, None, ""
                 self._unreadable_since = None
-            if now >= next_vm_check:
+            clients = count_live_leases(current.state_root, current.slug)
+            # While clients are attached the VM is theirs; a stop by other means cuts them off.
+            if not clients and now >= next_vm_check:
                 next_vm_check = now + self._timing.vm_check_s
                 gone = self._vm_gone(current)
                 if gone is not None:
                     self._log(gone)
                     return ReaperOutcome.VM_GONE
-            clients = count_live_leases(current.state_root, current.slug)
             if clients:
                 if idle_since is not None:
                     self._log("a client attached; the stop is cancelled")
@@ -152,6 +153,7 @@ class Reaper:
                     self._log(f"{clients} client(s) attached; waiting for the last one to leave")
                 clients_seen = True
                 idle_since, decision, held_for = None, None, ""
+                next_vm_check = now  # asked at once when the last one leaves
                 self._unreadable_since = None
                 self._sleep(self._timing.poll_s)
                 continue

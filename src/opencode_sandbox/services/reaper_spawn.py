@@ -1,4 +1,4 @@
-"""Starting the project's idle reaper: light enough for every client's exit path.
+"""Starting the project's idle reaper: light enough for every client's start and exit path.
 
 The reaper itself (`services/reaper.py`) loads the quiescence rules and the daemon client;
 a detaching client only needs to record the settings and, when no reaper runs, start one.
@@ -43,8 +43,9 @@ def reaper_running(state_root: Path, slug: str) -> bool:
 def spawn_reaper(settings: ReaperSettings) -> int:
     """Save the settings and start a detached reaper; returns its process id (0: one runs).
 
-    Call it when a client detaches. When a reaper already watches the project, the new
-    process exits at once and the running one picks the new settings up.
+    Call it when a client is attached (so a client killed outright still leaves a VM that
+    stops) and when it leaves. When a reaper already watches the project, no process starts:
+    the running one picks the new settings up.
     """
     save_settings(settings.with_new_generation())
     if reaper_running(settings.state_root, settings.slug):
