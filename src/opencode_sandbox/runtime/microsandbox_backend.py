@@ -292,7 +292,12 @@ class MicrosandboxRuntime:
         args = self._exec_args(user, workdir, env)
         args += ["--tty" if tty else "--no-tty", name, "--", *argv]
         # The terminal belongs to msb for the whole session: it handles resizes and signals.
-        return subprocess.call(self._cli.command(*args), env=child_environment(env))
+        with subprocess.Popen(self._cli.command(*args), env=child_environment(env)) as attached:
+            try:
+                return attached.wait()
+            except BaseException:  # Ctrl-C, a hang-up or a kill of this process
+                _end_gently(attached)
+                raise
 
     # volumes
     def _volume_fields(self, name: str) -> dict[str, str] | None:
@@ -512,3 +517,16 @@ def _load_archive(archive: IO[bytes], reference: str, load_command: list[str]) -
         f"msb load of {reference} failed: {lines[0] if lines else loader.returncode}",
         hint="check free disk space under MSB_HOME and run `msb doctor`",
     )
+
+
+ATTACH_END_GRACE_S = 5.0
+
+
+def _end_gently(attached: subprocess.Popen[bytes]) -> None:
+    """Ask msb to end, so it gives the terminal back as it found it; kill it only if it does not."""
+    attached.terminate()
+    try:
+        attached.wait(ATTACH_END_GRACE_S)
+    except subprocess.TimeoutExpired:
+        attached.kill()
+        attached.wait()

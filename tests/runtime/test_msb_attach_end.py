@@ -1,0 +1,65 @@
+"""An attached session ended from the host side (Ctrl-C, a hang-up, a kill of the launcher): msb is
+asked to end, so it can give the terminal back as it found it, and is killed only if it does not."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from opencode_sandbox.runtime import microsandbox_backend
+from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
+from opencode_sandbox.runtime.msb_cli import MsbCli
+
+
+def _msb_standing_in(folder: Path, on_term: str) -> Path:
+    """An `msb attach` that says when it runs and what it does on SIGTERM."""
+    script = folder / "msb"
+    script.write_text(f"""#!/bin/sh
+trap '{on_term}' TERM
+echo running > {folder}/started
+while :; do sleep 0.05; done
+""")
+    script.chmod(0o755)
+    return script
+
+
+def _interrupt_once_started(folder: Path) -> threading.Thread:
+    main = threading.main_thread().ident
+    assert main is not None
+
+    def interrupt() -> None:
+        deadline = time.monotonic() + 30
+        while not (folder / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        signal.pthread_kill(main, signal.SIGINT)
+
+    thread = threading.Thread(target=interrupt, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_msb_is_asked_to_end_and_ends(tmp_path: Path) -> None:
+    msb = _msb_standing_in(tmp_path, f"echo asked > {tmp_path}/ended; exit 143")
+    runtime = MicrosandboxRuntime(cli=MsbCli(msb))
+    interrupter = _interrupt_once_started(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        runtime.attach("vm", ["opencode", "attach"])
+    interrupter.join()
+    assert (tmp_path / "ended").read_text() == "asked\n"
+
+
+def test_msb_that_does_not_end_is_killed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(microsandbox_backend, "ATTACH_END_GRACE_S", 0.5)
+    msb = _msb_standing_in(tmp_path, f"echo ignored >> {tmp_path}/ended")
+    runtime = MicrosandboxRuntime(cli=MsbCli(msb))
+    interrupter = _interrupt_once_started(tmp_path)
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        runtime.attach("vm", ["opencode", "attach"])
+    interrupter.join()
+    assert time.monotonic() - started < 20
+    assert (tmp_path / "ended").read_text() == "ignored\n", "asked once, then killed"
