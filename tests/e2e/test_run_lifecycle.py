@@ -128,8 +128,11 @@ def _serve_only(project: Project, *extra: str) -> tuple[subprocess.Popen[str], s
         lines.append(line.strip())
     url = next((line.split()[1] for line in lines if line.startswith("URL:")), "")
     password = next((line.split()[1] for line in lines if line.startswith("password:")), "")
-    failure = process.stderr.read() if process.poll() is not None and process.stderr else ""
-    assert url and password, f"no URL or password: {lines}; {failure}"
+    if not (url and password):
+        if process.poll() is None and not lines:  # its output closed: it is ending
+            process.wait(60)
+        failure = process.stderr.read() if process.poll() is not None and process.stderr else "(still running)"
+        raise AssertionError(f"no URL or password: {lines}; exit status {process.returncode}; {failure}")
     return process, url, password
 
 
