@@ -196,6 +196,18 @@ def test_edit_keeps_the_new_volume_when_the_shell_exits_zero(fake: FakeRuntime, 
     assert old in fake.volumes
 
 
+def test_edit_shows_the_image_load_a_runtime_needs_first(fake: FakeRuntime, tmp_path: Path) -> None:
+    """On microsandbox the image may not be loaded yet (a `prune`, another msb home): loading it
+    takes a while on a large image, and is shown as a step, as a run shows it."""
+    _, image = project(fake, tmp_path)
+    del fake.images[image]
+    edit_shell(fake, 0, [])
+    app = make_app(fake, tmp_path)
+    change_volume(app, VolumeAction.EDIT, None, remove_old=False, dry_run=False, echo=lambda _l: None)
+    assert f"Loading {image} into docker..." in messages(app)
+    assert ("load_image", image) in fake.calls
+
+
 def test_edit_abandons_the_new_volume_when_the_shell_fails(fake: FakeRuntime, tmp_path: Path) -> None:
     old, _ = project(fake, tmp_path)
     seen: list[ExecCall] = []

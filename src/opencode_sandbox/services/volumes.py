@@ -30,6 +30,7 @@ from opencode_sandbox.state.store import StateStore
 
 if TYPE_CHECKING:
     from opencode_sandbox.app import App
+    from opencode_sandbox.ui.console import Console
 
 OLD_MOUNT = "/mnt/old"
 EDIT_SHELL = ("bash", "-l")
@@ -131,15 +132,16 @@ def apply_change(
     store: StateStore,
     change: VolumeChange,
     say: Callable[[str], None],
-    warn: Callable[[str], None],
+    console: Console,
 ) -> None:
+    warn = console.warn
     with store.first_boot_lock(change.slug, timeout_s=30.0):
         _refuse_active_vm(runtime, change.slug)
         copy_from = change.old if change.action is VolumeAction.MIGRATE else None
         build_home_volume(runtime, change.slug, change.new, change.image, copy_from, warn)
         if change.action is VolumeAction.EDIT:
             try:
-                _edit_in_shell(runtime, change, say, warn)
+                _edit_in_shell(runtime, change, say, console)
             except BaseException:
                 _discard(runtime, change.new, warn)
                 raise
@@ -189,9 +191,10 @@ def _discard(runtime: Runtime, volume: str, warn: Callable[[str], None]) -> None
             time.sleep(1.0)  # a helper that copied into it may still be winding down
 
 
-def _edit_in_shell(runtime: Runtime, change: VolumeChange, say: Callable[[str], None],
-                   warn: Callable[[str], None]) -> None:
-    image = runtime.load_image(change.image).reference
+def _edit_in_shell(runtime: Runtime, change: VolumeChange, say: Callable[[str], None], console: Console) -> None:
+    from opencode_sandbox.services.image_step import load_into_runtime
+
+    image = load_into_runtime(runtime, console, change.image).image.reference
     name = _free_task_name(runtime, change.slug)
     spec = SandboxSpec(
         name=name,
@@ -215,7 +218,7 @@ def _edit_in_shell(runtime: Runtime, change: VolumeChange, say: Callable[[str], 
         try:
             runtime.remove_sandbox(name)
         except SandboxError as error:
-            warn(f"could not remove the edit sandbox {name}: {error.message}")
+            console.warn(f"could not remove the edit sandbox {name}: {error.message}")
     if code != 0:
         raise SandboxError(
             f"the shell exited with status {code}; {change.new} is abandoned and {change.old} stays",
@@ -238,5 +241,5 @@ def change_volume(app: App, action: VolumeAction, volume: str | None, remove_old
         for line in describe(change):
             echo(f"dry-run: would {line}")
         return change
-    apply_change(runtime, app.state, change, echo, app.console.warn)
+    apply_change(runtime, app.state, change, echo, app.console)
     return change
