@@ -46,8 +46,8 @@ GUEST_PACKAGES=(
   python3 python3-venv kmod udev iproute2 ca-certificates linux-image-amd64 initramfs-tools
   procps util-linux e2fsprogs passwd sudo git tmux docker-cli curl
 )
-SMOKE_COMMAND=(python -m pytest -m kvm tests/e2e/test_microsandbox_smoke.py)
-DEFAULT_COMMAND=(python -m pytest -m kvm)
+SMOKE_COMMAND=(python -m pytest --instafail -m kvm tests/e2e/test_microsandbox_smoke.py)
+DEFAULT_COMMAND=(python -m pytest --instafail -m kvm)
 
 say() { printf '== lab: %s\n' "$*" >&2; }
 die() { printf '== lab: %s\n' "$*" >&2; exit 2; }
