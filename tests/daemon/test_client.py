@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 import subprocess
 import threading
@@ -192,6 +193,20 @@ def test_a_worktree_refused_by_the_daemon_is_a_worktree_error() -> None:
     assert caught.value.message == (
         "the opencode daemon refused POST /experimental/worktree: Worktrees are only supported for git projects"
     )
+
+
+def test_a_worktree_may_take_longer_than_any_other_request() -> None:
+    """git writes every file of the checkout into a new worktree: minutes on a large one."""
+    made = {"name": "big", "directory": "/workspace/.worktrees/big", "branch": "opencode/big"}
+    with fake_daemon() as server:
+        server.set("POST", "/experimental/worktree", Answer(200, json.dumps(made).encode(), delay_s=1.5))
+        server.set("DELETE", "/experimental/worktree", Answer(200, b"true", delay_s=1.5))
+        server.set("GET", "/session/status", Answer(200, b"{}", delay_s=1.5))
+        with DaemonClient(server.url, None, timeout_s=0.5) as daemon_client:
+            assert daemon_client.create_worktree("big").directory == made["directory"]
+            daemon_client.remove_worktree(made["directory"])
+            with pytest.raises(DaemonUnreachable, match=r"did not answer GET /session/status within 0\.5s"):
+                daemon_client.session_states()
 
 
 # servers that misbehave

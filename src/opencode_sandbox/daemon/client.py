@@ -31,6 +31,9 @@ _COMMIT_RE = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 _NO_COMMIT = "no-such-commit"
 T = TypeVar("T")
 _RESTART_HINT = "stop the VM with `opencode-sandbox stop` and run again"
+WORKTREE_TIMEOUT_S = 600.0
+"""Making or removing a worktree writes or deletes every file of the checkout: minutes for a large
+one or on a slow host, where every other request answers in moments."""
 
 
 class DaemonClient:
@@ -115,9 +118,8 @@ class DaemonClient:
         to it, both through a short-lived session that is deleted afterwards.
         """
         commit = self._resolve_commit(base) if base else None
-        tree = self._read(
-            "POST", "/experimental/worktree", answers.read_worktree, body={"name": name}, worktree=True
-        )
+        tree = self._read("POST", "/experimental/worktree", answers.read_worktree, body={"name": name},
+                          timeout_s=max(self.timeout_s, WORKTREE_TIMEOUT_S), worktree=True)
         if commit is not None and base is not None:
             try:
                 self._move_worktree(tree, base, commit)
@@ -128,7 +130,8 @@ class DaemonClient:
 
     def remove_worktree(self, directory: str) -> None:
         """Remove a worktree and its branch."""
-        self._read("DELETE", "/experimental/worktree", _any, body={"directory": directory}, worktree=True)
+        self._read("DELETE", "/experimental/worktree", _any, body={"directory": directory},
+                   timeout_s=max(self.timeout_s, WORKTREE_TIMEOUT_S), worktree=True)
 
     # sessions and commands
     def create_session(self, title: str, directory: str | None = None) -> str:

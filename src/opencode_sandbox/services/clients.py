@@ -126,6 +126,7 @@ def resolve_worktree(app: App, ready: ReadyVm, worktree: str) -> str:
     """The VM-internal directory of the worktree, created through the daemon when new."""
     from opencode_sandbox.daemon.client import DaemonClient
     from opencode_sandbox.daemon.errors import DaemonError
+    from opencode_sandbox.ui.progress import slow_step
 
     name, base = parse_worktree(worktree)
     client = DaemonClient(ready.host_url, ready.password)
@@ -135,7 +136,8 @@ def resolve_worktree(app: App, ready: ReadyVm, worktree: str) -> str:
             if base:
                 app.console.warn(f"worktree {existing.name} exists already; ignoring the base {base}")
             return existing.directory
-        created = client.create_worktree(name.replace("/", "-"), base)
+        with slow_step(app.console, f"Creating the worktree {name}"):
+            created = client.create_worktree(name.replace("/", "-"), base)
         app.console.info(f"Created the worktree {created.name} at {created.directory}")
         return created.directory
     except DaemonError as error:
