@@ -148,7 +148,7 @@ class Project:
     def vm_report(self) -> str:
         """What the VM's processes and opencode's logs show, for a failure message: under emulation
         it tells a step still working (CPU time growing, log lines coming) from one stuck."""
-        script = (f"echo '$ ps'; ps -eo pid,etimes,time,args; echo '$ {DAEMON_LOG}'; tail -n 30 {DAEMON_LOG};"
+        script = (f"echo '$ ps'; ps -ww -eo pid,etimes,time,args; echo '$ {DAEMON_LOG}'; tail -n 30 {DAEMON_LOG};"
                   " for log in $(ls -t /home/dev/.local/share/opencode/log/*.log | head -n 2); do"
                   " echo \"$ $log\"; tail -n 40 \"$log\"; done")
         try:
@@ -314,6 +314,14 @@ def wait_until(condition: Callable[[], bool], timeout: float, interval: float = 
             return True
         time.sleep(interval)
     return condition()
+
+
+def host_processes(*words: str) -> str:
+    """This host's processes whose command line holds one of `words`, with their CPU time: which
+    step a client is in (its `msb exec`, say) when its terminal shows nothing."""
+    listed = subprocess.run(["ps", "-ww", "-eo", "pid,etimes,time,args"], capture_output=True, text=True).stdout
+    header, *rows = listed.splitlines() or [""]
+    return "\n".join([header, *(row for row in rows if any(word in row for word in words))])
 
 
 def cli_command(*args: str) -> list[str]:

@@ -16,6 +16,7 @@ from tests.e2e.harness import (
     cli_command,
     connects,
     docker,
+    host_processes,
     non_loopback_address,
     status_of,
     wait_until,
@@ -59,8 +60,8 @@ def test_serve_only_and_attach_then_the_vm_stops_after_the_last_client(
         try:
             screen = terminal.wait_for(ATTACHED_SCREEN, timeout=900)
         except AssertionError as missing:
-            raise AssertionError(f"{missing}\nafter {time.monotonic() - attaching:.0f} s the VM shows:\n"
-                                 f"{project.vm_report()}") from None
+            raise AssertionError(f"{missing}\nafter {time.monotonic() - attaching:.0f} s, on this host:\n"
+                                 f"{host_processes('opencode', 'msb')}\nthe VM shows:\n{project.vm_report()}") from None
         assert "error:" not in screen
         assert len(list((project.state_dir / "leases").glob("*.lease"))) == 2
         time.sleep(3 * IDLE_TIMEOUT_S)
