@@ -33,6 +33,7 @@ from opencode_sandbox.images.updater import record_baked_version
 from opencode_sandbox.paths import ToolPaths
 from opencode_sandbox.runtime.base import Runtime
 from opencode_sandbox.runtime.types import SandboxInfo
+from opencode_sandbox.services.daemon_control import DAEMON_LOG
 from tests.fixtures.host_users import HostUser
 
 
@@ -144,6 +145,18 @@ class Project:
                                     workdir="/")
         return len(found.stdout.split())
 
+    def vm_report(self) -> str:
+        """What the VM's processes and opencode's logs show, for a failure message: under emulation
+        it tells a step still working (CPU time growing, log lines coming) from one stuck."""
+        script = (f"echo '$ ps'; ps -ww -eo pid,etimes,time,args; echo '$ {DAEMON_LOG}'; tail -n 30 {DAEMON_LOG};"
+                  " for log in $(ls -t /home/dev/.local/share/opencode/log/*.log | head -n 2); do"
+                  " echo \"$ $log\"; tail -n 40 \"$log\"; done")
+        try:
+            found = self.backend().exec(self.vm, ["sh", "-c", script], user="root", workdir="/", timeout_s=300)
+        except SandboxError as error:
+            return f"(the VM could not be asked: {error})"
+        return found.stdout + found.stderr
+
     def home_volumes(self) -> list[str]:
         prefix = f"opencode-sandbox-home-{self.slug}-"
         return sorted(volume.name for volume in self.backend().list_volumes() if volume.name.startswith(prefix))
@@ -251,7 +264,7 @@ class Tmux:
             if re.search(pattern, screen):
                 return screen
             time.sleep(0.5)
-        raise AssertionError(f"{pattern!r} did not appear; the screen shows:\n{self.screen()}")
+        raise AssertionError(f"{pattern!r} did not appear; the screen shows:\n{self.screen().rstrip()}")
 
     def send(self, *keys: str) -> None:
         subprocess.run([*self._base, "send-keys", "-t", self.name, *keys], check=True)
@@ -301,6 +314,14 @@ def wait_until(condition: Callable[[], bool], timeout: float, interval: float = 
             return True
         time.sleep(interval)
     return condition()
+
+
+def host_processes(*words: str) -> str:
+    """This host's processes whose command line holds one of `words`, with their CPU time: which
+    step a client is in (its `msb exec`, say) when its terminal shows nothing."""
+    listed = subprocess.run(["ps", "-ww", "-eo", "pid,etimes,time,args"], capture_output=True, text=True).stdout
+    header, *rows = listed.splitlines() or [""]
+    return "\n".join([header, *(row for row in rows if any(word in row for word in words))])
 
 
 def cli_command(*args: str) -> list[str]:

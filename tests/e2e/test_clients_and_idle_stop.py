@@ -16,6 +16,7 @@ from tests.e2e.harness import (
     cli_command,
     connects,
     docker,
+    host_processes,
     non_loopback_address,
     status_of,
     wait_until,
@@ -55,7 +56,12 @@ def test_serve_only_and_attach_then_the_vm_stops_after_the_last_client(
             assert ports.strip() and all("127.0.0.1:" in line for line in ports.splitlines())
 
         terminal = Tmux(f"osb-attach-{unique}", cli_command(), project.root, project.env)
-        screen = terminal.wait_for(ATTACHED_SCREEN, timeout=900)
+        attaching = time.monotonic()
+        try:
+            screen = terminal.wait_for(ATTACHED_SCREEN, timeout=900)
+        except AssertionError as missing:
+            raise AssertionError(f"{missing}\nafter {time.monotonic() - attaching:.0f} s, on this host:\n"
+                                 f"{host_processes('opencode', 'msb')}\nthe VM shows:\n{project.vm_report()}") from None
         assert "error:" not in screen
         assert len(list((project.state_dir / "leases").glob("*.lease"))) == 2
         time.sleep(3 * IDLE_TIMEOUT_S)

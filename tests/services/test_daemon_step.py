@@ -63,7 +63,7 @@ def runtime() -> Iterator[FakeRuntime]:
 
 
 def step(runtime: FakeRuntime, server: Server, monkeypatch: pytest.MonkeyPatch, approve: bool | None = None,
-         ) -> tuple[DaemonStep, list[str]]:
+         console: Console | None = None) -> tuple[DaemonStep, list[str]]:
     """The step, and what it recorded (`asked N`, `recorded`) beside the server's events."""
     noted = server.events
 
@@ -78,7 +78,7 @@ def step(runtime: FakeRuntime, server: Server, monkeypatch: pytest.MonkeyPatch, 
         return check()
 
     monkeypatch.setattr(daemon_control, "wait_until_healthy", wait_until_healthy)
-    console = Console(LogLevel.ERROR, stream=io.StringIO())
+    console = console or Console(LogLevel.ERROR, stream=io.StringIO())
     made = DaemonStep(runtime, console, VM, "http://127.0.0.1:1", "secret", "home", ask_restart,
                       lambda: noted.append("recorded"), START_TIMEOUT_S)
     return made, noted
@@ -111,12 +111,15 @@ def test_a_changed_configuration_restarts_only_when_the_attached_clients_allow(
     assert events == expected
 
 
-def test_a_server_still_coming_up_is_waited_for(runtime: FakeRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_server_still_coming_up_is_waited_for_and_the_wait_is_shown(runtime: FakeRuntime,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     server = Server(runtime, process=True, answers=False)
-    daemon, events = step(runtime, server, monkeypatch)
+    shown = io.StringIO()
+    daemon, events = step(runtime, server, monkeypatch, console=Console(LogLevel.INFO, stream=shown))
     monkeypatch.setattr(daemon_control, "wait_until_healthy", lambda check, timeout_s, still_running=None: True)
-    assert daemon.ensure(DaemonFacts(booted=False, wait=True, config_changed=False, other_clients=0)) is None
+    assert daemon.ensure(DaemonFacts(booted=False, wait=True, config_changed=False, other_clients=1)) is None
     assert events == ["health", "pgrep"]
+    assert "Waiting for opencode serve, started earlier, to answer" in shown.getvalue()
 
 
 def test_a_shell_checks_and_starts_beside_its_command(runtime: FakeRuntime, monkeypatch: pytest.MonkeyPatch) -> None:

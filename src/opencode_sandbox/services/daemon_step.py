@@ -55,7 +55,8 @@ class DaemonStep:
             elif plan.action is DaemonAction.ASK_RESTART:
                 facts = facts._replace(restart_approved=self.ask_restart(facts.other_clients))
             elif plan.action is DaemonAction.WAIT:
-                came_up = self._wait_until_healthy()
+                with slow_step(self.console, "Waiting for opencode serve, started earlier, to answer"):
+                    came_up = self._wait_until_healthy()
                 facts = facts._replace(came_up=came_up)
             else:
                 break
