@@ -43,6 +43,12 @@ PRIVATE_RANGES: tuple[IpNetwork, ...] = tuple(ipaddress.ip_network(text) for tex
 ))
 """What `public` keeps out of reach, besides the host's own addresses."""
 
+
+def private_range_of(address: IpAddress) -> IpNetwork | None:
+    """The range of `PRIVATE_RANGES` that holds `address`, if any."""
+    return next((network for network in PRIVATE_RANGES
+                 if address.version == network.version and address in network), None)
+
 _LABEL = r"(?!-)[a-z0-9-]{1,63}(?<!-)"
 _HOST = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")
 
@@ -161,7 +167,7 @@ class EgressPolicy(Record):
             return Verdict(True, "a public name; its address is judged when it is known")
         if address in host_addresses:
             return Verdict(False, "the host itself (the network profile is public)")
-        for network in PRIVATE_RANGES:
-            if address.version == network.version and address in network:
-                return Verdict(False, f"a private address, in {network} (the network profile is public)")
+        network = private_range_of(address)
+        if network is not None:
+            return Verdict(False, f"a private address, in {network} (the network profile is public)")
         return Verdict(True, "a public address")

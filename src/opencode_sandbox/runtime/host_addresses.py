@@ -9,20 +9,20 @@ import ipaddress
 from collections.abc import Iterable
 from pathlib import Path
 
-from opencode_sandbox.core.egress import PRIVATE_RANGES, IpAddress
+from opencode_sandbox.core.egress import IpAddress, private_range_of
 
 _FIB_TRIE = Path("/proc/net/fib_trie")
 _IF_INET6 = Path("/proc/net/if_inet6")
 
 
 def host_public_addresses(fib_trie: Path = _FIB_TRIE, if_inet6: Path = _IF_INET6) -> frozenset[IpAddress]:
-    """Every local address of the host outside `PRIVATE_RANGES`; none when a table cannot be read."""
+    """Every local address of the host outside the private ranges; none when a table cannot be read."""
     found: set[IpAddress] = set()
     with contextlib.suppress(OSError):
         found.update(_local_ipv4(fib_trie.read_text()))
     with contextlib.suppress(OSError):
         found.update(_local_ipv6(if_inet6.read_text()))
-    return frozenset(address for address in found if not _private(address))
+    return frozenset(address for address in found if private_range_of(address) is None)
 
 
 def _local_ipv4(table: str) -> Iterable[ipaddress.IPv4Address]:
@@ -44,6 +44,3 @@ def _local_ipv6(table: str) -> Iterable[ipaddress.IPv6Address]:
         if fields and len(fields[0]) == 32:
             yield ipaddress.IPv6Address(int(fields[0], 16))
 
-
-def _private(address: IpAddress) -> bool:
-    return any(address.version == network.version and address in network for network in PRIVATE_RANGES)
