@@ -46,8 +46,9 @@ def test_busy_session_holds_the_vm_until_idle(project: Project, monkeypatch: pyt
     (signal.SIGHUP, 128 + signal.SIGHUP), (signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGKILL, -signal.SIGKILL),
 ], ids=["terminal closed", "killed", "killed outright"])
 def test_a_client_ended_by_a_closed_terminal_or_kill_leaves_the_vm_to_the_idle_stop(
-        project: Project, monkeypatch: pytest.MonkeyPatch, number: signal.Signals, exit_code: int) -> None:
-    _quick_stop(project, monkeypatch)
+        any_user_project: Project, number: signal.Signals, exit_code: int) -> None:
+    project = any_user_project
+    project.env.update(OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT="2s", OPENCODE_SANDBOX_AUTO_STOP_ON_ACTIVE_SESSIONS="false")
     client = ServeOnly(project)
     if number == signal.SIGHUP:  # a closing terminal hangs up its whole foreground group
         os.killpg(client.process.pid, number)
