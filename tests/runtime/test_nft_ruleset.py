@@ -7,6 +7,7 @@ import ipaddress
 import pytest
 
 from opencode_sandbox.core.egress import EgressPolicy, Profile, parse_rule
+from opencode_sandbox.errors import UsageError
 from opencode_sandbox.runtime.nft_ruleset import docker_refusal, nft_ruleset
 
 
@@ -66,5 +67,5 @@ def test_all_filters_nothing_unless_something_is_denied() -> None:
 ])
 def test_what_nftables_cannot_judge_is_refused_never_ignored(policy: EgressPolicy) -> None:
     assert docker_refusal(policy) is not None
-    with pytest.raises(ValueError, match="docker runtime"):
+    with pytest.raises(UsageError, match="docker runtime"):
         nft_ruleset(policy)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from opencode_sandbox.core.egress import PRIVATE_RANGES, EgressPolicy, EgressRule, IpAddress, Profile
+from opencode_sandbox.errors import UsageError
 
 TABLE = "opencode_sandbox"
 DOCKER_DNS = "127.0.0.11"
@@ -26,14 +27,15 @@ _REFUSE = {4: "refuse4", 6: "refuse6"}
 _FAMILY = {4: "ip", 6: "ip6"}
 
 
-def docker_refusal(policy: EgressPolicy) -> str | None:
-    """Why the docker runtime cannot enforce `policy`, or None when it can."""
+def docker_refusal(policy: EgressPolicy) -> UsageError | None:
+    """The error for a `policy` the docker runtime cannot enforce, or None when it can."""
     if policy.profile is Profile.ALLOWLIST:
-        return "the allowlist network profile is not available on the docker runtime yet"
+        return UsageError("the allowlist network profile is not available on the docker runtime yet",
+                          hint=UNENFORCEABLE_HINT)
     named = [rule.text for rule in (*policy.allow, *policy.deny) if rule.network is None]
     if named:
-        return (f"egress rules that name hosts ({', '.join(named)}) are not available on the docker "
-                "runtime yet; it enforces address ranges only")
+        return UsageError(f"egress rules that name hosts ({', '.join(named)}) are not available on the docker "
+                          "runtime yet; it enforces address ranges only", hint=UNENFORCEABLE_HINT)
     return None
 
 
@@ -41,8 +43,9 @@ def nft_ruleset(policy: EgressPolicy, host_addresses: Iterable[IpAddress] = ()) 
     """The `nft -f` input that replaces this tool's table with `policy`; None when nothing is
     filtered (`all` without deny rules). `host_addresses`: the host's own public addresses, out of
     reach under `public` (its private ones are in the private ranges already)."""
-    if docker_refusal(policy) is not None:
-        raise ValueError(docker_refusal(policy))
+    refusal = docker_refusal(policy)
+    if refusal is not None:
+        raise refusal
     if policy.profile is Profile.ALL and not policy.deny:
         return None
     output = [f"oifname \"lo\" ip daddr {DOCKER_DNS} goto refuse4"] if policy.profile is Profile.NONE else []

@@ -131,12 +131,12 @@ def check_project_home(runtime: Runtime, vm: str, volume: str | None) -> Check |
 
 def check_network(policy: EgressPolicy, runtime: RuntimeKind) -> Check:
     """The project's effective network policy, and whether the runtime enforces it."""
-    from opencode_sandbox.runtime.nft_ruleset import UNENFORCEABLE_HINT, docker_refusal
+    from opencode_sandbox.runtime.nft_ruleset import docker_refusal
 
     described = policy.describe()
     refusal = docker_refusal(policy) if runtime is RuntimeKind.DOCKER else None
     if refusal is not None:
-        return Check("network", False, f"{described}: {refusal}", UNENFORCEABLE_HINT,
+        return Check("network", False, f"{described}: {refusal.message}", refusal.hint,
                      required_for=frozenset({runtime}), of_project=True)
     if policy.profile is Profile.ALL:
         return Check("network", False, f"{described}: no restriction, the VM reaches this host and its network",

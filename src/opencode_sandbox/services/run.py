@@ -23,7 +23,7 @@ from opencode_sandbox.core.lifecycle import (
 )
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.units import format_duration
-from opencode_sandbox.errors import BootFailed, SandboxError, UsageError
+from opencode_sandbox.errors import BootFailed, SandboxError
 from opencode_sandbox.runtime.types import (
     Mount,
     MountKind,
@@ -139,11 +139,11 @@ class RunLifecycle:
         self.app.runtime.check_available()
         policy = self.app.settings.egress_policy
         if self.app.runtime.kind is RuntimeKind.DOCKER:
-            from opencode_sandbox.runtime.nft_ruleset import UNENFORCEABLE_HINT, docker_refusal
+            from opencode_sandbox.runtime.nft_ruleset import docker_refusal
 
             refusal = docker_refusal(policy)
             if refusal is not None:
-                raise UsageError(refusal, hint=UNENFORCEABLE_HINT)
+                raise refusal
         if policy.profile is Profile.ALL:
             self.console.warn("network: all: the VM reaches everything this host reaches, its network "
                               "and its own services included")
