@@ -69,3 +69,11 @@ def test_what_nftables_cannot_judge_is_refused_never_ignored(policy: EgressPolic
     assert docker_refusal(policy) is not None
     with pytest.raises(UsageError, match="docker runtime"):
         nft_ruleset(policy)
+
+
+def test_a_privileged_vm_can_only_run_unrestricted() -> None:
+    for profile in (Profile.PUBLIC, Profile.NONE):
+        refusal = docker_refusal(EgressPolicy(profile), privileged=True)
+        assert refusal is not None and "Docker-in-Docker" in refusal.message
+    assert docker_refusal(EgressPolicy(Profile.ALL), privileged=True) is None
+    assert docker_refusal(EgressPolicy(Profile.PUBLIC)) is None

@@ -6,15 +6,18 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from opencode_sandbox.config.loader import load_settings
 from opencode_sandbox.core import naming
 from opencode_sandbox.core.egress import EgressPolicy, Profile
 from opencode_sandbox.core.lifecycle import VmAction, fingerprint, plan_vm
+from opencode_sandbox.errors import UsageError
 from opencode_sandbox.runtime.types import RuntimeKind, SandboxInfo, SandboxStatus
 from opencode_sandbox.services.image_step import ReadyImage
 from opencode_sandbox.services.run import RunLifecycle
 from tests.fakes.runtime import FakeRuntime
-from tests.services.app_fakes import make_app
+from tests.services.app_fakes import make_app, messages
 
 IMAGE = ReadyImage("opencode-sandbox/runner-spec-0123456789abcd:c0ffee", "sha256:" + "1" * 64,
                    {"PATH": "/usr/bin:/bin"}, "1.0.0", False)
@@ -90,3 +93,18 @@ def test_a_policy_change_recreates_the_vm_and_rule_order_does_not(tmp_path: Path
         assert plan_vm(SandboxStatus.RUNNING, IMAGE.digest, IMAGE.digest, public, changed).action is VmAction.RECREATE
     in_order = labelled(**{"egress-deny": "10.1.0.0/16,10.2.0.0/16"})
     assert in_order == labelled(**{"egress-deny": "10.2.0.0/16,10.1.0.0/16"})
+
+
+def test_all_is_said_aloud_at_every_start_and_allowlist_is_refused_on_docker(tmp_path: Path) -> None:
+    open_network = lifecycle(RuntimeKind.DOCKER, tmp_path, network="all")
+    open_network._doctor()
+    assert "network: all: the VM reaches everything this host reaches" in messages(open_network.app)
+    quiet = lifecycle(RuntimeKind.DOCKER, tmp_path)
+    quiet._doctor()
+    assert "network:" not in messages(quiet.app)
+    with pytest.raises(UsageError, match="allowlist network profile is not available on the docker runtime"):
+        lifecycle(RuntimeKind.DOCKER, tmp_path, network="allowlist")._doctor()
+    lifecycle(RuntimeKind.MICROSANDBOX, tmp_path, network="allowlist")._doctor()
+    with pytest.raises(UsageError, match="Docker-in-Docker"):
+        lifecycle(RuntimeKind.DOCKER, tmp_path, dind="true")._doctor()
+    lifecycle(RuntimeKind.DOCKER, tmp_path, dind="true", network="all")._doctor()

@@ -23,7 +23,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from opencode_sandbox import TYPE_CHECKING
-from opencode_sandbox.core.egress import EgressPolicy, Profile
 from opencode_sandbox.core.naming import (
     BASE_IMAGES,
     IMAGE_REPOSITORY_PREFIX,
@@ -42,7 +41,7 @@ from opencode_sandbox.engine.command import (
 )
 from opencode_sandbox.engine.docker import DockerImageEngine
 from opencode_sandbox.engine.socket_client import ApiUnavailable, DockerApi
-from opencode_sandbox.errors import BootFailed, NotFound, NotOurs, RuntimeUnavailable, SandboxError, UsageError
+from opencode_sandbox.errors import BootFailed, NotFound, NotOurs, RuntimeUnavailable, SandboxError
 from opencode_sandbox.runtime import docker_exec, docker_netfilter
 from opencode_sandbox.runtime.docker_args import (
     DIND_LABEL,
@@ -62,7 +61,7 @@ from opencode_sandbox.runtime.docker_parse import (
     volume_info,
 )
 from opencode_sandbox.runtime.env_passing import child_environment
-from opencode_sandbox.runtime.nft_ruleset import UNENFORCEABLE_HINT, docker_refusal
+from opencode_sandbox.runtime.nft_ruleset import docker_refusal
 from opencode_sandbox.runtime.types import (
     ExecResult,
     ImageInfo,
@@ -127,7 +126,9 @@ class DockerRuntime:
         labels = sandbox_labels(spec.labels, slug)
         network = None
         if spec.network is not None:
-            _refuse_unenforceable(spec.network, privileged)
+            refusal = docker_refusal(spec.network, privileged)
+            if refusal is not None:
+                raise refusal
             labels[docker_netfilter.LABEL_NETWORK_POLICY] = docker_netfilter.policy_label(spec.network)
             network = docker_netfilter.ensure_network(self.cli, slug)
         args = run_args(spec, labels, privileged, network)
@@ -486,6 +487,9 @@ class DockerRuntime:
     def _discard(self, name: str) -> None:
         """Remove what a failed create left, whatever state it is in."""
         self.cli.run_raw(["rm", "--force", "--volumes", name])
+        slug = slug_of_vm(name)
+        if slug is not None:
+            docker_netfilter.remove_network(self.cli, slug)
 
     def _tolerate_not_running(self, args: list[str], timeout_s: float | None) -> None:
         try:
@@ -515,15 +519,6 @@ class DockerRuntime:
             "no local image to copy volumes with",
             hint="Build the runner image first with `opencode-sandbox build`.",
         )
-
-
-def _refuse_unenforceable(policy: EgressPolicy, privileged: bool) -> None:
-    refusal = docker_refusal(policy)
-    if refusal is not None:
-        raise refusal
-    if privileged and policy.profile is not Profile.ALL:
-        raise UsageError(f"a Docker-in-Docker image runs privileged: the {policy.profile.value} network profile "
-                         "cannot hold it", hint=UNENFORCEABLE_HINT)
 
 
 _RETRY_HINT = "Run the command again; if it keeps failing, check `opencode-sandbox doctor`."

@@ -27,8 +27,12 @@ _REFUSE = {4: "refuse4", 6: "refuse6"}
 _FAMILY = {4: "ip", 6: "ip6"}
 
 
-def docker_refusal(policy: EgressPolicy) -> UsageError | None:
-    """The error for a `policy` the docker runtime cannot enforce, or None when it can."""
+def docker_refusal(policy: EgressPolicy, privileged: bool = False) -> UsageError | None:
+    """The error for a `policy` the docker runtime cannot enforce, or None when it can.
+    `privileged`: the VM runs privileged (Docker-in-Docker), so root in it could change any rule."""
+    if privileged and policy.profile is not Profile.ALL:
+        return UsageError(f"a Docker-in-Docker image runs privileged: the {policy.profile.value} network profile "
+                          "cannot hold it", hint=UNENFORCEABLE_HINT)
     if policy.profile is Profile.ALLOWLIST:
         return UsageError("the allowlist network profile is not available on the docker runtime yet",
                           hint=UNENFORCEABLE_HINT)

@@ -129,12 +129,12 @@ def check_project_home(runtime: Runtime, vm: str, volume: str | None) -> Check |
     return Check("home", True, f"dev{ids} can use its home in {vm}", required_for=required, of_project=True)
 
 
-def check_network(policy: EgressPolicy, runtime: RuntimeKind) -> Check:
+def check_network(policy: EgressPolicy, runtime: RuntimeKind, dind: bool = False) -> Check:
     """The project's effective network policy, and whether the runtime enforces it."""
     from opencode_sandbox.runtime.nft_ruleset import docker_refusal
 
     described = policy.describe()
-    refusal = docker_refusal(policy) if runtime is RuntimeKind.DOCKER else None
+    refusal = docker_refusal(policy, dind) if runtime is RuntimeKind.DOCKER else None
     if refusal is not None:
         return Check("network", False, f"{described}: {refusal.message}", refusal.hint,
                      required_for=frozenset({runtime}), of_project=True)
@@ -150,7 +150,7 @@ def project_checks(app: App) -> list[Check]:
     """The checks of the current project: its network policy, and its VM when it has one."""
     from opencode_sandbox.core.naming import vm_name
 
-    checks = [check_network(app.settings.egress_policy, app.settings.runtime)]
+    checks = [check_network(app.settings.egress_policy, app.settings.runtime, app.settings.dind)]
     try:
         runtime = app.runtime
     except SandboxError:

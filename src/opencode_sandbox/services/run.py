@@ -141,7 +141,7 @@ class RunLifecycle:
         if self.app.runtime.kind is RuntimeKind.DOCKER:
             from opencode_sandbox.runtime.nft_ruleset import docker_refusal
 
-            refusal = docker_refusal(policy)
+            refusal = docker_refusal(policy, privileged=self.app.settings.dind)
             if refusal is not None:
                 raise refusal
         if policy.profile is Profile.ALL:
