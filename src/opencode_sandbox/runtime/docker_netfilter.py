@@ -29,6 +29,8 @@ from opencode_sandbox.runtime.host_addresses import host_public_addresses
 from opencode_sandbox.runtime.nft_ruleset import nft_ruleset
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from opencode_sandbox.engine.docker import DockerImageEngine
 
 LABEL_NETWORK_POLICY = LABEL_PREFIX + "network-policy"
@@ -61,12 +63,22 @@ def policy_of_label(text: str | None) -> EgressPolicy | None:
     )
 
 
+def _network(cli: DockerCli, name: str) -> dict[str, Any] | None:
+    try:
+        documents = cli.inspect("network", [name])
+    except DockerFailed as failure:
+        if "not found" in failure.stderr.lower():  # the command's words for a missing network
+            return None
+        raise
+    return documents[0] if documents and str(documents[0].get("Name")) == name else None
+
+
 def ensure_network(cli: DockerCli, slug: str) -> str:
     """The project's own network, created on first use and labelled as this tool's."""
     name = network_name(slug)
-    documents = cli.inspect("network", [name])
-    if documents and str(documents[0].get("Name")) == name:
-        labels = documents[0].get("Labels") or {}
+    document = _network(cli, name)
+    if document is not None:
+        labels = document.get("Labels") or {}
         if labels.get(LABEL_MANAGED) != "true" or labels.get(LABEL_SLUG) != slug:
             raise BootFailed(f"network {name} exists but was not created by opencode-sandbox",
                              hint=f"Rename or remove it with `docker network rm {name}`.")
@@ -84,11 +96,11 @@ def ensure_network(cli: DockerCli, slug: str) -> str:
 def remove_network(cli: DockerCli, slug: str) -> None:
     """The project's network, once no container uses it; anything else is left alone."""
     name = network_name(slug)
-    documents = cli.inspect("network", [name])
-    if not documents or str(documents[0].get("Name")) != name:
+    document = _network(cli, name)
+    if document is None:
         return
-    labels = documents[0].get("Labels") or {}
-    if labels.get(LABEL_MANAGED) == "true" and labels.get(LABEL_SLUG) == slug and not documents[0].get("Containers"):
+    labels = document.get("Labels") or {}
+    if labels.get(LABEL_MANAGED) == "true" and labels.get(LABEL_SLUG) == slug and not document.get("Containers"):
         cli.run_raw(["network", "rm", name])
 
 
