@@ -27,7 +27,7 @@ WORDS = [
     "--root", "--root=1", "-r", "--rebuild", "-n", "--dry-run", "-nr", "--dry",
     "-c", "--cpus", "--cpus=3", "-c=3", "-c3", "3", " 4", "-1", "1_0", "abc",
     "-m", "--memory", "--memory=4G", "4G", "-w", "--worktree", "--worktree=fix:main", "feature/x",
-    "-s", "--serve-only",
+    "-s", "--serve-only", "--network", "--network=none", "none", "public", "open",
 ]
 
 
@@ -97,19 +97,20 @@ def test_every_line_the_fast_path_takes_is_read_as_click_reads_it(
     [
         ([], [("apply_global_flags", {"assume_yes": False, "quiet": False, "log_level": None, "runtime": None}),
               ("run_project", {"worktree": None, "rebuild": False, "dry_run": False, "cpus": None, "memory": None,
-                               "serve_only": False, "opencode_args": ()})]),
+                               "network": None, "serve_only": False, "opencode_args": ()})]),
         (["shell", "--", "true"], [
             ("apply_global_flags", {"assume_yes": False, "quiet": False, "log_level": None, "runtime": None}),
             ("shell_in_project", {"root": False, "rebuild": False, "dry_run": False, "cpus": None, "memory": None,
-                                  "command": ("true",)})]),
-        (["-q", "--runtime", "docker", "shell", "--root", "-c", "4", "--memory=8G", "--", "ls", "-la", "--root"], [
+                                  "network": None, "command": ("true",)})]),
+        (["-q", "--runtime", "docker", "shell", "--root", "-c", "4", "--memory=8G", "--network", "none", "--", "ls",
+          "-la", "--root"], [
             ("apply_global_flags", {"assume_yes": False, "quiet": True, "log_level": None, "runtime": "docker"}),
             ("shell_in_project", {"root": True, "rebuild": False, "dry_run": False, "cpus": 4, "memory": "8G",
-                                  "command": ("ls", "-la", "--root")})]),
+                                  "network": "none", "command": ("ls", "-la", "--root")})]),
         (["--log-level=verbose", "-y", "-w", "feature/login:main", "-s", "--", "--model", "x"], [
             ("apply_global_flags", {"assume_yes": True, "quiet": False, "log_level": "verbose", "runtime": None}),
             ("run_project", {"worktree": "feature/login:main", "rebuild": False, "dry_run": False, "cpus": None,
-                             "memory": None, "serve_only": True, "opencode_args": ("--model", "x")})]),
+                             "memory": None, "network": None, "serve_only": True, "opencode_args": ("--model", "x")})]),
     ],
 )
 def test_the_common_lines_take_the_fast_path_and_match_click(
@@ -137,7 +138,8 @@ def test_sandbox_run_is_run(words: list[str], recorder: Recorder, capsys: pytest
     "argv",
     [["--help"], ["shell", "-h"], ["--version"], ["list"], ["shell", "ls"], ["shell", "-nr"], ["-yq", "shell"],
      ["shell", "-c", "two"], ["shell", "-c"], ["shell", "-c2"], ["--runtime", "vm", "shell"], ["run", "-q"],
-     ["shell", "--memory", "-n"], ["--log-level", "VERBOSE"], ["shell", "--root=yes"], ["foo", "--", "x"]],
+     ["shell", "--memory", "-n"], ["--log-level", "VERBOSE"], ["shell", "--root=yes"], ["foo", "--", "x"],
+     ["--network=open"]],
 )
 def test_help_other_commands_and_unusual_spellings_go_to_click(argv: list[str]) -> None:
     assert recognise(argv, {}) is None

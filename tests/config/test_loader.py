@@ -8,6 +8,7 @@ import pytest
 
 from opencode_sandbox.config.keys import DEFAULT_RELEASES_URL, KEYS
 from opencode_sandbox.config.loader import config_files, load_settings
+from opencode_sandbox.core.egress import EgressPolicy, Profile
 from opencode_sandbox.errors import ConfigError
 from opencode_sandbox.runtime.types import RuntimeKind
 
@@ -46,6 +47,7 @@ def test_defaults(layout: tuple[Path, Path]) -> None:
     assert settings.extra_ca_certificates == ()
     assert settings.trust_host_ca is True
     assert settings.releases_url == DEFAULT_RELEASES_URL
+    assert settings.egress_policy == EgressPolicy(Profile.PUBLIC, (), ())
     assert set(settings.sources.values()) == {"default"}
 
 
@@ -65,6 +67,9 @@ dind: true
 extra-ca-certificates: [certs/corp.pem, /abs/other.pem]
 trust-host-ca: false
 releases-url: http://127.0.0.1:9/latest
+network: none
+egress-allow: [10.1.0.0/16]
+egress-deny: ["*.example.com", "[fd00::/8]:443"]
 """)
     settings = load_settings(files(layout), {}, {})
     assert settings.runtime is RuntimeKind.DOCKER
@@ -80,7 +85,11 @@ releases-url: http://127.0.0.1:9/latest
     assert settings.extra_ca_certificates == (user_dir / "certs/corp.pem", Path("/abs/other.pem"))
     assert settings.trust_host_ca is False
     assert settings.releases_url == "http://127.0.0.1:9/latest"
-    assert len(KEYS) == 13
+    assert settings.network is Profile.NONE
+    assert [rule.text for rule in settings.egress_allow] == ["10.1.0.0/16"]
+    assert [rule.text for rule in settings.egress_deny] == ["*.example.com", "[fd00::/8]:443"]
+    assert settings.egress_policy == EgressPolicy(Profile.NONE, settings.egress_allow, settings.egress_deny)
+    assert len(KEYS) == 16
     assert all(source.startswith(str(user_dir / "config.yaml")) for source in settings.sources.values())
 
 
@@ -162,6 +171,18 @@ def test_unknown_environment_variable(layout: tuple[Path, Path]) -> None:
          "invalid value for 'auto-stop-max-session-retries': -2 is out of range; use 0 to 1000000"),
         ("extra-ca-certificates: {a: b}", "invalid value for 'extra-ca-certificates': expected a list of file paths"),
         ("releases-url: ftp://x", "invalid value for 'releases-url': 'ftp://x' is not an http(s) URL"),
+        ("network: open", "invalid value for 'network': 'open' is not a network profile; "
+                          "choose one of: public, allowlist, none, all"),
+        ("egress-allow: [example.com, '*.com']",
+         "invalid value for 'egress-allow': '*.com' names a whole top-level domain; "
+         "name a domain below it, as in *.example.com"),
+        ("egress-deny: [10.0.0.0/33]",
+         "invalid value for 'egress-deny': '10.0.0.0/33' is not an address or address range (CIDR), "
+         "as in 10.0.0.0/8"),
+        ("egress-deny: ['']", "invalid value for 'egress-deny': an empty rule; "
+                              "write a host, *.domain or an address range, with an optional :port"),
+        ("egress-allow: {a: b}", "invalid value for 'egress-allow': expected a list of rules: host names, "
+                                 "*.domain or address ranges, with an optional :port"),
     ],
 )
 def test_bad_values_name_file_line_and_key(layout: tuple[Path, Path], text: str, message: str) -> None:
@@ -178,6 +199,15 @@ def test_bad_environment_value_names_the_variable(layout: tuple[Path, Path]) -> 
     assert caught.value.message.startswith(
         "environment OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT: invalid value for 'auto-stop-timeout'"
     )
+
+
+def test_network_from_environment_and_flag(layout: tuple[Path, Path]) -> None:
+    write(layout[0] / "config.yaml", "network: all\n")
+    environ = {"OPENCODE_SANDBOX_EGRESS_DENY": "10.9.0.0/16, 192.0.2.1:22"}
+    settings = load_settings(files(layout), environ, {"network": "none"})
+    assert settings.network is Profile.NONE
+    assert settings.sources["network"] == "flag --network"
+    assert [rule.text for rule in settings.egress_deny] == ["10.9.0.0/16", "192.0.2.1:22"]
 
 
 def test_bad_flag_value(layout: tuple[Path, Path]) -> None:

@@ -32,6 +32,7 @@ from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.images.updater import record_baked_version
 from opencode_sandbox.paths import ToolPaths
 from opencode_sandbox.runtime.base import Runtime
+from opencode_sandbox.runtime.docker_netfilter import network_name
 from opencode_sandbox.runtime.types import SandboxInfo
 from opencode_sandbox.services.daemon_control import DAEMON_LOG
 from tests.fixtures.host_users import HostUser
@@ -174,6 +175,7 @@ class Project:
         if self.runtime == "microsandbox":
             remove_microsandbox_artifacts(self.slug)
         docker("rm", "-f", self.vm)
+        docker("network", "rm", network_name(self.slug))
         for volume in docker("volume", "ls", "--format", "{{.Name}}").stdout.split():
             if volume.startswith(f"opencode-sandbox-home-{self.slug}-"):
                 docker("volume", "rm", "-f", volume)

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import pytest
 
+from opencode_sandbox.core.egress import EgressPolicy, Profile, parse_rule
+from opencode_sandbox.engine.command import DockerCli
+from opencode_sandbox.errors import UsageError
 from opencode_sandbox.runtime.docker_args import run_args, sandbox_labels
+from opencode_sandbox.runtime.docker_backend import DockerRuntime
+from opencode_sandbox.runtime.docker_netfilter import policy_label, policy_of_label
 from opencode_sandbox.runtime.docker_parse import (
     container_status,
     parse_time,
@@ -110,3 +117,37 @@ def test_run_args() -> None:
     assert "org.opencode-sandbox.managed=true" in args
     assert "org.opencode-sandbox.slug=a-0123456789abcd" in args
     assert "--privileged" not in run_args(spec, labels, privileged=False)
+
+
+def test_a_vm_on_its_own_network_runs_without_net_raw() -> None:
+    spec = SandboxSpec(name="opencode-sandbox-vm-a-0123456789abcd", image="img:1", cpus=1, memory_mib=512)
+    labels = sandbox_labels({}, "a-0123456789abcd")
+    args = run_args(spec, labels, privileged=False, network="opencode-sandbox-net-a-0123456789abcd")
+    joined = " ".join(args)
+    assert "--network opencode-sandbox-net-a-0123456789abcd" in joined
+    assert "--cap-drop NET_RAW" in joined
+    assert "--network" not in run_args(spec, labels, privileged=False)
+
+
+def test_the_policy_label_gives_the_same_policy_back() -> None:
+    policy = EgressPolicy(Profile.NONE, (parse_rule("10.1.0.0/16"),), (parse_rule("[fd00::/8]:443"),))
+    label = policy_label(policy)
+    assert policy_of_label(label) == EgressPolicy(Profile.NONE, (parse_rule("10.1.0.0/16"),),
+                                                  (parse_rule("[fd00::/8]:443"),))
+    assert policy_of_label(None) is None and policy_of_label("") is None
+
+
+def test_docker_refuses_what_it_cannot_enforce_before_creating_anything() -> None:
+    spec = SandboxSpec(name="opencode-sandbox-vm-a-0123456789abcd", image="img:1", cpus=1, memory_mib=512,
+                       network=EgressPolicy(Profile.ALLOWLIST))
+
+    class NoEngine(DockerCli):
+        def run_raw(self, args: Sequence[str], **_: object) -> subprocess.CompletedProcess[bytes]:
+            raise AssertionError(f"docker {' '.join(args)} must not run")
+
+    runtime = DockerRuntime(NoEngine())
+    runtime.images.inspect_image = lambda reference: {"Config": {"Labels": {}}}  # type: ignore[method-assign]
+    with pytest.raises(UsageError) as refused:
+        runtime.create_sandbox(spec)
+    assert "not available on the docker runtime" in refused.value.message
+    assert "microsandbox" in (refused.value.hint or "")

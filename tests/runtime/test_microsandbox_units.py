@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from opencode_sandbox.core.egress import EgressPolicy, Profile, parse_rule
 from opencode_sandbox.core.naming import is_ours as sandbox_is_ours
 from opencode_sandbox.runtime import msb_parse
 from opencode_sandbox.runtime.kvm import KVM_DEVICE, probe_kvm
 from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime, image_is_ours
 from opencode_sandbox.runtime.msb_cli import MsbCli
+from opencode_sandbox.runtime.msb_network import msb_network_args
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec, SandboxStatus
 
 INSPECTED = {
@@ -210,6 +212,31 @@ def test_msb_takes_the_mount_options(tmp_path: Path) -> None:
         name="opencode-sandbox-vm-mounts-0123456789abcd", image="opencode-sandbox/runner-nothere:latest", cpus=1,
         memory_mib=512, mounts=(Mount(MountKind.BIND, str(tmp_path), "/workspace", readonly=True),),
     )
+    created = MsbCli().run(MicrosandboxRuntime()._create_args(spec))
+    assert not created.ok
+    assert "image not cached" in created.error_text, created.stderr
+
+
+def test_the_network_policy_reaches_msb_create() -> None:
+    spec = SandboxSpec(name="opencode-sandbox-vm-net-0123456789abcd", image="opencode-sandbox/runner-nothere:latest",
+                       cpus=1, memory_mib=512, network=EgressPolicy(Profile.NONE))
+    args = MicrosandboxRuntime()._create_args(spec)
+    assert args[-len(msb_network_args(EgressPolicy(Profile.NONE))):] == msb_network_args(EgressPolicy(Profile.NONE))
+    without = MicrosandboxRuntime()._create_args(spec._replace(network=None))
+    assert not any(arg.startswith("--net") for arg in without)
+
+
+@pytest.mark.msb
+@pytest.mark.parametrize("policy", [
+    EgressPolicy(Profile.PUBLIC, (parse_rule("10.1.0.0/16"),), (parse_rule("*.example.com:443"),)),
+    EgressPolicy(Profile.NONE), EgressPolicy(Profile.ALL),
+    EgressPolicy(Profile.ALLOWLIST, (parse_rule("example.com"),)),
+])
+def test_msb_takes_the_network_arguments(policy: EgressPolicy) -> None:
+    """msb reads the whole command line before it looks for the image: a rule it cannot read
+    would be reported instead of the missing image."""
+    spec = SandboxSpec(name="opencode-sandbox-vm-net-0123456789abcd", image="opencode-sandbox/runner-nothere:latest",
+                       cpus=1, memory_mib=512, network=policy)
     created = MsbCli().run(MicrosandboxRuntime()._create_args(spec))
     assert not created.ok
     assert "image not cached" in created.error_text, created.stderr

@@ -6,30 +6,46 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from opencode_sandbox.config.loader import load_settings
 from opencode_sandbox.core import naming
+from opencode_sandbox.core.egress import EgressPolicy, Profile
 from opencode_sandbox.core.lifecycle import VmAction, fingerprint, plan_vm
+from opencode_sandbox.errors import UsageError
 from opencode_sandbox.runtime.types import RuntimeKind, SandboxInfo, SandboxStatus
 from opencode_sandbox.services.image_step import ReadyImage
 from opencode_sandbox.services.run import RunLifecycle
 from tests.fakes.runtime import FakeRuntime
-from tests.services.app_fakes import make_app
+from tests.services.app_fakes import make_app, messages
 
 IMAGE = ReadyImage("opencode-sandbox/runner-spec-0123456789abcd:c0ffee", "sha256:" + "1" * 64,
                    {"PATH": "/usr/bin:/bin"}, "1.0.0", False)
 HOME = "opencode-sandbox-home-spec-0123456789abcd-20300101000000"
 
 
-def lifecycle(runtime: RuntimeKind, root: Path) -> RunLifecycle:
+def lifecycle(runtime: RuntimeKind, root: Path, **flags: str) -> RunLifecycle:
     app = make_app(FakeRuntime(runtime), root)
-    app.settings = load_settings([], {}, {"runtime": runtime.value})
+    app.settings = load_settings([], {}, {"runtime": runtime.value, **flags})
     return RunLifecycle(app)
+
+
+def labelled_before_network_policy(run: RunLifecycle, root: Path) -> str:
+    """The fingerprint a VM was labelled with before it had a network policy."""
+    values = labelled_values_before_mirrored_modes(run, root)
+    if run.app.settings.runtime is RuntimeKind.MICROSANDBOX:
+        values["checkout_modes"] = "mirrored"
+    return fingerprint(values)
 
 
 def labelled_before_mirrored_modes(run: RunLifecycle, root: Path) -> str:
     """The fingerprint a VM was labelled with before the checkout mirrored its modes."""
+    return fingerprint(labelled_values_before_mirrored_modes(run, root))
+
+
+def labelled_values_before_mirrored_modes(run: RunLifecycle, root: Path) -> dict[str, object]:
     settings = run.app.settings
-    return fingerprint({
+    return {
         "runtime": settings.runtime.value,
         "cpus": settings.cpus,
         "memory_mib": settings.memory_mib,
@@ -37,7 +53,7 @@ def labelled_before_mirrored_modes(run: RunLifecycle, root: Path) -> str:
         "mounts": [["volume", HOME, "/home/dev"], ["bind", str(root), "/workspace"]],
         "ports": [4096],
         "dev_identity": [os.getuid(), os.getgid()],
-    })
+    }
 
 
 def stopped_vm(name: str) -> SandboxInfo:
@@ -54,7 +70,41 @@ def test_a_microvm_from_before_mirrored_modes_is_recreated_once(tmp_path: Path) 
     assert plan_vm(vm.status, IMAGE.digest, IMAGE.digest, current, current).action is VmAction.START
 
 
-def test_a_docker_vm_keeps_its_fingerprint(tmp_path: Path) -> None:
-    run = lifecycle(RuntimeKind.DOCKER, tmp_path)
-    current = run._spec(IMAGE, HOME).labels[naming.LABEL_FINGERPRINT]
-    assert current == labelled_before_mirrored_modes(run, tmp_path)
+def test_a_vm_from_before_the_network_policy_is_recreated_once(tmp_path: Path) -> None:
+    for kind in RuntimeKind:
+        run = lifecycle(kind, tmp_path)
+        current = run._spec(IMAGE, HOME).labels[naming.LABEL_FINGERPRINT]
+        older = labelled_before_network_policy(run, tmp_path)
+        assert plan_vm(SandboxStatus.STOPPED, IMAGE.digest, IMAGE.digest, older, current).action is VmAction.RECREATE
+
+
+def test_the_spec_carries_the_effective_policy(tmp_path: Path) -> None:
+    run = lifecycle(RuntimeKind.DOCKER, tmp_path, network="none")
+    assert run._spec(IMAGE, HOME).network == EgressPolicy(Profile.NONE)
+
+
+def test_a_policy_change_recreates_the_vm_and_rule_order_does_not(tmp_path: Path) -> None:
+    def labelled(**flags: str) -> str:
+        return lifecycle(RuntimeKind.DOCKER, tmp_path, **flags)._spec(IMAGE, HOME).labels[naming.LABEL_FINGERPRINT]
+
+    public = labelled()
+    assert labelled(network="public") == public
+    for changed in (labelled(network="none"), labelled(network="all"), labelled(**{"egress-deny": "10.1.0.0/16"})):
+        assert plan_vm(SandboxStatus.RUNNING, IMAGE.digest, IMAGE.digest, public, changed).action is VmAction.RECREATE
+    in_order = labelled(**{"egress-deny": "10.1.0.0/16,10.2.0.0/16"})
+    assert in_order == labelled(**{"egress-deny": "10.2.0.0/16,10.1.0.0/16"})
+
+
+def test_all_is_said_aloud_at_every_start_and_allowlist_is_refused_on_docker(tmp_path: Path) -> None:
+    open_network = lifecycle(RuntimeKind.DOCKER, tmp_path, network="all")
+    open_network._doctor()
+    assert "network: all: the VM reaches everything this host reaches" in messages(open_network.app)
+    quiet = lifecycle(RuntimeKind.DOCKER, tmp_path)
+    quiet._doctor()
+    assert "network:" not in messages(quiet.app)
+    with pytest.raises(UsageError, match="allowlist network profile is not available on the docker runtime"):
+        lifecycle(RuntimeKind.DOCKER, tmp_path, network="allowlist")._doctor()
+    lifecycle(RuntimeKind.MICROSANDBOX, tmp_path, network="allowlist")._doctor()
+    with pytest.raises(UsageError, match="Docker-in-Docker"):
+        lifecycle(RuntimeKind.DOCKER, tmp_path, dind="true")._doctor()
+    lifecycle(RuntimeKind.DOCKER, tmp_path, dind="true", network="all")._doctor()

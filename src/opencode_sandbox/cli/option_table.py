@@ -7,6 +7,7 @@ is known to both readers. Loading this module loads no part of click.
 
 from __future__ import annotations
 
+from opencode_sandbox.core.egress import Profile
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.runtime.kind import RuntimeKind
 from opencode_sandbox.ui.console import LOG_LEVEL_NAMES
@@ -59,6 +60,10 @@ _REBUILD = Option("rebuild", ("-r", "--rebuild"), "Rebuild the runner image from
 _CPUS = Option("cpus", ("-c", "--cpus"), "Virtual CPUs of the VM (default: config 'cpus', 2).", INTEGER)
 _MEMORY = Option("memory", ("-m", "--memory"), "Memory of the VM, such as 4G (default: config 'memory', 4G).",
                  metavar="SIZE")
+_NETWORK = Option("network", ("--network",),
+                  "Where the VM may connect: public (default: the internet, no private ranges, not the host), "
+                  "allowlist, none or all (default: config 'network').",
+                  choices=tuple(profile.value for profile in Profile))
 
 RUN = CommandLine(
     (
@@ -71,6 +76,7 @@ RUN = CommandLine(
                "Check the inputs as a run would and print what it would do, changing nothing.", FLAG),
         _CPUS,
         _MEMORY,
+        _NETWORK,
         Option("serve_only", ("-s", "--serve-only"),
                "Start the opencode server, print its URL and credentials, and wait instead of attaching.", FLAG),
     ),
@@ -86,6 +92,7 @@ SHELL = CommandLine(
                "Check the inputs as a start would and print what it would do, changing nothing.", FLAG),
         _CPUS,
         _MEMORY,
+        _NETWORK,
     ),
     rest="command",
     rest_metavar="[-- CMD...]",

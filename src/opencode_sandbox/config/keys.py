@@ -7,6 +7,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from opencode_sandbox import TYPE_CHECKING
+from opencode_sandbox.core.egress import EgressRule, Profile, parse_profile, parse_rule
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.units import parse_duration, parse_size
 from opencode_sandbox.runtime.kind import RuntimeKind
@@ -78,6 +79,14 @@ def _read_url(value: Any) -> str:
     return value
 
 
+def _read_rules(value: Any) -> tuple[EgressRule, ...]:
+    """A list of rules, or one rule per comma in a string (the environment variable's form)."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list):
+        raise ValueError("expected a list of rules: host names, *.domain or address ranges, with an optional :port")
+    return tuple(parse_rule(item) for item in items)
+
+
 class Key(Record):
     name: str
     default: Any
@@ -117,6 +126,14 @@ KEYS: tuple[Key, ...] = (
         relative_paths=True),
     Key("trust-host-ca", True, _read_bool,
         "trust the host's locally added CA certificates in builds and the VM"),
+    Key("network", Profile.PUBLIC, parse_profile,
+        "where the VM may connect: public (the internet, no private ranges, not the host), "
+        "allowlist (only egress-allow), none (nothing) or all (no restriction)"),
+    Key("egress-allow", (), _read_rules,
+        "destinations the VM may reach on top of the network profile: host, *.domain or CIDR, "
+        "each with an optional :port"),
+    Key("egress-deny", (), _read_rules,
+        "destinations the VM may never reach, whatever the profile and egress-allow say"),
     Key("releases-url", DEFAULT_RELEASES_URL, _read_url,
         "where the opencode update check looks for the latest release"),
 )

@@ -7,6 +7,7 @@ from enum import Enum
 from typing import Any
 
 from opencode_sandbox.config.keys import Key
+from opencode_sandbox.core.egress import EgressRule
 from opencode_sandbox.core.units import format_duration
 
 
@@ -21,5 +22,5 @@ def render_value(key: Key, value: Any) -> str:
         gib, rest = divmod(value, 1024**3)
         return f"{gib}G" if rest == 0 else f"{value // 1024**2}M"
     if isinstance(value, tuple):
-        return "[" + ", ".join(str(item) for item in value) + "]"
+        return "[" + ", ".join(item.text if isinstance(item, EgressRule) else str(item) for item in value) + "]"
     return str(value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+from opencode_sandbox.core.egress import EgressPolicy, EgressRule, Profile
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.runtime.kind import RuntimeKind
 
@@ -24,9 +25,16 @@ class Settings(Record):
     dind: bool
     extra_ca_certificates: tuple[Path, ...]
     trust_host_ca: bool
+    network: Profile
+    egress_allow: tuple[EgressRule, ...]
+    egress_deny: tuple[EgressRule, ...]
     releases_url: str
     sources: dict[str, str]
     """Key name -> `default`, a file with its line, an environment variable or a flag."""
+
+    @property
+    def egress_policy(self) -> EgressPolicy:
+        return EgressPolicy(self.network, self.egress_allow, self.egress_deny)
 
     @property
     def memory_mib(self) -> int:

@@ -145,6 +145,20 @@ class EgressPolicy(Record):
     allow: tuple[EgressRule, ...] = ()
     deny: tuple[EgressRule, ...] = ()
 
+    def describe(self) -> str:
+        """One line for `doctor` and `run --dry-run`: the profile and the rules on top of it."""
+        parts = [self.profile.value]
+        if self.allow:
+            parts.append("egress-allow " + ", ".join(rule.text for rule in self.allow))
+        if self.deny:
+            parts.append("egress-deny " + ", ".join(rule.text for rule in self.deny))
+        return "; ".join(parts)
+
+    def fingerprint_value(self) -> dict[str, object]:
+        """What a VM's fingerprint holds of the policy: rule order never matters (deny wins)."""
+        return {"profile": self.profile.value, "allow": sorted(rule.text for rule in self.allow),
+                "deny": sorted(rule.text for rule in self.deny)}
+
     def judge(self, host: str, address: IpAddress | None, port: int,
               host_addresses: frozenset[IpAddress] = frozenset()) -> Verdict:
         """Whether the VM may connect to `host` (resolved to `address`, when known) on `port`.

@@ -49,7 +49,7 @@ def plan_vm(
     if booted_digest != current_digest:
         return VmPlan(VmAction.RECREATE, "the runner image changed", image_changed=True)
     if booted_fingerprint != current_fingerprint:
-        return VmPlan(VmAction.RECREATE, "settings that need a new VM changed (cpus, memory, env, mounts)")
+        return VmPlan(VmAction.RECREATE, "settings that need a new VM changed (cpus, memory, network, env, mounts)")
     if status is SandboxStatus.RUNNING:
         return VmPlan(VmAction.CONNECT, "the VM is running")
     if status in (SandboxStatus.STARTING, SandboxStatus.DRAINING):

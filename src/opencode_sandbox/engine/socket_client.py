@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
-_KIND_PATHS = {"container": "/containers/{}/json", "image": "/images/{}/json", "volume": "/volumes/{}"}
+_KIND_PATHS = {"container": "/containers/{}/json", "image": "/images/{}/json", "volume": "/volumes/{}",
+               "network": "/networks/{}"}
 
 
 class ApiUnavailable(Exception):

@@ -43,11 +43,12 @@ def mount_arg(mount: Mount) -> str:
     return ",".join(fields)
 
 
-def run_args(spec: SandboxSpec, labels: Mapping[str, str], privileged: bool) -> list[str]:
+def run_args(spec: SandboxSpec, labels: Mapping[str, str], privileged: bool, network: str | None = None) -> list[str]:
     """`docker run -d` for a long-lived project VM: root keep-alive under an init process.
 
     The image's own entrypoint is bypassed so any runner image works; everything the user
-    does runs through `docker exec` as the requested user.
+    does runs through `docker exec` as the requested user. On its own `network`, the VM runs
+    without `NET_RAW`: a raw socket would let root in it go around the network policy's rules.
     """
     args = [
         "run",
@@ -68,6 +69,10 @@ def run_args(spec: SandboxSpec, labels: Mapping[str, str], privileged: bool) -> 
     ]
     if privileged:
         args.append("--privileged")
+    if network is not None:
+        args += ["--network", network]
+        if not privileged:
+            args += ["--cap-drop", "NET_RAW"]
     args += label_args(labels)
     args += env_args(spec.env)
     for mount in spec.mounts:

@@ -42,7 +42,7 @@ from opencode_sandbox.engine.command import (
 from opencode_sandbox.engine.docker import DockerImageEngine
 from opencode_sandbox.engine.socket_client import ApiUnavailable, DockerApi
 from opencode_sandbox.errors import BootFailed, NotFound, NotOurs, RuntimeUnavailable, SandboxError
-from opencode_sandbox.runtime import docker_exec
+from opencode_sandbox.runtime import docker_exec, docker_netfilter
 from opencode_sandbox.runtime.docker_args import (
     DIND_LABEL,
     exec_args,
@@ -61,6 +61,7 @@ from opencode_sandbox.runtime.docker_parse import (
     volume_info,
 )
 from opencode_sandbox.runtime.env_passing import child_environment
+from opencode_sandbox.runtime.nft_ruleset import docker_refusal
 from opencode_sandbox.runtime.types import (
     ExecResult,
     ImageInfo,
@@ -122,7 +123,15 @@ class DockerRuntime:
             )
         self._require_volumes([m.source for m in spec.mounts if m.kind is MountKind.VOLUME])
         privileged = labels_of(image).get(DIND_LABEL) == "true"
-        args = run_args(spec, sandbox_labels(spec.labels, slug), privileged)
+        labels = sandbox_labels(spec.labels, slug)
+        network = None
+        if spec.network is not None:
+            refusal = docker_refusal(spec.network, privileged)
+            if refusal is not None:
+                raise refusal
+            labels[docker_netfilter.LABEL_NETWORK_POLICY] = docker_netfilter.policy_label(spec.network)
+            network = docker_netfilter.ensure_network(self.cli, slug)
+        args = run_args(spec, labels, privileged, network)
         args.insert(1, "--pull=never")
         try:
             self.cli.run(args, environment=child_environment(spec.env))
@@ -142,6 +151,12 @@ class DockerRuntime:
                 f"cannot start {spec.name}: it stopped right after starting ({state})",
                 hint="Check that the image runs `sleep` (coreutils) and try again.",
             )
+        if spec.network is not None:
+            try:
+                docker_netfilter.apply_policy(self.cli, self.images, spec.name, spec.network)
+            except BaseException:
+                self._discard(spec.name)
+                raise
         if spec.dev_identity is not None:
             self._adopt_identity(spec.name, *spec.dev_identity)
         return info
@@ -158,7 +173,20 @@ class DockerRuntime:
             )
 
     def start_sandbox(self, name: str) -> None:
-        self._owned_container(name)
+        """Start, then install the VM's network policy again: its rules went with the old
+        network namespace. A VM whose rules cannot be installed is stopped again."""
+        document = self._owned_container(name)
+        self._start_container(name)
+        policy = docker_netfilter.policy_of_label(labels_of(document).get(docker_netfilter.LABEL_NETWORK_POLICY))
+        if policy is None:
+            return
+        try:
+            docker_netfilter.apply_policy(self.cli, self.images, name, policy)
+        except BaseException:
+            self.cli.run_raw(["kill", name])
+            raise
+
+    def _start_container(self, name: str) -> None:
         api = self.cli.socket_api()
         if api is not None:
             try:
@@ -194,6 +222,9 @@ class DockerRuntime:
             self.stop_sandbox(name)
         # --volumes takes only anonymous volumes declared by the image; named ones stay.
         self.cli.run(["rm", "--force", "--volumes", name])
+        slug = slug_of_vm(name)
+        if slug is not None:
+            docker_netfilter.remove_network(self.cli, slug)
 
     def host_port(self, name: str, guest_port: int) -> int:
         port = published_host_port(self._owned_container(name), guest_port)
@@ -456,6 +487,9 @@ class DockerRuntime:
     def _discard(self, name: str) -> None:
         """Remove what a failed create left, whatever state it is in."""
         self.cli.run_raw(["rm", "--force", "--volumes", name])
+        slug = slug_of_vm(name)
+        if slug is not None:
+            docker_netfilter.remove_network(self.cli, slug)
 
     def _tolerate_not_running(self, args: list[str], timeout_s: float | None) -> None:
         try:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
 
+from opencode_sandbox.core.egress import EgressPolicy
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.vm_status import SandboxStatus
 from opencode_sandbox.runtime.kind import RuntimeKind
@@ -41,6 +42,8 @@ class SandboxSpec(Record):
     dev_identity: tuple[int, int] | None = None
     """The host uid and gid that `dev` acts as: what it creates in a bind mount belongs to
     them on the host, and it can write what they own. None leaves the image's `dev` as it is."""
+    network: EgressPolicy | None = None
+    """Where the sandbox may connect; None leaves the runtime's own default."""
 
 
 class SandboxInfo(Record):

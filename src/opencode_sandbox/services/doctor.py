@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from opencode_sandbox import TYPE_CHECKING
+from opencode_sandbox.core.egress import EgressPolicy, Profile
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.errors import RuntimeUnavailable, SandboxError
 from opencode_sandbox.runtime.types import RuntimeKind, SandboxStatus
@@ -128,17 +129,35 @@ def check_project_home(runtime: Runtime, vm: str, volume: str | None) -> Check |
     return Check("home", True, f"dev{ids} can use its home in {vm}", required_for=required, of_project=True)
 
 
+def check_network(policy: EgressPolicy, runtime: RuntimeKind, dind: bool = False) -> Check:
+    """The project's effective network policy, and whether the runtime enforces it."""
+    from opencode_sandbox.runtime.nft_ruleset import docker_refusal
+
+    described = policy.describe()
+    refusal = docker_refusal(policy, dind) if runtime is RuntimeKind.DOCKER else None
+    if refusal is not None:
+        return Check("network", False, f"{described}: {refusal.message}", refusal.hint,
+                     required_for=frozenset({runtime}), of_project=True)
+    if policy.profile is Profile.ALL:
+        return Check("network", False, f"{described}: no restriction, the VM reaches this host and its network",
+                     "set `network: public` to keep private ranges and this host out of reach",
+                     required_for=frozenset(), of_project=True)
+    enforcer = "msb's policy engine" if runtime is RuntimeKind.MICROSANDBOX else "nftables in the VM's network"
+    return Check("network", True, f"{described} (enforced by {enforcer})", of_project=True)
+
+
 def project_checks(app: App) -> list[Check]:
-    """The checks of the current project's VM, when it has one."""
+    """The checks of the current project: its network policy, and its VM when it has one."""
     from opencode_sandbox.core.naming import vm_name
 
+    checks = [check_network(app.settings.egress_policy, app.settings.runtime, app.settings.dind)]
     try:
         runtime = app.runtime
     except SandboxError:
-        return []
+        return checks
     volume = app.state.load(app.project.slug).home_volume
     check = check_project_home(runtime, vm_name(app.project.slug), volume)
-    return [check] if check is not None else []
+    return [*checks, check] if check is not None else checks
 
 
 def run_checks(runtime: RuntimeKind, project_checks: Sequence[Check] = ()) -> DoctorReport:

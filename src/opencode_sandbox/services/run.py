@@ -8,6 +8,7 @@ from contextlib import ExitStack
 
 from opencode_sandbox.app import App
 from opencode_sandbox.core import naming
+from opencode_sandbox.core.egress import Profile
 from opencode_sandbox.core.lifecycle import (
     ApplyChoice,
     DaemonFacts,
@@ -136,6 +137,16 @@ class RunLifecycle:
 
     def _doctor(self) -> None:
         self.app.runtime.check_available()
+        policy = self.app.settings.egress_policy
+        if self.app.runtime.kind is RuntimeKind.DOCKER:
+            from opencode_sandbox.runtime.nft_ruleset import docker_refusal
+
+            refusal = docker_refusal(policy, privileged=self.app.settings.dind)
+            if refusal is not None:
+                raise refusal
+        if policy.profile is Profile.ALL:
+            self.console.warn("network: all: the VM reaches everything this host reaches, its network "
+                              "and its own services included")
 
     def _ask_upgrade(self, update_check: UpdateCheck) -> str | None:
         from opencode_sandbox.images import updater
@@ -165,6 +176,7 @@ class RunLifecycle:
             "mounts": [[m.kind.value, m.source, m.target] for m in mounts],
             "ports": [daemon_control.DAEMON_PORT],
             "dev_identity": list(dev_identity),
+            "network": settings.egress_policy.fingerprint_value(),
         }
         if settings.runtime is RuntimeKind.MICROSANDBOX:
             # A microVM whose checkout does not mirror modes to the host is recreated once.
@@ -186,6 +198,7 @@ class RunLifecycle:
             workdir="/workspace",
             published_ports=(daemon_control.DAEMON_PORT,),
             dev_identity=dev_identity,
+            network=settings.egress_policy,
         )
 
     def _plan(self, existing: SandboxInfo | None, spec: SandboxSpec, image: ReadyImage) -> VmPlan:
@@ -380,6 +393,7 @@ def describe_plan(app: App, worktree: tuple[str, str | None] | None = None) -> l
 
     lines = [f"auto-prune: remove artifacts unused for {format_duration(app.settings.auto_prune_age)}"]
     lines.append(f"doctor: check the {app.settings.runtime.value} runtime")
+    lines.append(f"network: {app.settings.egress_policy.describe()}")
     version = baked_version(app.paths.state_dir) or "the latest release"
     plan = plan_project_image(
         project_dir=app.project.root, slug=app.project.slug, dind=app.settings.dind,

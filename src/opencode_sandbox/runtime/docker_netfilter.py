@@ -1,0 +1,146 @@
+"""The docker runtime's network containment: each VM's own network, and the nftables ruleset of
+its policy installed into the VM container's network namespace.
+
+The ruleset is installed by a short-lived helper container that shares only the VM's network
+namespace (`--network container:VM`) and holds only `NET_ADMIN`, from a small image this tool
+builds from Debian with its `nftables` package: nothing is added to runner images, and no
+privileged process runs beside the agent. The VM itself runs without `NET_RAW`, so root in it
+can neither change the rules (no `NET_ADMIN`) nor go around them with a raw socket. A
+container's network namespace is new at every start, so the rules are installed after every
+create and every start, before anything runs in the VM.
+
+Each VM gets a user-defined network of its own: Docker's embedded DNS server then answers the
+VM on its loopback (on the default bridge the VM would use the host's resolver, often a private
+address that `public` refuses), and VMs of different projects cannot see each other.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from opencode_sandbox import TYPE_CHECKING
+from opencode_sandbox.core.digest import sha256
+from opencode_sandbox.core.egress import EgressPolicy, parse_profile, parse_rule
+from opencode_sandbox.core.naming import LABEL_CONTENT_HASH, LABEL_KIND, LABEL_MANAGED, LABEL_PREFIX, LABEL_SLUG, TOOL
+from opencode_sandbox.engine.command import DockerCli, DockerFailed, first_line
+from opencode_sandbox.errors import BootFailed
+from opencode_sandbox.runtime.host_addresses import host_public_addresses
+from opencode_sandbox.runtime.nft_ruleset import nft_ruleset
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from opencode_sandbox.engine.docker import DockerImageEngine
+
+LABEL_NETWORK_POLICY = LABEL_PREFIX + "network-policy"
+NETFILTER_IMAGE = f"{TOOL}/netfilter:latest"
+NETFILTER_BASE = "debian:trixie-slim"
+NETWORK_PREFIX = f"{TOOL}-net-"
+DOCKERFILE = f"""FROM {NETFILTER_BASE}
+RUN apt-get update && apt-get install -y --no-install-recommends nftables && rm -rf /var/lib/apt/lists/*
+ENTRYPOINT ["nft"]
+"""
+
+
+def network_name(slug: str) -> str:
+    return NETWORK_PREFIX + slug
+
+
+def policy_label(policy: EgressPolicy) -> str:
+    """The policy as the VM container keeps it, for the starts that follow (no secret in it)."""
+    return json.dumps(policy.fingerprint_value(), sort_keys=True, separators=(",", ":"))
+
+
+def policy_of_label(text: str | None) -> EgressPolicy | None:
+    if not text:
+        return None
+    document = json.loads(text)
+    return EgressPolicy(
+        parse_profile(document["profile"]),
+        tuple(parse_rule(rule) for rule in document["allow"]),
+        tuple(parse_rule(rule) for rule in document["deny"]),
+    )
+
+
+def _network(cli: DockerCli, name: str) -> dict[str, Any] | None:
+    try:
+        documents = cli.inspect("network", [name])
+    except DockerFailed as failure:
+        if "not found" in failure.stderr.lower():  # the command's words for a missing network
+            return None
+        raise
+    return documents[0] if documents and str(documents[0].get("Name")) == name else None
+
+
+def ensure_network(cli: DockerCli, slug: str) -> str:
+    """The project's own network, created on first use and labelled as this tool's."""
+    name = network_name(slug)
+    document = _network(cli, name)
+    if document is not None:
+        labels = document.get("Labels") or {}
+        if labels.get(LABEL_MANAGED) != "true" or labels.get(LABEL_SLUG) != slug:
+            raise BootFailed(f"network {name} exists but was not created by opencode-sandbox",
+                             hint=f"Rename or remove it with `docker network rm {name}`.")
+        return name
+    try:
+        cli.run(["network", "create", "--label", f"{LABEL_MANAGED}=true", "--label", f"{LABEL_SLUG}={slug}",
+                 "--label", f"{LABEL_KIND}=network", name])
+    except DockerFailed as failure:
+        if "already exists" not in failure.stderr:
+            raise BootFailed(f"cannot create the network {name}: {first_line(failure.stderr)}",
+                             hint="Check `docker network ls`, then run again.") from None
+    return name
+
+
+def remove_network(cli: DockerCli, slug: str) -> None:
+    """The project's network, once no container uses it; anything else is left alone."""
+    name = network_name(slug)
+    document = _network(cli, name)
+    if document is None:
+        return
+    labels = document.get("Labels") or {}
+    if labels.get(LABEL_MANAGED) == "true" and labels.get(LABEL_SLUG) == slug and not document.get("Containers"):
+        cli.run_raw(["network", "rm", name])
+
+
+def ensure_netfilter_image(cli: DockerCli, images: DockerImageEngine) -> str:
+    """The helper image with `nft`, built here from Debian once (and again when its recipe changes)."""
+    content_hash = sha256(DOCKERFILE.encode()).hexdigest()[:16]
+    document = images.inspect_image(NETFILTER_IMAGE)
+    if document is not None and ((document.get("Config") or {}).get("Labels") or {}).get(
+            LABEL_CONTENT_HASH) == content_hash:
+        return NETFILTER_IMAGE
+    import tempfile  # only for a build, never on a warm start
+
+    if images.inspect_image(NETFILTER_BASE) is None:
+        images.pull(NETFILTER_BASE)
+    log: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="opencode-sandbox-netfilter-") as folder:
+        (Path(folder) / "Dockerfile").write_text(DOCKERFILE)
+        outcome = images.build(Path(folder), tag=NETFILTER_IMAGE, labels={
+            LABEL_MANAGED: "true", LABEL_KIND: "netfilter", LABEL_CONTENT_HASH: content_hash,
+        }, build_args={}, no_cache=False, on_line=log.append)
+    if outcome.exit_code != 0:
+        raise BootFailed(f"cannot build the network filter image {NETFILTER_IMAGE}: "
+                         f"{(log or ['no output'])[-1]}",
+                         hint="The build installs Debian's nftables package: check the network access of "
+                              "Docker builds, or use `network: all`.")
+    return NETFILTER_IMAGE
+
+
+def apply_policy(cli: DockerCli, images: DockerImageEngine, container: str, policy: EgressPolicy) -> None:
+    """Install `policy` into the running `container`'s network namespace; BootFailed when it
+    cannot (the caller then stops the VM: it never runs with an open network by mistake)."""
+    ruleset = nft_ruleset(policy, host_public_addresses())
+    if ruleset is None:
+        return
+    image = ensure_netfilter_image(cli, images)
+    try:
+        cli.run(["run", "--rm", "--interactive", "--pull=never", "--network", f"container:{container}",
+                 "--cap-drop", "ALL", "--cap-add", "NET_ADMIN", "--label", f"{LABEL_MANAGED}=helper",
+                 image, "-f", "-"], stdin=ruleset.encode())
+    except DockerFailed as failure:
+        raise BootFailed(f"cannot install the network policy ({policy.profile.value}) in {container}: "
+                         f"{first_line(failure.stderr)}",
+                         hint="Run again; if it keeps failing, check `opencode-sandbox doctor`.") from None

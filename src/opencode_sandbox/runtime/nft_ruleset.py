@@ -1,0 +1,107 @@
+"""A network policy as the docker runtime enforces it: an nftables ruleset for the VM container's
+own network namespace (pure text; `docker_netfilter` installs it).
+
+Only the output hook is filtered: whatever the VM sends to a destination the policy refuses is
+rejected at once (a TCP reset, an ICMP error for the rest), so a refused connection fails fast
+instead of hanging. Replies of connections that reach the VM (the published port of `opencode
+serve`) pass as established traffic. Docker's embedded DNS server (127.0.0.11, on the loopback)
+answers under `public` and is refused under `none`.
+
+What nftables cannot judge, a host name in a rule and the `allowlist` profile, needs a proxy the
+docker runtime does not have yet: `docker_refusal` says so, and the VM is never started with the
+rule ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from opencode_sandbox.core.egress import PRIVATE_RANGES, EgressPolicy, EgressRule, IpAddress, Profile
+from opencode_sandbox.errors import UsageError
+
+TABLE = "opencode_sandbox"
+DOCKER_DNS = "127.0.0.11"
+UNENFORCEABLE_HINT = ("use the microsandbox runtime (`--runtime microsandbox`), which enforces every network "
+                      "policy, or set `network: all` to run without restriction")
+_REFUSE = {4: "refuse4", 6: "refuse6"}
+_FAMILY = {4: "ip", 6: "ip6"}
+
+
+def docker_refusal(policy: EgressPolicy, privileged: bool = False) -> UsageError | None:
+    """The error for a `policy` the docker runtime cannot enforce, or None when it can.
+    `privileged`: the VM runs privileged (Docker-in-Docker), so root in it could change any rule."""
+    if privileged and policy.profile is not Profile.ALL:
+        return UsageError(f"a Docker-in-Docker image runs privileged: the {policy.profile.value} network profile "
+                          "cannot hold it", hint=UNENFORCEABLE_HINT)
+    if policy.profile is Profile.ALLOWLIST:
+        return UsageError("the allowlist network profile is not available on the docker runtime yet",
+                          hint=UNENFORCEABLE_HINT)
+    named = [rule.text for rule in (*policy.allow, *policy.deny) if rule.network is None]
+    if named:
+        return UsageError(f"egress rules that name hosts ({', '.join(named)}) are not available on the docker "
+                          "runtime yet; it enforces address ranges only", hint=UNENFORCEABLE_HINT)
+    return None
+
+
+def nft_ruleset(policy: EgressPolicy, host_addresses: Iterable[IpAddress] = ()) -> str | None:
+    """The `nft -f` input that replaces this tool's table with `policy`; None when nothing is
+    filtered (`all` without deny rules). `host_addresses`: the host's own public addresses, out of
+    reach under `public` (its private ones are in the private ranges already)."""
+    refusal = docker_refusal(policy)
+    if refusal is not None:
+        raise refusal
+    if policy.profile is Profile.ALL and not policy.deny:
+        return None
+    output = [f"oifname \"lo\" ip daddr {DOCKER_DNS} goto refuse4"] if policy.profile is Profile.NONE else []
+    output += ['oifname "lo" accept', "ct state established,related accept"]
+    output += [_rule_line(rule, "goto " + _REFUSE[_version(rule)]) for rule in policy.deny]
+    if policy.profile is Profile.NONE:
+        output += ["meta nfproto ipv4 goto refuse4", "meta nfproto ipv6 goto refuse6"]
+    else:
+        output += [_rule_line(rule, "accept") for rule in policy.allow]
+    if policy.profile is Profile.PUBLIC:
+        output += ["ip daddr @host4 goto refuse4", "ip6 daddr @host6 goto refuse6",
+                   "ip daddr @private4 goto refuse4", "ip6 daddr @private6 goto refuse6"]
+    hosts = sorted(set(host_addresses), key=lambda address: (address.version, int(address)))
+    lines = [
+        f"table inet {TABLE} {{}}",
+        f"delete table inet {TABLE}",
+        f"table inet {TABLE} {{",
+        _set("private4", "ipv4_addr", [str(net) for net in PRIVATE_RANGES if net.version == 4]),
+        _set("private6", "ipv6_addr", [str(net) for net in PRIVATE_RANGES if net.version == 6]),
+        _set("host4", "ipv4_addr", [str(address) for address in hosts if address.version == 4]),
+        _set("host6", "ipv6_addr", [str(address) for address in hosts if address.version == 6]),
+        "  chain output {",
+        "    type filter hook output priority 0; policy accept;",
+        *(f"    {line}" for line in output),
+        "  }",
+        *_refuse_chain(4),
+        *_refuse_chain(6),
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _set(name: str, kind: str, elements: list[str]) -> str:
+    body = f" elements = {{ {', '.join(elements)} }};" if elements else ""
+    return f"  set {name} {{ type {kind}; flags interval;{body} }}"
+
+
+def _refuse_chain(version: int) -> list[str]:
+    return [
+        f"  chain {_REFUSE[version]} {{",
+        "    meta l4proto tcp reject with tcp reset",
+        "    reject with icmpx admin-prohibited",
+        "  }",
+    ]
+
+
+def _version(rule: EgressRule) -> int:
+    assert rule.network is not None  # docker_refusal keeps named rules out
+    return rule.network.version
+
+
+def _rule_line(rule: EgressRule, verdict: str) -> str:
+    assert rule.network is not None
+    port = f" meta l4proto {{ tcp, udp }} th dport {rule.port}" if rule.port is not None else ""
+    return f"{_FAMILY[rule.network.version]} daddr {rule.network}{port} {verdict}"

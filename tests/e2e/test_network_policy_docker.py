@@ -1,0 +1,181 @@
+"""The network policy on the docker runtime, with real servers the VM is connected to.
+
+The VM is attached to each server's network (`docker network connect`): without that, Docker's
+isolation of bridges from each other would keep the servers out of reach with no policy at all.
+"""
+
+from __future__ import annotations
+
+import http.server
+import random
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from opencode_sandbox.runtime.docker_netfilter import NETFILTER_IMAGE, network_name
+from tests.e2e.harness import Project, ServeOnly, Tmux, cli_command, docker, status_of
+from tests.e2e.test_clients_and_idle_stop import ATTACHED_SCREEN
+from tests.fixtures.images import RunnerBase
+
+FAST_S = 2.0
+"""A refused connection fails at once; a hang would take curl's whole --max-time."""
+SERVER = "require('http').createServer((q, s) => s.end('hello')).listen(8080)"
+
+
+class Server:
+    def __init__(self, network: str, address: str, container: str) -> None:
+        self.network, self.address, self.container = network, address, container
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}:8080/"
+
+
+def _server(unique: str, kind: str, subnets: list[str], image: str) -> Server:
+    network = f"osb-netpol-{kind}-{unique}"
+    for subnet in subnets:
+        made = docker("network", "create", "--label", f"osb-test={unique}", "--subnet", subnet, network)
+        if made.returncode == 0:
+            break
+        assert "overlap" in made.stderr.lower(), made.stderr
+    else:
+        pytest.skip(f"no free subnet for the {kind} test network")
+    address = subnet.rsplit(".", 1)[0] + "." + str(int(subnet.rsplit(".", 1)[1].split("/")[0]) + 10)
+    container = f"osb-netpol-{kind}-srv-{unique}"
+    docker("run", "-d", "--name", container, "--label", f"osb-test={unique}", "--network", network, "--ip", address,
+           "--user", "root", "--entrypoint", "node", image, "-e", SERVER, check=True)
+    return Server(network, address, container)
+
+
+@pytest.fixture
+def servers(unique: str, runner_base_image: RunnerBase) -> Iterator[tuple[Server, Server]]:
+    """A server on a private address and one in a public range (documentation addresses)."""
+    image = runner_base_image.result.reference
+    made: list[Server] = []
+    try:
+        made.append(_server(unique, "lan", [f"10.{random.randint(64, 250)}.{random.randint(0, 255)}.0/24"
+                                            for _ in range(5)], image))
+        made.append(_server(unique, "pub", [f"198.51.100.{16 * random.randint(0, 15)}/28" for _ in range(8)],
+                            image))
+        yield made[0], made[1]
+    finally:
+        for server in made:
+            docker("rm", "-f", server.container)
+            attached = docker("network", "inspect", "--format", "{{range .Containers}}{{.Name}} {{end}}",
+                              server.network).stdout.split()
+            for container in attached:  # the VM, still connected: the project's cleanup comes later
+                docker("network", "disconnect", "--force", server.network, container)
+            docker("network", "rm", server.network)
+
+
+@pytest.fixture
+def host_service() -> Iterator[int]:
+    """A server on every address of the host."""
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"host")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("0.0.0.0", 0), Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+
+
+def fetch(project: Project, url: str) -> tuple[str, float]:
+    """What curl in the VM gets from `url`, and how long it took."""
+    started = time.monotonic()
+    result = docker("exec", "--user", "dev", project.vm, "curl", "-sS", "--max-time", "20", url)
+    return (result.stdout + result.stderr).strip(), time.monotonic() - started
+
+
+def refused_fast(project: Project, url: str) -> None:
+    answer, took = fetch(project, url)
+    assert "hello" not in answer and "host" not in answer, f"{url} answered: {answer}"
+    assert took < FAST_S, f"{url} took {took:.1f} s to fail: {answer}"
+
+
+def gateway(project: Project) -> str:
+    return docker("network", "inspect", "--format", "{{(index .IPAM.Config 0).Gateway}}",
+                  network_name(project.slug), check=True).stdout.strip()
+
+
+def connect(project: Project, *servers: Server) -> None:
+    for server in servers:
+        docker("network", "connect", server.network, project.vm, check=True)
+
+
+@pytest.fixture
+def netfilter_image_removed_after() -> Iterator[None]:
+    """The tool builds its network filter image on first use; a test that built it removes it."""
+    existed = docker("image", "inspect", NETFILTER_IMAGE).returncode == 0
+    yield
+    if not existed:
+        docker("image", "rm", NETFILTER_IMAGE)
+
+
+def test_public_refuses_private_addresses_and_the_host_and_survives_a_restart(
+    project: Project, servers: tuple[Server, Server], host_service: int, netfilter_image_removed_after: None,
+) -> None:
+    private, public = servers
+    served = ServeOnly(project)
+    try:
+        assert status_of(served.url + "/global/health", served.password) == 200
+        connect(project, private, public)
+        assert fetch(project, public.url)[0] == "hello"
+        refused_fast(project, private.url)
+        refused_fast(project, f"http://{gateway(project)}:{host_service}/")
+        assert fetch(project, f"http://{public.container}:8080/")[0] == "hello", "Docker's DNS answers"
+
+        cap_drop = docker("inspect", "--format", "{{json .HostConfig.CapDrop}}", project.vm, check=True).stdout
+        assert "NET_RAW" in cap_drop
+        packet = docker("exec", "--user", "root", project.vm, "perl", "-e",
+                        "use Socket; socket(my $s, 17, 3, 0) or die qq(packet: $!\\n); print qq(opened\\n)")
+        assert packet.returncode != 0 and "Operation not permitted" in packet.stderr
+        # Root in the VM holds the VM's capabilities: the same set, in the VM's network, cannot flush.
+        flush = docker("run", "--rm", "--network", f"container:{project.vm}", "--user", "root", "--cap-drop",
+                       "NET_RAW", NETFILTER_IMAGE, "flush", "ruleset")
+        assert flush.returncode != 0 and "Operation not permitted" in flush.stderr
+        refused_fast(project, private.url)
+    finally:
+        served.detach()
+
+    stopped = project.cli("stop")
+    assert stopped.returncode == 0, stopped.stderr
+    started = project.shell("true")
+    assert started.returncode == 0, started.stderr
+    assert private.network in docker("inspect", "--format", "{{json .NetworkSettings.Networks}}", project.vm).stdout
+    refused_fast(project, private.url)
+    assert fetch(project, public.url)[0] == "hello"
+
+
+def test_none_lets_nothing_out_but_the_client_still_attaches(
+    project: Project, servers: tuple[Server, Server], unique: str, netfilter_image_removed_after: None,
+) -> None:
+    private, public = servers
+    project.env["OPENCODE_SANDBOX_NETWORK"] = "none"
+    served = ServeOnly(project)
+    terminal: Tmux | None = None
+    try:
+        assert status_of(served.url + "/global/health", served.password) == 200
+        connect(project, private, public)
+        refused_fast(project, public.url)
+        refused_fast(project, private.url)
+        started = time.monotonic()
+        lookup = docker("exec", "--user", "dev", project.vm, "getent", "hosts", public.container)
+        assert lookup.returncode != 0 and not lookup.stdout.strip()
+        assert time.monotonic() - started < FAST_S, "a DNS lookup must fail fast"
+        terminal = Tmux(f"osb-netpol-{unique}", cli_command(), project.root, project.env)
+        terminal.wait_for(ATTACHED_SCREEN, timeout=900)
+    finally:
+        if terminal is not None:
+            terminal.close()
+        served.detach()

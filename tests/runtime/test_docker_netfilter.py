@@ -1,0 +1,52 @@
+"""The VM's own network, through the engine's socket and through the `docker` command alike."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from opencode_sandbox.core.naming import LABEL_MANAGED, LABEL_SLUG
+from opencode_sandbox.engine.command import DockerCli
+from opencode_sandbox.errors import BootFailed
+from opencode_sandbox.runtime.docker_netfilter import ensure_network, network_name, remove_network
+
+pytestmark = pytest.mark.docker
+
+
+def labels_of(name: str) -> str:
+    return subprocess.run(["docker", "network", "inspect", "--format", "{{json .Labels}}", name],
+                          capture_output=True, text=True).stdout.strip()
+
+
+@pytest.mark.parametrize("transport", ["socket", "command"])
+def test_the_network_is_made_once_labelled_and_removed(transport: str, unique: str) -> None:
+    cli = DockerCli()
+    if transport == "command":
+        cli.give_up_socket()
+    slug = f"{unique}-0123456789abcd"
+    name = network_name(slug)
+    try:
+        remove_network(cli, slug)  # nothing there: nothing to do
+        assert ensure_network(cli, slug) == name
+        assert ensure_network(cli, slug) == name
+        labels = labels_of(name)
+        assert f'"{LABEL_MANAGED}":"true"' in labels and f'"{LABEL_SLUG}":"{slug}"' in labels
+        remove_network(cli, slug)
+        assert labels_of(name) == ""
+    finally:
+        subprocess.run(["docker", "network", "rm", name], capture_output=True)
+
+
+def test_a_foreign_network_of_that_name_is_refused_and_kept(unique: str) -> None:
+    cli = DockerCli()
+    slug = f"{unique}-0123456789abcd"
+    name = network_name(slug)
+    subprocess.run(["docker", "network", "create", name], capture_output=True, check=True)
+    try:
+        with pytest.raises(BootFailed, match="not created by opencode-sandbox"):
+            ensure_network(cli, slug)
+        remove_network(cli, slug)
+        assert labels_of(name) != ""
+    finally:
+        subprocess.run(["docker", "network", "rm", name], capture_output=True)

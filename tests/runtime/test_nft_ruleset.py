@@ -1,0 +1,79 @@
+"""The docker runtime's ruleset text for each policy, and what it refuses to render."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+
+from opencode_sandbox.core.egress import EgressPolicy, Profile, parse_rule
+from opencode_sandbox.errors import UsageError
+from opencode_sandbox.runtime.nft_ruleset import docker_refusal, nft_ruleset
+
+
+def output_chain(ruleset: str) -> list[str]:
+    lines = ruleset.splitlines()
+    start = lines.index("  chain output {") + 2
+    return [line.strip() for line in lines[start:lines.index("  }", start)]]
+
+
+def test_public_refuses_private_ranges_and_the_host_after_established_and_loopback() -> None:
+    ruleset = nft_ruleset(EgressPolicy(Profile.PUBLIC), [ipaddress.ip_address("198.51.100.7")])
+    assert ruleset is not None
+    assert ruleset.startswith("table inet opencode_sandbox {}\ndelete table inet opencode_sandbox\n")
+    assert output_chain(ruleset) == [
+        'oifname "lo" accept', "ct state established,related accept",
+        "ip daddr @host4 goto refuse4", "ip6 daddr @host6 goto refuse6",
+        "ip daddr @private4 goto refuse4", "ip6 daddr @private6 goto refuse6",
+    ]
+    assert "set host4 { type ipv4_addr; flags interval; elements = { 198.51.100.7 }; }" in ruleset
+    assert ("set private4 { type ipv4_addr; flags interval; elements = { 0.0.0.0/8, 10.0.0.0/8, 172.16.0.0/12, "
+            "192.168.0.0/16, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16 }; }") in ruleset
+    assert "fc00::/7" in ruleset and "fe80::/10" in ruleset
+    assert "meta l4proto tcp reject with tcp reset" in ruleset
+    assert "reject with icmpx admin-prohibited" in ruleset
+
+
+def test_rules_come_before_the_profile_and_deny_before_allow() -> None:
+    policy = EgressPolicy(Profile.PUBLIC, (parse_rule("10.1.0.0/16"),), (parse_rule("[2001:db8::/32]:443"),))
+    ruleset = nft_ruleset(policy)
+    assert ruleset is not None
+    assert output_chain(ruleset)[2:4] == [
+        "ip6 daddr 2001:db8::/32 meta l4proto { tcp, udp } th dport 443 goto refuse6",
+        "ip daddr 10.1.0.0/16 accept",
+    ]
+
+
+def test_none_refuses_dns_and_everything_but_replies_and_loopback() -> None:
+    ruleset = nft_ruleset(EgressPolicy(Profile.NONE, (parse_rule("10.1.0.0/16"),)))
+    assert ruleset is not None
+    assert output_chain(ruleset) == [
+        'oifname "lo" ip daddr 127.0.0.11 goto refuse4', 'oifname "lo" accept',
+        "ct state established,related accept", "meta nfproto ipv4 goto refuse4", "meta nfproto ipv6 goto refuse6",
+    ]
+
+
+def test_all_filters_nothing_unless_something_is_denied() -> None:
+    assert nft_ruleset(EgressPolicy(Profile.ALL)) is None
+    ruleset = nft_ruleset(EgressPolicy(Profile.ALL, deny=(parse_rule("192.0.2.0/24"),)))
+    assert ruleset is not None
+    assert output_chain(ruleset)[2:] == ["ip daddr 192.0.2.0/24 goto refuse4"]
+
+
+@pytest.mark.parametrize("policy", [
+    EgressPolicy(Profile.ALLOWLIST),
+    EgressPolicy(Profile.PUBLIC, allow=(parse_rule("api.example.com"),)),
+    EgressPolicy(Profile.NONE, deny=(parse_rule("*.example.com:443"),)),
+])
+def test_what_nftables_cannot_judge_is_refused_never_ignored(policy: EgressPolicy) -> None:
+    assert docker_refusal(policy) is not None
+    with pytest.raises(UsageError, match="docker runtime"):
+        nft_ruleset(policy)
+
+
+def test_a_privileged_vm_can_only_run_unrestricted() -> None:
+    for profile in (Profile.PUBLIC, Profile.NONE):
+        refusal = docker_refusal(EgressPolicy(profile), privileged=True)
+        assert refusal is not None and "Docker-in-Docker" in refusal.message
+    assert docker_refusal(EgressPolicy(Profile.ALL), privileged=True) is None
+    assert docker_refusal(EgressPolicy(Profile.PUBLIC)) is None

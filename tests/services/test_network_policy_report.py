@@ -1,0 +1,61 @@
+"""The effective network policy, as `doctor` and `run --dry-run` show it."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from opencode_sandbox.core.egress import EgressPolicy, Profile, parse_rule
+from opencode_sandbox.runtime.types import RuntimeKind
+from opencode_sandbox.services.doctor import check_network
+from tests.cli.helpers import run_cli
+
+RULES = EgressPolicy(Profile.PUBLIC, (parse_rule("10.1.0.0/16"),), (parse_rule("203.0.113.0/24:22"),))
+
+
+def test_a_policy_each_runtime_enforces_is_ok() -> None:
+    for runtime in RuntimeKind:
+        check = check_network(RULES, runtime)
+        assert check.ok
+        assert check.detail.startswith("public; egress-allow 10.1.0.0/16; egress-deny 203.0.113.0/24:22 (enforced by")
+
+
+def test_allowlist_and_named_rules_fail_on_docker_only() -> None:
+    for policy in (EgressPolicy(Profile.ALLOWLIST), EgressPolicy(Profile.PUBLIC, deny=(parse_rule("evil.example"),))):
+        failing = check_network(policy, RuntimeKind.DOCKER)
+        assert not failing.ok and RuntimeKind.DOCKER in failing.required_for
+        assert "docker runtime" in failing.detail and "microsandbox" in (failing.fix or "")
+        assert check_network(policy, RuntimeKind.MICROSANDBOX).ok
+
+
+def test_all_is_a_warning() -> None:
+    check = check_network(EgressPolicy(Profile.ALL), RuntimeKind.DOCKER)
+    assert not check.ok and check.required_for == frozenset()
+    assert "no restriction" in check.detail
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    subprocess.run(["git", "init", "-q", str(folder)], check=True)
+    (folder / ".opencode-sandbox").mkdir()
+    (folder / ".opencode-sandbox" / "config.yaml").write_text("egress-deny: [203.0.113.0/24:22]\n")
+    return folder
+
+
+def test_dry_run_shows_the_policy_with_the_flag_on_top(project: Path) -> None:
+    result = run_cli("--runtime", "docker", "run", "--dry-run", "--network", "none", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert "network: none; egress-deny 203.0.113.0/24:22" in result.stdout.splitlines()
+
+
+def test_doctor_shows_the_policy_and_refuses_allowlist_on_docker(project: Path) -> None:
+    result = run_cli("--runtime", "docker", "doctor", cwd=project,
+                     env={"OPENCODE_SANDBOX_NETWORK": "allowlist"})
+    lines = [line for line in result.stdout.splitlines() if "network" in line]
+    assert lines and lines[0].startswith("FAIL network allowlist; egress-deny 203.0.113.0/24:22: the allowlist")
+    assert "microsandbox" in result.stdout
+    assert result.returncode == 1
