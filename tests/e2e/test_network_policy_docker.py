@@ -7,6 +7,7 @@ isolation of bridges from each other would keep the servers out of reach with no
 from __future__ import annotations
 
 import http.server
+import json
 import random
 import threading
 import time
@@ -145,6 +146,17 @@ def test_public_refuses_private_addresses_and_the_host_and_survives_a_restart(
                        "NET_RAW", NETFILTER_IMAGE, "flush", "ruleset")
         assert flush.returncode != 0 and "Operation not permitted" in flush.stderr
         refused_fast(project, private.url)
+
+        logged = project.cli("network", "log", "--format", "json")
+        assert logged.returncode == 0, logged.stderr
+        entries = {(entry["destination"], entry["port"]): entry for entry in json.loads(logged.stdout)}
+        assert entries[(private.address, 8080)]["protocol"] == "tcp"
+        assert entries[(private.address, 8080)]["attempts"] >= 2
+        assert entries[(private.address, 8080)]["reason"].startswith("a private address, in 10.0.0.0/8")
+        assert (gateway(project), host_service) in entries
+        assert (public.address, 8080) not in entries
+        table = project.cli("network", "log")
+        assert f"{private.address}:8080/tcp" in table.stdout, table.stdout
     finally:
         served.detach()
 

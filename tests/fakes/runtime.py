@@ -12,8 +12,10 @@ Failure injection: `boot_failures`, `engine_down`, `crash(name)`.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import os
 import posixpath
+import re
 import shlex
 import socket
 from collections.abc import Callable, Mapping, Sequence
@@ -42,6 +44,7 @@ from opencode_sandbox.runtime.types import (
     ExecResult,
     ImageInfo,
     MountKind,
+    Refusal,
     RuntimeKind,
     SandboxInfo,
     SandboxSpec,
@@ -51,6 +54,7 @@ from opencode_sandbox.runtime.types import (
 from tests.fakes.image_engine import FakeImageEngine
 
 USERS = {"root": 0, "dev": 1000}
+TCP_CONNECT = re.compile(r"exec 3<>/dev/tcp/(?P<address>[0-9a-f.:]+)/(?P<port>[0-9]+)")
 _ACTIVE = (SandboxStatus.RUNNING, SandboxStatus.STARTING, SandboxStatus.PAUSED)
 
 
@@ -102,6 +106,8 @@ class FakeSandbox:
     listeners: dict[int, socket.socket] = field(default_factory=dict)
     image: str = ""
     """The image of a foreign sandbox (ours keep theirs in `spec`)."""
+    refusals: list[Refusal] = field(default_factory=list)
+    """What its network policy refused in this run (`FakeRuntime.refuse`)."""
 
 
 @dataclass(frozen=True)
@@ -262,6 +268,17 @@ class FakeRuntime:
         sandbox = self._owned(name)
         self._halt(sandbox)
         del self.sandboxes[name]
+
+    def refuse(self, name: str, refusal: Refusal) -> None:
+        """Record a connection the sandbox's network policy refused, as a real runtime would."""
+        sandbox = self._owned(name)
+        assert sandbox.status is SandboxStatus.RUNNING, "only a running sandbox has network traffic"
+        sandbox.refusals.append(refusal)
+
+    def refusals(self, name: str) -> list[Refusal]:
+        self._call("refusals", name)
+        sandbox = self._owned(name)
+        return list(sandbox.refusals) if sandbox.status is SandboxStatus.RUNNING else []
 
     def host_port(self, name: str, guest_port: int) -> int:
         self._call("host_port", name)
@@ -461,6 +478,7 @@ class FakeRuntime:
     def _halt(self, sandbox: FakeSandbox) -> None:
         if sandbox.status in _ACTIVE:
             self._close_ports(sandbox)
+            sandbox.refusals.clear()
             sandbox.status = SandboxStatus.STOPPED
             sandbox.last_activity_at = datetime.now(UTC)
 
@@ -555,12 +573,23 @@ class _Shell:
         if handler is not None:
             return handler(replace(self.call, argv=tuple(argv)))
         if argv[0] in ("sh", "bash") and len(argv) >= 3 and argv[1] == "-c":
+            connect = TCP_CONNECT.fullmatch(argv[2])
+            if connect is not None:
+                return self.connect(connect["address"], int(connect["port"]))
             return self.run_script(argv[2], stdin)
         code, out, err = self.command(argv, stdin)
         if code == 127:
             message = f'exec: "{argv[0]}": executable file not found in $PATH\n'
             return ExecResult(127, "", message)
         return ExecResult(code, out, err)
+
+    def connect(self, address: str, port: int) -> ExecResult:
+        """bash's `/dev/tcp`, judged by the sandbox's network policy; nothing listens anywhere."""
+        policy = self.sandbox.spec.network if self.sandbox.spec else None
+        if policy is not None and not policy.judge(address, ipaddress.ip_address(address), port).allowed:
+            self.sandbox.refusals.append(Refusal(address, "tcp", port, 1, datetime.now(UTC)))
+        return ExecResult(1, "", f"bash: connect: Connection refused\nbash: /dev/tcp/{address}/{port}: "
+                                 "Connection refused\n")
 
     def run_script(self, script: str, stdin: str) -> ExecResult:
         lexer = shlex.shlex(script, posix=True, punctuation_chars=";&|<>")

@@ -24,6 +24,7 @@ from typing import Protocol
 
 import pytest
 
+from opencode_sandbox.core.egress import EgressPolicy, Profile
 from opencode_sandbox.core.naming import (
     HOME_PREFIX,
     IMAGE_REPOSITORY_PREFIX,
@@ -46,6 +47,8 @@ from opencode_sandbox.runtime.types import (
 GUEST_PORT = 4096
 OTHER_HOST_ID = 1001
 CLOCK_SLACK = timedelta(seconds=5)
+PRIVATE_ADDRESS = "10.254.77.9"
+"""An address in a private range that nothing on a test host uses."""
 
 
 @dataclass(frozen=True)
@@ -161,6 +164,10 @@ class RuntimeContract:
         """Why sandboxes cannot boot on this host, or None when they can."""
         return None
 
+    def network_log_unavailable_reason(self) -> str | None:
+        """Why this runtime cannot list what its network policy refused, or None when it can."""
+        return None
+
     def dev_identity_ignored_reason(self) -> str | None:
         """Why this runtime ignores `SandboxSpec.dev_identity`, or None when it honours it."""
         return None
@@ -229,6 +236,8 @@ class RuntimeContract:
                 operation(name)
         with pytest.raises(NotFound):
             runtime.host_port(name, GUEST_PORT)
+        with pytest.raises(NotFound):
+            runtime.refusals(name)
 
     @pytest.mark.needs_boot
     def test_create_lists_with_labels_and_times(
@@ -331,6 +340,25 @@ class RuntimeContract:
         assert runtime.get_volume(home) is None
 
     # --- processes -----------------------------------------------------------------------
+
+    @pytest.mark.needs_boot
+    def test_refused_connections_are_listed_while_the_sandbox_runs(
+        self, runtime: Runtime, contract_image: str, created: Created, workspace: Path
+    ) -> None:
+        reason = self.network_log_unavailable_reason()
+        if reason:
+            pytest.skip(reason)
+        spec = self.spec(new_slug(), contract_image, workspace)._replace(network=EgressPolicy(Profile.PUBLIC))
+        created.sandbox(spec)
+        assert runtime.refusals(spec.name) == []
+        before = datetime.now(UTC) - CLOCK_SLACK
+        refused = runtime.exec(spec.name, ["bash", "-c", f"exec 3<>/dev/tcp/{PRIVATE_ADDRESS}/9"], timeout_s=30)
+        assert refused.exit_code != 0 and "refused" in refused.stderr.lower(), refused
+        refusals = runtime.refusals(spec.name)
+        assert [(r.destination, r.protocol, r.port, r.attempts) for r in refusals] == [(PRIVATE_ADDRESS, "tcp", 9, 1)]
+        assert refusals[0].last_seen is not None and before <= refusals[0].last_seen <= datetime.now(UTC) + CLOCK_SLACK
+        runtime.stop_sandbox(spec.name, timeout_s=5)
+        assert runtime.refusals(spec.name) == []
 
     @pytest.fixture
     def running(

@@ -57,6 +57,9 @@ class TestMicrosandboxContract(RuntimeContract):
         check = probe_kvm()
         return None if check.ok else f"microVMs cannot boot here: {check.cause}"
 
+    def network_log_unavailable_reason(self) -> str | None:
+        return "the network log does not read microsandbox's records yet"
+
     def dev_identity_ignored_reason(self) -> str | None:
         return ("msb maps the invoking host user to dev and ignores SandboxSpec.dev_identity: "
                 "the lab's run as an ordinary user (`kvm-lab.sh --user`) covers another host user")

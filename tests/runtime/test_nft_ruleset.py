@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import ipaddress
+import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from opencode_sandbox.core.egress import EgressPolicy, Profile, parse_rule
 from opencode_sandbox.errors import UsageError
-from opencode_sandbox.runtime.nft_ruleset import docker_refusal, nft_ruleset
+from opencode_sandbox.runtime.nft_ruleset import docker_refusal, nft_ruleset, refusals_of_listing
+from opencode_sandbox.runtime.types import Refusal
 
 
 def output_chain(ruleset: str) -> list[str]:
@@ -77,3 +80,26 @@ def test_a_privileged_vm_can_only_run_unrestricted() -> None:
         assert refusal is not None and "Docker-in-Docker" in refusal.message
     assert docker_refusal(EgressPolicy(Profile.ALL), privileged=True) is None
     assert docker_refusal(EgressPolicy(Profile.PUBLIC)) is None
+
+
+def test_refusals_are_counted_per_destination_and_read_back_with_their_time() -> None:
+    ruleset = nft_ruleset(EgressPolicy(Profile.PUBLIC))
+    assert ruleset is not None
+    assert ("set refused4 { type ipv4_addr . inet_proto . inet_service; flags dynamic, timeout; timeout 3600s; "
+            "size 4096; counter; }") in ruleset
+    assert "meta l4proto { tcp, udp } update @refused6 { ip6 daddr . meta l4proto . th dport }" in ruleset
+    # `nft -j list table` of a VM that was refused twice at 10.1.2.3:443 (last 60 s ago) and once at DNS.
+    listing = json.dumps({"nftables": [
+        {"metainfo": {"version": "1.1.3"}},
+        {"set": {"name": "private4", "elem": ["10.0.0.0/8"]}},
+        {"set": {"name": "refused4", "timeout": 3600, "elem": [
+            {"elem": {"val": {"concat": ["10.1.2.3", 6, 443]}, "expires": 3540, "counter": {"packets": 2}}},
+            {"elem": {"val": {"concat": ["127.0.0.11", 17, 53]}, "expires": 3599, "counter": {"packets": 1}}},
+        ]}},
+        {"set": {"name": "refused6", "timeout": 3600}},
+    ]})
+    now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    assert refusals_of_listing(listing, now) == [
+        Refusal("10.1.2.3", "tcp", 443, 2, now - timedelta(seconds=60)),
+        Refusal("127.0.0.11", "udp", 53, 1, now - timedelta(seconds=1)),
+    ]

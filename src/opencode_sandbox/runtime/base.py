@@ -8,6 +8,7 @@ from typing import Protocol
 from opencode_sandbox.runtime.types import (
     ExecResult,
     ImageInfo,
+    Refusal,
     RuntimeKind,
     SandboxInfo,
     SandboxSpec,
@@ -47,6 +48,9 @@ class Runtime(Protocol):
         """Remove a stopped sandbox (stopping it first if needed); volumes are kept."""
     def host_port(self, name: str, guest_port: int) -> int:
         """The 127.0.0.1 port on the host that a published guest port is reachable on."""
+    def refusals(self, name: str) -> list[Refusal]:
+        """What the sandbox's network policy refused recently; empty while it is stopped (the
+        record goes with each run). `UsageError` where the runtime cannot tell."""
 
     # processes
     def exec(

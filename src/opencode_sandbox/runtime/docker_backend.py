@@ -66,6 +66,7 @@ from opencode_sandbox.runtime.types import (
     ExecResult,
     ImageInfo,
     MountKind,
+    Refusal,
     RuntimeKind,
     SandboxInfo,
     SandboxSpec,
@@ -225,6 +226,14 @@ class DockerRuntime:
         slug = slug_of_vm(name)
         if slug is not None:
             docker_netfilter.remove_network(self.cli, slug)
+
+    def refusals(self, name: str) -> list[Refusal]:
+        document = self._owned_container(name)
+        labels = labels_of(document)
+        if docker_netfilter.policy_of_label(labels.get(docker_netfilter.LABEL_NETWORK_POLICY)) is None \
+                or not (document.get("State") or {}).get("Running"):
+            return []
+        return docker_netfilter.refusals(self.cli, self.images, name)
 
     def host_port(self, name: str, guest_port: int) -> int:
         port = published_host_port(self._owned_container(name), guest_port)

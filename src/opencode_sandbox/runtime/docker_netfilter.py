@@ -17,6 +17,7 @@ address that `public` refuses), and VMs of different projects cannot see each ot
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 from opencode_sandbox import TYPE_CHECKING
@@ -26,7 +27,8 @@ from opencode_sandbox.core.naming import LABEL_CONTENT_HASH, LABEL_KIND, LABEL_M
 from opencode_sandbox.engine.command import DockerCli, DockerFailed, first_line
 from opencode_sandbox.errors import BootFailed
 from opencode_sandbox.runtime.host_addresses import host_public_addresses
-from opencode_sandbox.runtime.nft_ruleset import nft_ruleset
+from opencode_sandbox.runtime.nft_ruleset import TABLE, nft_ruleset, refusals_of_listing
+from opencode_sandbox.runtime.types import Refusal
 
 if TYPE_CHECKING:
     from typing import Any
@@ -127,6 +129,21 @@ def ensure_netfilter_image(cli: DockerCli, images: DockerImageEngine) -> str:
                          hint="The build installs Debian's nftables package: check the network access of "
                               "Docker builds, or use `network: all`.")
     return NETFILTER_IMAGE
+
+
+def refusals(cli: DockerCli, images: DockerImageEngine, container: str) -> list[Refusal]:
+    """What the running `container`'s rules refused in the last hour (lost when it stops)."""
+    image = ensure_netfilter_image(cli, images)
+    try:
+        listing = cli.run(["run", "--rm", "--pull=never", "--network", f"container:{container}", "--cap-drop", "ALL",
+                           "--cap-add", "NET_ADMIN", "--label", f"{LABEL_MANAGED}=helper", image,
+                           "-j", "list", "table", "inet", TABLE])
+    except DockerFailed as failure:
+        if "No such file or directory" in failure.stderr:  # nft's words for a table that is not there
+            return []
+        raise BootFailed(f"cannot read the network policy's refusals in {container}: {first_line(failure.stderr)}",
+                         hint="Check that the VM runs (`opencode-sandbox list`), then try again.") from None
+    return refusals_of_listing(listing, datetime.now(UTC))
 
 
 def apply_policy(cli: DockerCli, images: DockerImageEngine, container: str, policy: EgressPolicy) -> None:

@@ -22,7 +22,15 @@ from opencode_sandbox.core.naming import (
     slug_of_task,
     slug_of_vm,
 )
-from opencode_sandbox.errors import BootFailed, NotFound, NotOurs, RuntimeUnavailable, SandboxError, VmDidNotBoot
+from opencode_sandbox.errors import (
+    BootFailed,
+    NotFound,
+    NotOurs,
+    RuntimeUnavailable,
+    SandboxError,
+    UsageError,
+    VmDidNotBoot,
+)
 from opencode_sandbox.runtime import msb_boot_log, msb_parse
 from opencode_sandbox.runtime.env_passing import child_environment, env_flags
 from opencode_sandbox.runtime.kvm import KvmCheck, probe_kvm
@@ -38,6 +46,7 @@ from opencode_sandbox.runtime.types import (
     ImageInfo,
     Mount,
     MountKind,
+    Refusal,
     RuntimeKind,
     SandboxInfo,
     SandboxSpec,
@@ -246,6 +255,11 @@ class MicrosandboxRuntime:
                 hint="recreate the sandbox (`opencode-sandbox stop -f`, then run again)",
             )
         return port
+
+    def refusals(self, name: str) -> list[Refusal]:
+        self._inspect_ours(name)
+        raise UsageError("the network log does not read microsandbox's records yet",
+                         hint=f"msb keeps them in its own log: `msb logs --source system --debug {name}`")
 
     # processes
     def _exec_args(self, user: str, workdir: str, env: Mapping[str, str] | None) -> list[str]:

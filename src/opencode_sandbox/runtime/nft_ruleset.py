@@ -3,7 +3,8 @@ own network namespace (pure text; `docker_netfilter` installs it).
 
 Only the output hook is filtered: whatever the VM sends to a destination the policy refuses is
 rejected at once (a TCP reset, an ICMP error for the rest), so a refused connection fails fast
-instead of hanging. Replies of connections that reach the VM (the published port of `opencode
+instead of hanging. Each refused TCP or UDP destination is remembered for an hour with a count,
+in a set `network log` reads. Replies of connections that reach the VM (the published port of `opencode
 serve`) pass as established traffic. Docker's embedded DNS server (127.0.0.11, on the loopback)
 answers under `public` and is refused under `none`.
 
@@ -14,10 +15,13 @@ rule ignored.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 
 from opencode_sandbox.core.egress import PRIVATE_RANGES, EgressPolicy, EgressRule, IpAddress, Profile
 from opencode_sandbox.errors import UsageError
+from opencode_sandbox.runtime.types import Refusal
 
 TABLE = "opencode_sandbox"
 DOCKER_DNS = "127.0.0.11"
@@ -25,6 +29,10 @@ UNENFORCEABLE_HINT = ("use the microsandbox runtime (`--runtime microsandbox`), 
                       "policy, or set `network: all` to run without restriction")
 _REFUSE = {4: "refuse4", 6: "refuse6"}
 _FAMILY = {4: "ip", 6: "ip6"}
+REFUSED_SETS = ("refused4", "refused6")
+"""The destinations refused in the last hour, with a count each, for `network log`."""
+REFUSAL_MEMORY_S = 3600
+_PROTOCOLS = {6: "tcp", 17: "udp"}
 
 
 def docker_refusal(policy: EgressPolicy, privileged: bool = False) -> UsageError | None:
@@ -71,6 +79,7 @@ def nft_ruleset(policy: EgressPolicy, host_addresses: Iterable[IpAddress] = ()) 
         _set("private6", "ipv6_addr", [str(net) for net in PRIVATE_RANGES if net.version == 6]),
         _set("host4", "ipv4_addr", [str(address) for address in hosts if address.version == 4]),
         _set("host6", "ipv6_addr", [str(address) for address in hosts if address.version == 6]),
+        *(_refused_set(version) for version in (4, 6)),
         "  chain output {",
         "    type filter hook output priority 0; policy accept;",
         *(f"    {line}" for line in output),
@@ -87,13 +96,40 @@ def _set(name: str, kind: str, elements: list[str]) -> str:
     return f"  set {name} {{ type {kind}; flags interval;{body} }}"
 
 
+def _refused_set(version: int) -> str:
+    address = "ipv4_addr" if version == 4 else "ipv6_addr"
+    return (f"  set {REFUSED_SETS[version == 6]} {{ type {address} . inet_proto . inet_service; "
+            f"flags dynamic, timeout; timeout {REFUSAL_MEMORY_S}s; size 4096; counter; }}")
+
+
 def _refuse_chain(version: int) -> list[str]:
     return [
         f"  chain {_REFUSE[version]} {{",
+        f"    meta l4proto {{ tcp, udp }} update @{REFUSED_SETS[version == 6]} "
+        f"{{ {_FAMILY[version]} daddr . meta l4proto . th dport }}",
         "    meta l4proto tcp reject with tcp reset",
         "    reject with icmpx admin-prohibited",
         "  }",
     ]
+
+
+def refusals_of_listing(listing: str, now: datetime) -> list[Refusal]:
+    """The refusals in `nft -j list table` output of this tool's table: each refused set's element
+    had its timeout reset by its latest refusal, which so happened `timeout - expires` seconds ago."""
+    refusals = []
+    for entry in json.loads(listing).get("nftables", []):
+        found = entry.get("set")
+        if not found or found.get("name") not in REFUSED_SETS:
+            continue
+        timeout = int(found.get("timeout", REFUSAL_MEMORY_S))
+        for element in found.get("elem", []):
+            element = element.get("elem", element)
+            address, protocol, port = element["val"]["concat"]
+            ago = timeout - int(element.get("expires", timeout))
+            refusals.append(Refusal(str(address), _PROTOCOLS.get(int(protocol), str(protocol)), int(port),
+                                    int(element.get("counter", {}).get("packets", 1)),
+                                    now - timedelta(seconds=ago)))
+    return refusals
 
 
 def _version(rule: EgressRule) -> int:

@@ -72,6 +72,17 @@ class ImageInfo(Record):
     labels: Mapping[str, str] = {}
 
 
+class Refusal(Record):
+    """Connections the network policy refused to one destination, as the runtime recorded them."""
+
+    destination: str
+    """An address, or a host name where the runtime judged names."""
+    protocol: str
+    port: int | None
+    attempts: int
+    last_seen: datetime | None
+
+
 class ExecResult(Record):
     exit_code: int
     stdout: str

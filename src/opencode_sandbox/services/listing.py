@@ -39,14 +39,14 @@ def render_sandboxes(sandboxes: Sequence[SandboxInfo], output_format: str, names
     if names:
         return "\n".join(info.name for info in sandboxes)
     if output_format == "json":
-        return _json(
+        return json_list(
             {
                 "name": info.name,
                 "project": slug_of_vm(info.name) or slug_of_task(info.name),
                 "image": info.image,
                 "status": info.status.value,
-                "created": _iso(info.created_at),
-                "last_activity": _iso(info.last_activity_at),
+                "created": iso_time(info.created_at),
+                "last_activity": iso_time(info.last_activity_at),
             }
             for info in sandboxes
         )
@@ -60,13 +60,13 @@ def render_sandboxes(sandboxes: Sequence[SandboxInfo], output_format: str, names
 def render_volumes(volumes: Sequence[VolumeInfo], output_format: str) -> str:
     volumes = sorted(volumes, key=lambda info: info.name)
     if output_format == "json":
-        return _json(
+        return json_list(
             {
                 "name": info.name,
                 "project": slug_of_home_volume(info.name),
                 "kind": info.kind,
                 "size_bytes": info.size_bytes,
-                "created": _iso(info.created_at),
+                "created": iso_time(info.created_at),
             }
             for info in volumes
         )
@@ -121,13 +121,13 @@ def _identity(info: ImageInfo) -> tuple[str, str]:
 
 def render_images(images: Sequence[RunnerImage], output_format: str) -> str:
     if output_format == "json":
-        return _json(
+        return json_list(
             {
                 "reference": row.image.reference,
                 "project": slug_of_image(row.image.reference),
                 "digest": row.image.digest,
                 "size_bytes": row.image.size_bytes,
-                "created": _iso(row.image.created_at),
+                "created": iso_time(row.image.created_at),
                 "loaded": row.loaded,
             }
             for row in images
@@ -141,9 +141,9 @@ def _size(size_bytes: int | None) -> str:
     return format_size(size_bytes) if size_bytes is not None else "-"
 
 
-def _iso(moment: datetime | None) -> str | None:
+def iso_time(moment: datetime | None) -> str | None:
     return moment.astimezone(UTC).isoformat(timespec="seconds") if moment is not None else None
 
 
-def _json(items: Any) -> str:
+def json_list(items: Any) -> str:
     return json.dumps(list(items), indent=2)
