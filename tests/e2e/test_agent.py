@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import time
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -66,6 +67,9 @@ def test_the_agent_edits_the_checkout_and_holds_the_vm_while_it_works(any_user_p
     gateway = bridge_gateway()
     assert gateway
     with ModelServer.start(steps, bind=gateway, advertised_host=gateway) as model:
+        # A model served on this host, as a local provider is: under the default network profile
+        # the host is out of the VM's reach but for the destinations the user allows.
+        project.env["OPENCODE_SANDBOX_EGRESS_ALLOW"] = urlsplit(model.url).netloc
         use_model(project, model.url)
         client = ServeOnly(project)
         with httpx.Client(base_url=client.url, auth=("opencode", client.password), timeout=60) as daemon:

@@ -6,9 +6,11 @@ isolation of bridges from each other would keep the servers out of reach with no
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import random
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -91,6 +93,16 @@ def host_service() -> Iterator[int]:
         server.shutdown()
 
 
+def name_the_host_resolves() -> str:
+    """A public name the host's own resolver answers for: Docker's DNS forwards the VM's lookups
+    of such names to that resolver, often at a private address."""
+    for name in ("registry.npmjs.org", "deb.debian.org", "pypi.org"):
+        with contextlib.suppress(OSError):
+            socket.getaddrinfo(name, 443)
+            return name
+    pytest.skip("this host resolves no public name")
+
+
 def fetch(project: Project, url: str) -> tuple[str, float]:
     """What curl in the VM gets from `url`, and how long it took."""
     started = time.monotonic()
@@ -135,6 +147,10 @@ def test_public_refuses_private_addresses_and_the_host_and_survives_a_restart(
         refused_fast(project, private.url)
         refused_fast(project, f"http://{gateway(project)}:{host_service}/")
         assert fetch(project, f"http://{public.container}:8080/")[0] == "hello", "Docker's DNS answers"
+        name = name_the_host_resolves()
+        lookup = docker("exec", "--user", "dev", project.vm, "getent", "hosts", name)
+        assert lookup.returncode == 0 and lookup.stdout.strip(), \
+            f"{name} resolves on the host but not in the VM: the host's resolver must stay reachable"
 
         cap_drop = docker("inspect", "--format", "{{json .HostConfig.CapDrop}}", project.vm, check=True).stdout
         assert "NET_RAW" in cap_drop

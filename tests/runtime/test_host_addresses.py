@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 from pathlib import Path
 
-from opencode_sandbox.runtime.host_addresses import host_public_addresses
+from opencode_sandbox.runtime.host_addresses import host_public_addresses, host_resolvers
 
 FIB_TRIE = """Main:
   +-- 0.0.0.0/0 3 0 4
@@ -53,3 +53,20 @@ def test_unreadable_tables_give_nothing(tmp_path: Path) -> None:
 def test_this_host_reads_without_failing() -> None:
     found = host_public_addresses()
     assert all(not (address.is_loopback or address.is_link_local) for address in found)
+
+
+def test_resolvers_are_those_docker_forwards_to(tmp_path: Path) -> None:
+    resolv_conf, systemd = tmp_path / "resolv.conf", tmp_path / "systemd-resolv.conf"
+    resolv_conf.write_text("# a comment\nnameserver 10.255.255.53\nnameserver fe80::1%eth0\nnameserver 127.0.0.1\n"
+                           "search example.com\noptions ndots:0\n")
+    assert host_resolvers(resolv_conf, systemd) == {ipaddress.ip_address("10.255.255.53"),
+                                                    ipaddress.ip_address("fe80::1")}
+
+    resolv_conf.write_text("nameserver 127.0.0.53\noptions edns0 trust-ad\n")  # systemd-resolved's stub
+    systemd.write_text("nameserver 192.168.1.1\nnameserver 2001:db8::53\n")
+    assert host_resolvers(resolv_conf, systemd) == {ipaddress.ip_address("192.168.1.1"),
+                                                    ipaddress.ip_address("2001:db8::53")}
+
+    systemd.unlink()
+    assert host_resolvers(resolv_conf, systemd) == frozenset()
+    assert host_resolvers(tmp_path / "missing", systemd) == frozenset()

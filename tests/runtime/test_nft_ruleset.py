@@ -103,3 +103,16 @@ def test_refusals_are_counted_per_destination_and_read_back_with_their_time() ->
         Refusal("10.1.2.3", "tcp", 443, 2, now - timedelta(seconds=60)),
         Refusal("127.0.0.11", "udp", 53, 1, now - timedelta(seconds=1)),
     ]
+
+
+def test_public_keeps_the_hosts_resolvers_reachable_on_port_53_only() -> None:
+    resolvers = [ipaddress.ip_address("10.255.255.53"), ipaddress.ip_address("fd00::53")]
+    ruleset = nft_ruleset(EgressPolicy(Profile.PUBLIC, deny=(parse_rule("192.168.9.0/24"),)), (), resolvers)
+    assert ruleset is not None
+    assert output_chain(ruleset)[2:5] == [
+        "ip daddr 192.168.9.0/24 goto refuse4",
+        "ip daddr 10.255.255.53 meta l4proto { tcp, udp } th dport 53 accept",
+        "ip6 daddr fd00::53 meta l4proto { tcp, udp } th dport 53 accept",
+    ]
+    none = nft_ruleset(EgressPolicy(Profile.NONE), (), resolvers)
+    assert none is not None and "10.255.255.53" not in none

@@ -26,7 +26,7 @@ from opencode_sandbox.core.egress import EgressPolicy, parse_profile, parse_rule
 from opencode_sandbox.core.naming import LABEL_CONTENT_HASH, LABEL_KIND, LABEL_MANAGED, LABEL_PREFIX, LABEL_SLUG, TOOL
 from opencode_sandbox.engine.command import DockerCli, DockerFailed, first_line
 from opencode_sandbox.errors import BootFailed
-from opencode_sandbox.runtime.host_addresses import host_public_addresses
+from opencode_sandbox.runtime.host_addresses import host_public_addresses, host_resolvers
 from opencode_sandbox.runtime.nft_ruleset import TABLE, nft_ruleset, refusals_of_listing
 from opencode_sandbox.runtime.types import Refusal
 
@@ -149,7 +149,7 @@ def refusals(cli: DockerCli, images: DockerImageEngine, container: str) -> list[
 def apply_policy(cli: DockerCli, images: DockerImageEngine, container: str, policy: EgressPolicy) -> None:
     """Install `policy` into the running `container`'s network namespace; BootFailed when it
     cannot (the caller then stops the VM: it never runs with an open network by mistake)."""
-    ruleset = nft_ruleset(policy, host_public_addresses())
+    ruleset = nft_ruleset(policy, host_public_addresses(), host_resolvers())
     if ruleset is None:
         return
     image = ensure_netfilter_image(cli, images)

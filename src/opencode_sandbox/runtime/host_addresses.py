@@ -1,6 +1,12 @@
-"""The host's own addresses that lie outside the private ranges: what the `public` network profile
-must name to keep the host out of the VM's reach, since a "public" address may be the host's own
-(a server with a public IP). Read from the kernel's tables, without a dependency."""
+"""Facts of the host the network policy needs, read from its own files without a dependency.
+
+- Its own addresses outside the private ranges: what the `public` network profile must name to
+  keep the host out of the VM's reach, since a "public" address may be the host's own (a server
+  with a public IP).
+- Its DNS resolvers: Docker's embedded DNS server forwards the VM's lookups to them from inside
+  the VM's network namespace, so under `public` a resolver at a private address (a home router, a
+  company's DNS server) must stay reachable on port 53, or no name resolves.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,8 @@ from opencode_sandbox.core.egress import IpAddress, private_range_of
 
 _FIB_TRIE = Path("/proc/net/fib_trie")
 _IF_INET6 = Path("/proc/net/if_inet6")
+_RESOLV_CONF = Path("/etc/resolv.conf")
+_SYSTEMD_RESOLV_CONF = Path("/run/systemd/resolve/resolv.conf")
 
 
 def host_public_addresses(fib_trie: Path = _FIB_TRIE, if_inet6: Path = _IF_INET6) -> frozenset[IpAddress]:
@@ -44,3 +52,28 @@ def _local_ipv6(table: str) -> Iterable[ipaddress.IPv6Address]:
         if fields and len(fields[0]) == 32:
             yield ipaddress.IPv6Address(int(fields[0], 16))
 
+
+
+def host_resolvers(resolv_conf: Path = _RESOLV_CONF,
+                   systemd_resolv_conf: Path = _SYSTEMD_RESOLV_CONF) -> frozenset[IpAddress]:
+    """The resolvers Docker forwards lookups to, as it picks them: those of `/etc/resolv.conf`, or
+    systemd-resolved's upstream servers when the file names only its local stub; loopback ones
+    never (Docker drops them)."""
+    servers = _nameservers(resolv_conf)
+    if servers and all(server.is_loopback for server in servers):
+        servers = _nameservers(systemd_resolv_conf)
+    return frozenset(server for server in servers if not server.is_loopback)
+
+
+def _nameservers(path: Path) -> list[IpAddress]:
+    try:
+        text = path.read_text()
+    except OSError:
+        return []
+    found: list[IpAddress] = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[0] == "nameserver":
+            with contextlib.suppress(ValueError):
+                found.append(ipaddress.ip_address(fields[1].split("%", 1)[0]))
+    return found

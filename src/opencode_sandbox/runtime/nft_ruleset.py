@@ -51,10 +51,13 @@ def docker_refusal(policy: EgressPolicy, privileged: bool = False) -> UsageError
     return None
 
 
-def nft_ruleset(policy: EgressPolicy, host_addresses: Iterable[IpAddress] = ()) -> str | None:
+def nft_ruleset(policy: EgressPolicy, host_addresses: Iterable[IpAddress] = (),
+                resolvers: Iterable[IpAddress] = ()) -> str | None:
     """The `nft -f` input that replaces this tool's table with `policy`; None when nothing is
     filtered (`all` without deny rules). `host_addresses`: the host's own public addresses, out of
-    reach under `public` (its private ones are in the private ranges already)."""
+    reach under `public` (its private ones are in the private ranges already). `resolvers`: the
+    DNS servers Docker's embedded DNS forwards the VM's lookups to, reachable on port 53 under
+    `public` wherever they are."""
     refusal = docker_refusal(policy)
     if refusal is not None:
         raise refusal
@@ -68,6 +71,8 @@ def nft_ruleset(policy: EgressPolicy, host_addresses: Iterable[IpAddress] = ()) 
     else:
         output += [_rule_line(rule, "accept") for rule in policy.allow]
     if policy.profile is Profile.PUBLIC:
+        output += [f"{_FAMILY[server.version]} daddr {server} meta l4proto {{ tcp, udp }} th dport 53 accept"
+                   for server in sorted(set(resolvers), key=lambda address: (address.version, int(address)))]
         output += ["ip daddr @host4 goto refuse4", "ip6 daddr @host6 goto refuse6",
                    "ip daddr @private4 goto refuse4", "ip6 daddr @private6 goto refuse6"]
     hosts = sorted(set(host_addresses), key=lambda address: (address.version, int(address)))
