@@ -70,6 +70,9 @@ releases-url: http://127.0.0.1:9/latest
 network: none
 egress-allow: [10.1.0.0/16]
 egress-deny: ["*.example.com", "[fd00::/8]:443"]
+secrets:
+  OPENAI_API_KEY: [api.openai.com]
+  ANTHROPIC_API_KEY: {hosts: [api.anthropic.com, "*.anthropic.example"], headers: [X-Api-Key]}
 """)
     settings = load_settings(files(layout), {}, {})
     assert settings.runtime is RuntimeKind.DOCKER
@@ -88,8 +91,13 @@ egress-deny: ["*.example.com", "[fd00::/8]:443"]
     assert settings.network is Profile.NONE
     assert [rule.text for rule in settings.egress_allow] == ["10.1.0.0/16"]
     assert [rule.text for rule in settings.egress_deny] == ["*.example.com", "[fd00::/8]:443"]
-    assert settings.egress_policy == EgressPolicy(Profile.NONE, settings.egress_allow, settings.egress_deny)
-    assert len(KEYS) == 16
+    assert [secret.describe() for secret in settings.secrets] == [
+        "OPENAI_API_KEY -> api.openai.com",
+        "ANTHROPIC_API_KEY -> api.anthropic.com, *.anthropic.example (headers x-api-key)",
+    ]
+    assert settings.egress_policy == EgressPolicy(Profile.NONE, settings.egress_allow, settings.egress_deny,
+                                                  settings.secrets)
+    assert len(KEYS) == 17
     assert all(source.startswith(str(user_dir / "config.yaml")) for source in settings.sources.values())
 
 
@@ -183,6 +191,39 @@ def test_unknown_environment_variable(layout: tuple[Path, Path]) -> None:
                               "write a host, *.domain or an address range, with an optional :port"),
         ("egress-allow: {a: b}", "invalid value for 'egress-allow': expected a list of rules: host names, "
                                  "*.domain or address ranges, with an optional :port"),
+        ("secrets: {OPENAI_API_KEY: []}",
+         "invalid value for 'secrets': OPENAI_API_KEY: list the hosts its value may be sent to, "
+         "such as [api.openai.com]"),
+        ("secrets: {OPENAI_API_KEY: [com]}",
+         "invalid value for 'secrets': 'com' names a whole top-level domain; name a domain below it, "
+         "as in *.example.com"),
+        ("secrets: {TOKEN: ['*.com']}",
+         "invalid value for 'secrets': '*.com' names a whole top-level domain; name a domain below it, "
+         "as in *.example.com"),
+        ("secrets: {TOKEN: [10.0.0.1]}",
+         "invalid value for 'secrets': '10.0.0.1': a secret is sent to host names, not addresses; name the host"),
+        ("secrets: {TOKEN: ['api.example.com:443']}",
+         "invalid value for 'secrets': 'api.example.com:443': a secret's host takes no port "
+         "(the value is sent over HTTPS)"),
+        ("secrets: {openai_key: [api.openai.com]}",
+         "invalid value for 'secrets': 'openai_key' is not a secret's variable name; use capitals, digits "
+         "and _, as in OPENAI_API_KEY"),
+        ("secrets: {HTTPS_PROXY: [api.openai.com]}",
+         "invalid value for 'secrets': 'HTTPS_PROXY' is read by msb or docker on this host itself; "
+         "it cannot be a secret"),
+        ("secrets: {MSB_HOME: [api.openai.com]}",
+         "invalid value for 'secrets': 'MSB_HOME' is read by msb or docker on this host itself; "
+         "it cannot be a secret"),
+        ("secrets: {OPENCODE_SANDBOX_CPUS: [api.openai.com]}",
+         "invalid value for 'secrets': 'OPENCODE_SANDBOX_CPUS' is one of opencode-sandbox's own settings, "
+         "not a secret"),
+        ("secrets: {TOKEN: {hosts: [a.example], header: [x]}}",
+         "invalid value for 'secrets': TOKEN: unknown field header; a secret has hosts and headers"),
+        ("secrets: {TOKEN: {hosts: [a.example], headers: ['x y']}}",
+         "invalid value for 'secrets': 'x y' is not a request header name, such as authorization or x-api-key"),
+        ("secrets: [OPENAI_API_KEY]",
+         "invalid value for 'secrets': expected a mapping of variable names to host lists, "
+         "such as {OPENAI_API_KEY: [api.openai.com]}"),
     ],
 )
 def test_bad_values_name_file_line_and_key(layout: tuple[Path, Path], text: str, message: str) -> None:
@@ -208,6 +249,45 @@ def test_network_from_environment_and_flag(layout: tuple[Path, Path]) -> None:
     assert settings.network is Profile.NONE
     assert settings.sources["network"] == "flag --network"
     assert [rule.text for rule in settings.egress_deny] == ["10.9.0.0/16", "192.0.2.1:22"]
+
+
+def test_secrets_from_the_environment(layout: tuple[Path, Path]) -> None:
+    environ = {"OPENCODE_SANDBOX_SECRETS": "OPENAI_API_KEY=api.openai.com; ANTHROPIC_API_KEY[x-api-key]="
+                                           "api.anthropic.com,*.anthropic.example"}
+    settings = load_settings(files(layout), environ, {})
+    assert [secret.describe() for secret in settings.secrets] == [
+        "OPENAI_API_KEY -> api.openai.com",
+        "ANTHROPIC_API_KEY -> api.anthropic.com, *.anthropic.example (headers x-api-key)",
+    ]
+    assert settings.sources["secrets"] == "environment OPENCODE_SANDBOX_SECRETS"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("OPENAI_API_KEY", "'OPENAI_API_KEY': write NAME=host,host or NAME[header,header]=host, entries separated by ';'"),
+    ("OPENAI_API_KEY=", "OPENAI_API_KEY: list the hosts its value may be sent to, such as [api.openai.com]"),
+    ("A=a.example;A=b.example", "A is given twice"),
+    ("A=com", "'com' names a whole top-level domain; name a domain below it, as in *.example.com"),
+])
+def test_bad_secrets_in_the_environment(layout: tuple[Path, Path], text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(files(layout), {"OPENCODE_SANDBOX_SECRETS": text}, {})
+    assert caught.value.message == f"environment OPENCODE_SANDBOX_SECRETS: invalid value for 'secrets': {message}"
+
+
+def test_secrets_are_never_taken_from_the_checkout(layout: tuple[Path, Path]) -> None:
+    """The agent in the VM writes the checkout: it must not choose where a secret's value goes."""
+    user_dir, project = layout
+    checkout_file = write(project / ".opencode-sandbox" / "config.yaml",
+                          "cpus: 3\nsecrets: {OPENAI_API_KEY: [exfiltrate.example]}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(files(layout), {}, {})
+    assert caught.value.message == (f"{checkout_file}:2: 'secrets' cannot be set in the project's checkout, "
+                                    "which the agent in the VM can write")
+    assert caught.value.hint is not None and str(user_dir / SLUG / "config.yaml") in caught.value.hint
+    write(user_dir / SLUG / "config.yaml", "secrets: {OPENAI_API_KEY: [api.openai.com]}\n")
+    write(project / ".opencode-sandbox" / "config.yaml", "cpus: 3\n")
+    settings = load_settings(files(layout), {}, {})
+    assert [secret.describe() for secret in settings.secrets] == ["OPENAI_API_KEY -> api.openai.com"]
 
 
 def test_bad_flag_value(layout: tuple[Path, Path]) -> None:

@@ -38,6 +38,7 @@ from opencode_sandbox.errors import (
     NotOurs,
     RuntimeUnavailable,
     SandboxError,
+    UsageError,
     VmDidNotBoot,
 )
 from opencode_sandbox.runtime.types import (
@@ -108,6 +109,8 @@ class FakeSandbox:
     """The image of a foreign sandbox (ours keep theirs in `spec`)."""
     refusals: list[Refusal] = field(default_factory=list)
     """What its network policy refused in this run (`FakeRuntime.refuse`)."""
+    secret_values: dict[str, str] = field(default_factory=dict)
+    """The secrets' values its last create or start was given, as msb reads them at each."""
 
 
 @dataclass(frozen=True)
@@ -214,8 +217,9 @@ class FakeRuntime:
         self._call("sandbox_images", "")
         return {name: sandbox.spec.image if sandbox.spec else sandbox.image for name, sandbox in self.sandboxes.items()}
 
-    def create_sandbox(self, spec: SandboxSpec) -> SandboxInfo:
+    def create_sandbox(self, spec: SandboxSpec, *, secret_values: Mapping[str, str] | None = None) -> SandboxInfo:
         self._call("create_sandbox", spec.name)
+        values = _secret_values(spec, secret_values or {})
         slug = slug_of_vm(spec.name) or slug_of_task(spec.name)
         if slug is None:
             raise ValueError(f"not a sandbox name of this tool: {spec.name!r}")
@@ -242,16 +246,18 @@ class FakeRuntime:
         labels = {**spec.labels, LABEL_MANAGED: "true"}
         labels.setdefault(LABEL_SLUG, slug)
         files = {path: replace(node) for path, node in image.files.items()}
-        sandbox = FakeSandbox(spec.name, labels, spec, files)
+        sandbox = FakeSandbox(spec.name, labels, spec, files, secret_values=values)
         self.sandboxes[spec.name] = sandbox
         self._boot(sandbox)
         return self._info(sandbox)
 
-    def start_sandbox(self, name: str) -> None:
+    def start_sandbox(self, name: str, *, secret_values: Mapping[str, str] | None = None) -> None:
         self._call("start_sandbox", name)
         sandbox = self._owned(name)
         if sandbox.status is SandboxStatus.RUNNING:
             return
+        if sandbox.spec is not None:
+            sandbox.secret_values = _secret_values(sandbox.spec, secret_values or {})
         self._take_boot_failure(name)
         self._boot(sandbox)
 
@@ -499,6 +505,20 @@ class FakeRuntime:
 
     def _volume_info(self, volume: FakeVolume) -> VolumeInfo:
         return VolumeInfo(volume.name, "docker", None, volume.created_at, dict(volume.labels))
+
+
+def _secret_values(spec: SandboxSpec, values: Mapping[str, str]) -> dict[str, str]:
+    """As msb: each secret of the spec needs its value; a policy no runtime can run is refused."""
+    policy = spec.network
+    if policy is None or not policy.secrets:
+        return {}
+    refusal = policy.refusal()
+    if refusal is not None:
+        raise UsageError(refusal, hint="remove the secrets, or choose another network profile")
+    missing = [secret.name for secret in policy.secrets if not values.get(secret.name)]
+    if missing:
+        raise UsageError(f"no value for the secret(s) {', '.join(missing)}", hint="set them")
+    return {secret.name: values[secret.name] for secret in policy.secrets}
 
 
 def _image_info(image: FakeImage) -> ImageInfo:

@@ -34,7 +34,8 @@ from opencode_sandbox.core.naming import (
     managed_labels,
     vm_name,
 )
-from opencode_sandbox.errors import BootFailed, NotFound, NotOurs, SandboxError, VmDidNotBoot
+from opencode_sandbox.core.secrets import parse_secrets
+from opencode_sandbox.errors import BootFailed, NotFound, NotOurs, SandboxError, UsageError, VmDidNotBoot
 from opencode_sandbox.runtime.base import Runtime
 from opencode_sandbox.runtime.types import (
     Mount,
@@ -219,6 +220,21 @@ class RuntimeContract:
         )
 
     # --- sandboxes -----------------------------------------------------------------------
+
+    @pytest.mark.parametrize("profile", [Profile.PUBLIC, Profile.NONE])
+    def test_a_secret_without_its_value_is_refused_before_anything_is_made(
+        self, runtime: Runtime, workspace: Path, profile: Profile
+    ) -> None:
+        """A runtime that cannot keep secrets refuses them; one that can needs every value, and
+        none can keep a secret under `none`. Either way before the image is even looked up."""
+        slug = new_slug()
+        secrets = parse_secrets({"CONTRACT_TOKEN": ["api.example.com"]})
+        spec = self.spec(slug, f"{IMAGE_REPOSITORY_PREFIX}{slug}:absent", workspace)._replace(
+            network=EgressPolicy(profile, secrets=secrets))
+        with pytest.raises(UsageError):
+            runtime.create_sandbox(spec, secret_values={"OTHER": "x"} if profile is Profile.PUBLIC
+                                   else {"CONTRACT_TOKEN": "x"})
+        assert runtime.get_sandbox(spec.name) is None
 
     def test_check_available(self, runtime: Runtime) -> None:
         runtime.check_available()

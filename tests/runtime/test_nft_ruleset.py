@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from opencode_sandbox.core.egress import EgressPolicy, Profile, parse_rule
+from opencode_sandbox.core.secrets import parse_secrets
 from opencode_sandbox.errors import UsageError
 from opencode_sandbox.runtime.nft_ruleset import docker_refusal, nft_ruleset, refusals_of_listing
 from opencode_sandbox.runtime.types import Refusal
@@ -71,6 +72,17 @@ def test_all_filters_nothing_unless_something_is_denied() -> None:
 def test_what_nftables_cannot_judge_is_refused_never_ignored(policy: EgressPolicy) -> None:
     assert docker_refusal(policy) is not None
     with pytest.raises(UsageError, match="docker runtime"):
+        nft_ruleset(policy)
+
+
+@pytest.mark.parametrize("profile", [Profile.PUBLIC, Profile.ALL])
+def test_secrets_are_refused_with_the_runtime_that_keeps_them(profile: Profile) -> None:
+    policy = EgressPolicy(profile, secrets=parse_secrets({"OPENAI_API_KEY": ["api.openai.com"]}))
+    refusal = docker_refusal(policy)
+    assert refusal is not None
+    assert refusal.message.startswith("secrets (OPENAI_API_KEY) are not available on the docker runtime")
+    assert refusal.hint is not None and "--runtime microsandbox" in refusal.hint
+    with pytest.raises(UsageError):
         nft_ruleset(policy)
 
 

@@ -9,7 +9,9 @@ from pathlib import Path
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.egress import EgressRule, Profile, parse_profile, parse_rule
 from opencode_sandbox.core.records import Record
+from opencode_sandbox.core.secrets import SecretRule, parse_secrets
 from opencode_sandbox.core.units import parse_duration, parse_size
+from opencode_sandbox.runtime.env_passing import read_by_the_host_program
 from opencode_sandbox.runtime.kind import RuntimeKind
 
 if TYPE_CHECKING:
@@ -87,6 +89,14 @@ def _read_rules(value: Any) -> tuple[EgressRule, ...]:
     return tuple(parse_rule(item) for item in items)
 
 
+def _read_secrets(value: Any) -> tuple[SecretRule, ...]:
+    secrets = parse_secrets(value)
+    for secret in secrets:
+        if read_by_the_host_program(secret.name):
+            raise ValueError(f"'{secret.name}' is read by msb or docker on this host itself; it cannot be a secret")
+    return secrets
+
+
 class Key(Record):
     name: str
     default: Any
@@ -94,6 +104,8 @@ class Key(Record):
     help: str
     relative_paths: bool = False
     """Paths in a file are read relative to that file's folder."""
+    in_checkout: bool = True
+    """May be set in the checkout's own file, which the agent in the VM can write."""
 
     @property
     def attribute(self) -> str:
@@ -134,6 +146,10 @@ KEYS: tuple[Key, ...] = (
         "each with an optional :port"),
     Key("egress-deny", (), _read_rules,
         "destinations the VM may never reach, whatever the profile and egress-allow say"),
+    Key("secrets", (), _read_secrets,
+        "environment variables whose value the VM never holds, each with the hosts (host or *.domain) "
+        "it may be sent to, and optionally the request headers it may be put in; the VM sees a placeholder",
+        in_checkout=False),
     Key("releases-url", DEFAULT_RELEASES_URL, _read_url,
         "where the opencode update check looks for the latest release"),
 )

@@ -23,12 +23,15 @@ class RawValue(Record):
     base_dir: Path | None = None
 
 
+CHECKOUT_FOLDER = ".opencode-sandbox"
+
+
 def config_files(user_config_dir: Path, slug: str, project_dir: Path) -> list[Path]:
     """The configuration files in rising precedence."""
     return [
         user_config_dir / "config.yaml",
         user_config_dir / slug / "config.yaml",
-        project_dir / ".opencode-sandbox" / "config.yaml",
+        project_dir / CHECKOUT_FOLDER / "config.yaml",
     ]
 
 
@@ -119,6 +122,17 @@ def _convert(key: Key, raw: RawValue) -> Any:
     return value
 
 
+def _refuse_in_checkout(layer: Mapping[str, RawValue], user_files: list[Path]) -> None:
+    """A key that would let the agent in the VM loosen its own limits is the user's alone to set."""
+    for name, raw in layer.items():
+        if not KEYS_BY_NAME[name].in_checkout:
+            instead = " or ".join(str(path) for path in reversed(user_files)) or "your own configuration file"
+            raise ConfigError(
+                f"{raw.source}: '{name}' cannot be set in the project's checkout, which the agent in the VM can write",
+                hint=f"remove it there and set it in {instead}",
+            )
+
+
 def describe_default(key: Key) -> str:
     from opencode_sandbox.config.render import render_value
 
@@ -132,6 +146,9 @@ def load_settings(
 ) -> Settings:
     """Merge every layer; `flags` maps key names to values given on the command line."""
     layers: list[dict[str, RawValue]] = [read_file(path) for path in files]
+    for path, layer in zip(files, layers, strict=True):
+        if path.parent.name == CHECKOUT_FOLDER:
+            _refuse_in_checkout(layer, [other for other in files if other.parent.name != CHECKOUT_FOLDER])
     layers.append(read_environment(environ))
     layers.append({
         name: RawValue(value, f"flag --{name}", Path.cwd())

@@ -8,6 +8,7 @@ from typing import Any
 
 from opencode_sandbox.config.keys import Key
 from opencode_sandbox.core.egress import EgressRule
+from opencode_sandbox.core.secrets import SecretRule
 from opencode_sandbox.core.units import format_duration
 
 
@@ -21,6 +22,8 @@ def render_value(key: Key, value: Any) -> str:
     if key.name == "memory" and isinstance(value, int):
         gib, rest = divmod(value, 1024**3)
         return f"{gib}G" if rest == 0 else f"{value // 1024**2}M"
+    if isinstance(value, tuple) and all(isinstance(item, SecretRule) for item in value) and key.name == "secrets":
+        return "{" + ", ".join(f"{item.name}: [{', '.join(item.host_texts)}]" for item in value) + "}"
     if isinstance(value, tuple):
         return "[" + ", ".join(item.text if isinstance(item, EgressRule) else str(item) for item in value) + "]"
     return str(value)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from opencode_sandbox.core.egress import EgressPolicy, EgressRule, Profile
 from opencode_sandbox.core.records import Record
+from opencode_sandbox.core.secrets import SecretRule
 from opencode_sandbox.runtime.kind import RuntimeKind
 
 
@@ -28,13 +29,14 @@ class Settings(Record):
     network: Profile
     egress_allow: tuple[EgressRule, ...]
     egress_deny: tuple[EgressRule, ...]
+    secrets: tuple[SecretRule, ...]
     releases_url: str
     sources: dict[str, str]
     """Key name -> `default`, a file with its line, an environment variable or a flag."""
 
     @property
     def egress_policy(self) -> EgressPolicy:
-        return EgressPolicy(self.network, self.egress_allow, self.egress_deny)
+        return EgressPolicy(self.network, self.egress_allow, self.egress_deny, self.secrets)
 
     @property
     def memory_mib(self) -> int:

@@ -13,7 +13,11 @@ import ipaddress
 import re
 from enum import StrEnum
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.records import Record
+
+if TYPE_CHECKING:
+    from opencode_sandbox.core.secrets import SecretRule
 
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -48,6 +52,8 @@ def private_range_of(address: IpAddress) -> IpNetwork | None:
     """The range of `PRIVATE_RANGES` that holds `address`, if any."""
     return next((network for network in PRIVATE_RANGES
                  if address.version == network.version and address in network), None)
+
+HTTPS_PORT = 443
 
 _LABEL = r"(?!-)[a-z0-9-]{1,63}(?<!-)"
 _HOST = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")
@@ -144,6 +150,15 @@ class EgressPolicy(Record):
     profile: Profile = Profile.PUBLIC
     allow: tuple[EgressRule, ...] = ()
     deny: tuple[EgressRule, ...] = ()
+    secrets: tuple[SecretRule, ...] = ()
+    """Under `allowlist`, their hosts are allowed on the HTTPS port too."""
+
+    def refusal(self) -> str | None:
+        """Why this policy cannot be run on any runtime, or None."""
+        if self.secrets and self.profile is Profile.NONE:
+            return (f"secrets ({', '.join(secret.name for secret in self.secrets)}) are set but the network "
+                    "profile is none: the VM could send them nowhere")
+        return None
 
     def describe(self) -> str:
         """One line for `doctor` and `run --dry-run`: the profile and the rules on top of it."""
@@ -156,8 +171,11 @@ class EgressPolicy(Record):
 
     def fingerprint_value(self) -> dict[str, object]:
         """What a VM's fingerprint holds of the policy: rule order never matters (deny wins)."""
-        return {"profile": self.profile.value, "allow": sorted(rule.text for rule in self.allow),
-                "deny": sorted(rule.text for rule in self.deny)}
+        value: dict[str, object] = {"profile": self.profile.value, "allow": sorted(rule.text for rule in self.allow),
+                                    "deny": sorted(rule.text for rule in self.deny)}
+        if self.secrets:  # never their values: those are not the VM's to know
+            value["secrets"] = {secret.name: secret.fingerprint_value() for secret in self.secrets}
+        return value
 
     def judge(self, host: str, address: IpAddress | None, port: int,
               host_addresses: frozenset[IpAddress] = frozenset()) -> Verdict:
@@ -176,6 +194,9 @@ class EgressPolicy(Record):
         if self.profile is Profile.ALL:
             return Verdict(True, "the network profile is all")
         if self.profile is Profile.ALLOWLIST:
+            for secret in self.secrets:
+                if port == HTTPS_PORT and any(rule.matches(host, None, port) for rule in secret.hosts):
+                    return Verdict(True, f"a host of the secret {secret.name} (the network profile is allowlist)")
             return Verdict(False, "not in egress-allow (the network profile is allowlist)")
         if address is None:
             return Verdict(True, "a public name; its address is judged when it is known")

@@ -38,9 +38,14 @@ class Runtime(Protocol):
     def sandbox_images(self) -> dict[str, str]:
         """The image of every sandbox this runtime holds, this tool's or not, by sandbox name:
         the reference it was created from, or the image's ID once that reference has moved on."""
-    def create_sandbox(self, spec: SandboxSpec) -> SandboxInfo:
-        """Create and boot detached; on failure remove what was created and raise."""
-    def start_sandbox(self, name: str) -> None: ...
+    def create_sandbox(self, spec: SandboxSpec, *, secret_values: Mapping[str, str] | None = None) -> SandboxInfo:
+        """Create and boot detached; on failure remove what was created and raise.
+
+        `secret_values` holds the value of each secret of `spec.network` (the VM never sees them);
+        a missing one, or a runtime that cannot keep secrets, is a `UsageError` before anything
+        is created."""
+    def start_sandbox(self, name: str, *, secret_values: Mapping[str, str] | None = None) -> None:
+        """Start a stopped sandbox; `secret_values` as for `create_sandbox`, read again at every start."""
     def stop_sandbox(self, name: str, timeout_s: float = 10.0) -> None:
         """Graceful stop with writes flushed; a stopped sandbox is left as it is."""
     def kill_sandbox(self, name: str) -> None: ...

@@ -112,10 +112,15 @@ class DockerRuntime:
         listed = self.cli.lines(["ps", "--all", "--no-trunc", "--format", "{{.Names}}\t{{.Image}}"])
         return dict(line.split("\t", 1) for line in listed if "\t" in line)
 
-    def create_sandbox(self, spec: SandboxSpec) -> SandboxInfo:
+    def create_sandbox(self, spec: SandboxSpec, *, secret_values: Mapping[str, str] | None = None) -> SandboxInfo:
+        """`secret_values` are never needed: `docker_refusal` refuses a policy with secrets."""
+        del secret_values
         slug = slug_of_vm(spec.name) or slug_of_task(spec.name)
         if slug is None:
             raise ValueError(f"not a sandbox name of this tool: {spec.name!r}")
+        refusal = docker_refusal(spec.network) if spec.network is not None else None
+        if refusal is not None:  # before anything is looked up
+            raise refusal
         image = self._image_document(spec.image)
         if image is None:
             raise BootFailed(
@@ -173,9 +178,11 @@ class DockerRuntime:
                 hint="The runner image needs a `dev` user and the usermod and groupmod commands (Debian's passwd).",
             )
 
-    def start_sandbox(self, name: str) -> None:
+    def start_sandbox(self, name: str, *, secret_values: Mapping[str, str] | None = None) -> None:
         """Start, then install the VM's network policy again: its rules went with the old
-        network namespace. A VM whose rules cannot be installed is stopped again."""
+        network namespace. A VM whose rules cannot be installed is stopped again. No VM here
+        has secrets (`docker_refusal`), so `secret_values` go nowhere."""
+        del secret_values
         document = self._owned_container(name)
         self._start_container(name)
         policy = docker_netfilter.policy_of_label(labels_of(document).get(docker_netfilter.LABEL_NETWORK_POLICY))

@@ -43,10 +43,13 @@ def env_flags(flag: str, env: Mapping[str, str] | None) -> list[str]:
 
 
 def child_environment(
-    env: Mapping[str, str] | None, inherited: Mapping[str, str] = os.environ
+    env: Mapping[str, str] | None, inherited: Mapping[str, str] = os.environ,
+    secret_values: Mapping[str, str] | None = None,
 ) -> dict[str, str] | None:
-    """The environment of the program that `env_flags` are given to; None: its caller's own."""
+    """The environment of the program that `env_flags` are given to; None: its caller's own.
+    `secret_values` are for msb itself, which reads each `--secret`'s value there: no flag names
+    them, so none reaches the VM."""
     carried = {name: value for name, value in (env or {}).items() if not read_by_the_host_program(name)}
-    if not carried:
+    if not carried and not secret_values:
         return None
-    return {**inherited, **carried}
+    return {**inherited, **carried, **(secret_values or {})}

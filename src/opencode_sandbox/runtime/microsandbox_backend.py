@@ -62,6 +62,28 @@ _BOOT_TIMEOUT_S = 600.0
 EXEC_HANDSHAKE_RETRY_S = 2.0
 
 
+def _checked_secret_values(spec: SandboxSpec, values: Mapping[str, str]) -> dict[str, str]:
+    """The values of the spec's secrets, each one there; only those go to msb."""
+    policy = spec.network
+    if policy is None or not policy.secrets:
+        return {}
+    refusal = policy.refusal()
+    if refusal is not None:
+        raise UsageError(refusal, hint="remove the secrets, or choose another network profile")
+    missing = [secret.name for secret in policy.secrets if not values.get(secret.name)]
+    if missing:
+        raise UsageError(f"sandbox {spec.name} cannot be created: no value for the secret(s) {', '.join(missing)}",
+                         hint="set them in the environment or in a secrets.env file (`opencode-sandbox secrets list`)")
+    return {secret.name: values[secret.name] for secret in policy.secrets}
+
+
+def _without_secrets(spec: SandboxSpec) -> dict[str, str]:
+    """The VM's environment minus the secrets' names: for a name in `--env`, msb would copy the
+    real value from its own environment into the VM. The secret's placeholder takes its place."""
+    names = {secret.name for secret in spec.network.secrets} if spec.network is not None else set()
+    return {name: value for name, value in spec.env.items() if name not in names}
+
+
 def image_is_ours(reference: str) -> bool:
     """Runner images: references under our repository prefix (the Docker backend's rule too)."""
     repository = reference.split("/", 1)[1] if reference.startswith("docker.io/") else reference
@@ -143,7 +165,8 @@ class MicrosandboxRuntime:
         listed = self._cli.json(["list"]) or []
         return {str(entry.get("name", "")): str(entry.get("image", "")) for entry in listed}
 
-    def create_sandbox(self, spec: SandboxSpec) -> SandboxInfo:
+    def create_sandbox(self, spec: SandboxSpec, *, secret_values: Mapping[str, str] | None = None) -> SandboxInfo:
+        secret_values = _checked_secret_values(spec, secret_values or {})
         if self.get_sandbox(spec.name) is not None:  # raises NotOurs for a look-alike
             raise SandboxError(
                 f"sandbox {spec.name} already exists",
@@ -162,11 +185,11 @@ class MicrosandboxRuntime:
                     f"sandbox {spec.name} cannot boot: folder {mount.source} does not exist",
                     hint="run from inside the project's checkout",
                 )
-        result = self._cli.run(
-            self._create_args(spec), timeout_s=_BOOT_TIMEOUT_S, environment=child_environment(spec.env)
-        )
+        env = _without_secrets(spec)
+        result = self._cli.run(self._create_args(spec), timeout_s=_BOOT_TIMEOUT_S,
+                               environment=child_environment(env, secret_values=secret_values))
         if not result.ok:
-            raise self._boot_failure(spec.name, result, spec.env.values(), created=True)
+            raise self._boot_failure(spec.name, result, [*env.values(), *secret_values.values()], created=True)
         info = self.get_sandbox(spec.name)
         if info is None:
             raise BootFailed(f"sandbox {spec.name} vanished after it was created", hint="try again")
@@ -177,7 +200,7 @@ class MicrosandboxRuntime:
             "create", spec.image, "--name", spec.name, "--pull", "never", "--quiet",
             "--cpus", str(spec.cpus), "--memory", f"{spec.memory_mib}M", "--workdir", spec.workdir,
         ]  # fmt: skip
-        args += env_flags("--env", spec.env)  # values travel in msb's environment: `env_passing`
+        args += env_flags("--env", _without_secrets(spec))  # values travel in msb's environment: `env_passing`
         for key, value in spec.labels.items():
             args += ["--label", f"{key}={value}"]
         for mount in spec.mounts:
@@ -217,11 +240,14 @@ class MicrosandboxRuntime:
     def _system_log(self, name: str) -> str:
         return self._cli.run(["logs", "--source", "system", "--tail", "200", "--no-color", name]).stdout
 
-    def start_sandbox(self, name: str) -> None:
+    def start_sandbox(self, name: str, *, secret_values: Mapping[str, str] | None = None) -> None:
+        """msb reads the value of each of the VM's secrets again from its environment."""
         inspected = self._inspect_ours(name)
-        result = self._cli.run(["start", "--quiet", name], timeout_s=_BOOT_TIMEOUT_S)
+        result = self._cli.run(["start", "--quiet", name], timeout_s=_BOOT_TIMEOUT_S,
+                               environment=child_environment(None, secret_values=secret_values))
         if not result.ok:
-            raise self._boot_failure(name, result, msb_parse.env_values_of(inspected), created=False)
+            hidden = [*msb_parse.env_values_of(inspected), *(secret_values or {}).values()]
+            raise self._boot_failure(name, result, hidden, created=False)
 
     def stop_sandbox(self, name: str, timeout_s: float = 10.0) -> None:
         inspected = self._inspect_ours(name)

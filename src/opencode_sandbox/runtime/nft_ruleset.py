@@ -8,9 +8,9 @@ in a set `network log` reads. Replies of connections that reach the VM (the publ
 serve`) pass as established traffic. Docker's embedded DNS server (127.0.0.11, on the loopback)
 answers under `public` and is refused under `none`.
 
-What nftables cannot judge, a host name in a rule and the `allowlist` profile, needs a proxy the
-docker runtime does not have yet: `docker_refusal` says so, and the VM is never started with the
-rule ignored.
+What nftables cannot judge, a host name in a rule, the `allowlist` profile and secrets (a value
+put into requests on their way out), needs a proxy the docker runtime does not have yet:
+`docker_refusal` says so, and the VM is never started with the rule ignored.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ TABLE = "opencode_sandbox"
 DOCKER_DNS = "127.0.0.11"
 UNENFORCEABLE_HINT = ("use the microsandbox runtime (`--runtime microsandbox`), which enforces every network "
                       "policy, or set `network: all` to run without restriction")
+SECRETS_HINT = ("use the microsandbox runtime (`--runtime microsandbox`), which keeps each secret's value on the "
+                "host, or remove the `secrets` setting to run on docker")
 _REFUSE = {4: "refuse4", 6: "refuse6"}
 _FAMILY = {4: "ip", 6: "ip6"}
 REFUSED_SETS = ("refused4", "refused6")
@@ -44,6 +46,10 @@ def docker_refusal(policy: EgressPolicy, privileged: bool = False) -> UsageError
     if policy.profile is Profile.ALLOWLIST:
         return UsageError("the allowlist network profile is not available on the docker runtime yet",
                           hint=UNENFORCEABLE_HINT)
+    if policy.secrets:
+        return UsageError(f"secrets ({', '.join(secret.name for secret in policy.secrets)}) are not available on "
+                          "the docker runtime yet: nothing there could keep their values out of the VM",
+                          hint=SECRETS_HINT)
     named = [rule.text for rule in (*policy.allow, *policy.deny) if rule.network is None]
     if named:
         return UsageError(f"egress rules that name hosts ({', '.join(named)}) are not available on the docker "
