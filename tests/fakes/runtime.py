@@ -157,6 +157,8 @@ class FakeRuntime:
         self.images: dict[str, FakeImage] = {}
         """What this runtime has loaded."""
         self.calls: list[tuple[str, str]] = []
+        self.exec_calls: list[ExecCall] = []
+        """Every command `exec` ran, in order."""
         self.handlers: dict[str, ExecHandler] = {}
         self.boot_failures: list[str] = []
         """Causes: each create or start takes the first and fails with `VmDidNotBoot` and it."""
@@ -312,6 +314,7 @@ class FakeRuntime:
             raise SandboxError(f"sandbox {name} is not running", hint="Start it.")
         base_env = dict(sandbox.spec.env) if sandbox.spec else {}
         call = ExecCall(name, tuple(argv), user, workdir, {**base_env, **(env or {})}, stdin or b"")
+        self.exec_calls.append(call)
         return _Shell(self, sandbox, call).run_argv(list(argv), call.stdin.decode())
 
     def attach(

@@ -65,9 +65,16 @@ def cli(ctx: click.Context, /, **global_options: Any) -> None:
 
 
 def _register() -> None:
-    from opencode_sandbox.cli import commands_build, commands_info, commands_manage, commands_network, commands_run
+    from opencode_sandbox.cli import (
+        commands_build,
+        commands_info,
+        commands_manage,
+        commands_network,
+        commands_run,
+        commands_secrets,
+    )
 
-    for module in (commands_run, commands_build, commands_manage, commands_network, commands_info):
+    for module in (commands_run, commands_build, commands_manage, commands_network, commands_secrets, commands_info):
         module.register(cli)
 
 

@@ -146,11 +146,74 @@ def check_network(policy: EgressPolicy, runtime: RuntimeKind, dind: bool = False
     return Check("network", True, f"{described} (enforced by {enforcer})", of_project=True)
 
 
+def check_secrets(app: App) -> list[Check]:
+    """Each secret's hosts and where its value comes from (never the value)."""
+    from opencode_sandbox.services.secrets import MISSING, look_up_for
+
+    secrets = app.settings.secrets
+    if not secrets:
+        return []
+    required = frozenset({app.settings.runtime})
+    refusal = app.settings.egress_policy.refusal()
+    if refusal is not None:
+        return [Check("secrets", False, refusal, "remove the secrets setting, or choose another network profile",
+                      required_for=required, of_project=True)]
+    try:
+        lookup = look_up_for(app)
+    except SandboxError as error:
+        return [Check("secrets", False, error.message, error.hint, required_for=required, of_project=True)]
+    checks = []
+    for secret in secrets:
+        source = lookup.sources[secret.name]
+        if source == MISSING:
+            checks.append(Check("secrets", False, f"{secret.describe()}: no value (looked in "
+                                f"{', '.join(lookup.looked_in)})",
+                                f"export {secret.name}=... or add it to {lookup.looked_in[-1]} (chmod 600)",
+                                required_for=required, of_project=True))
+        else:
+            checks.append(Check("secrets", True, f"{secret.describe()} (value from {source}; the VM sees a "
+                                "placeholder)", of_project=True))
+    return checks
+
+
+def check_logins(secret_names: set[str]) -> list[Check]:
+    """What of opencode's stored logins is copied into the VM: keys that are not secrets, and
+    refreshable logins, which cannot be."""
+    import json
+
+    from opencode_sandbox.core.providers import PROVIDERS, auth_entries, providers_kept_out
+    from opencode_sandbox.services.secrets import auth_file
+
+    path = auth_file()
+    try:
+        entries = auth_entries(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return []
+    kept_out = providers_kept_out(secret_names)
+    keys = [entry.provider for entry in entries if entry.kind == "api" and entry.provider not in kept_out]
+    logins = [entry.provider for entry in entries if entry.kind == "oauth"]
+    checks = []
+    if keys:
+        known = [provider for provider in keys if provider in PROVIDERS]
+        checks.append(Check("logins", False, f"the API key(s) of {', '.join(keys)} in {path} are copied into the VM",
+                            "run `opencode-sandbox secrets import` to keep them on the host as secrets" if known
+                            else "set them as secrets by hand (see docs/security.md) to keep them on the host",
+                            required_for=frozenset(), of_project=True))
+    if logins:
+        checks.append(Check("logins", False, f"the login(s) of {', '.join(logins)} in {path} are copied into the "
+                            "VM: a refreshable login cannot be a secret",
+                            "to keep it out of the VM, log out on this host (`opencode auth logout`) and log in "
+                            "inside the sandbox (`opencode-sandbox shell`, then `opencode auth login`)",
+                            required_for=frozenset(), of_project=True))
+    return checks
+
+
 def project_checks(app: App) -> list[Check]:
     """The checks of the current project: its network policy, and its VM when it has one."""
     from opencode_sandbox.core.naming import vm_name
 
-    checks = [check_network(app.settings.egress_policy, app.settings.runtime, app.settings.dind)]
+    checks = [check_network(app.settings.egress_policy, app.settings.runtime, app.settings.dind),
+              *check_secrets(app), *check_logins({secret.name for secret in app.settings.secrets})]
     try:
         runtime = app.runtime
     except SandboxError:

@@ -23,7 +23,7 @@ from opencode_sandbox.core.lifecycle import (
 )
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.units import format_duration
-from opencode_sandbox.errors import BootFailed, SandboxError
+from opencode_sandbox.errors import BootFailed, SandboxError, UsageError
 from opencode_sandbox.runtime.types import (
     Mount,
     MountKind,
@@ -66,6 +66,8 @@ class RunLifecycle:
         self.project_dir = self.store.project_dir(self.slug)
         self.made_volume: str | None = None
         """The home volume this run created, until the VM that mounts it is up."""
+        self.secret_values: dict[str, str] = {}
+        """The secrets' values, for the runtime alone: msb reads them at create and every start."""
 
     # the whole sequence -------------------------------------------------------------------
 
@@ -144,6 +146,13 @@ class RunLifecycle:
             refusal = docker_refusal(policy, privileged=self.app.settings.dind)
             if refusal is not None:
                 raise refusal
+        refused = policy.refusal()
+        if refused is not None:
+            raise UsageError(refused, hint="remove the secrets setting, or choose another network profile")
+        if policy.secrets:
+            from opencode_sandbox.services.secrets import look_up_for
+
+            self.secret_values = look_up_for(self.app).values()
         if policy.profile is Profile.ALL:
             self.console.warn("network: all: the VM reaches everything this host reaches, its network "
                               "and its own services included")
@@ -289,14 +298,14 @@ class RunLifecycle:
         if plan.action is VmAction.WAIT and self._wait_running():
             return False
         if plan.action in (VmAction.START, VmAction.WAIT):
-            vm_boot.start(runtime, self.console, self.vm)
+            vm_boot.start(runtime, self.console, self.vm, self.secret_values)
             return False
         if plan.action is VmAction.RECREATE and existing is not None:
             with slow_step(self.console, f"Recreating {self.vm} ({plan.reason})"):
                 if existing.status.is_active:
                     runtime.stop_sandbox(self.vm)
                 runtime.remove_sandbox(self.vm)
-        vm_boot.create(runtime, self.console, self._spec(image, home_volume))
+        vm_boot.create(runtime, self.console, self._spec(image, home_volume), self.secret_values)
         self.made_volume = None  # the VM holds it now
         return True
 
@@ -332,7 +341,8 @@ class RunLifecycle:
     def _provision(self, home_volume: str | None) -> str:
         """Copy what changed of the user's opencode config into the VM; its fingerprint."""
         sources = provisioning.sources_for_environment(self.app.project.root)
-        files = provisioning.collect_files(sources)
+        secret_names = {secret.name for secret in self.app.settings.secrets}
+        files = provisioning.without_secret_keys(provisioning.collect_files(sources), secret_names)
         current = provisioning.manifest(files)
         record_path = self.project_dir / "provisioned.yaml"
         try:
@@ -383,6 +393,16 @@ class RunLifecycle:
         return step.ensure(DaemonFacts(booted, wait, config_changed, other_clients))
 
 
+def secret_lines(app: App) -> list[str]:
+    """Each secret's hosts and where its value comes from; never the value."""
+    if not app.settings.secrets:
+        return []
+    from opencode_sandbox.services.secrets import look_up_for
+
+    lookup = look_up_for(app)
+    return [f"{secret.describe()}; value from {lookup.sources[secret.name]}" for secret in lookup.secrets]
+
+
 def describe_plan(app: App, worktree: tuple[str, str | None] | None = None) -> list[str]:
     """What a run would do, step by step, changing nothing (`--dry-run`).
 
@@ -394,6 +414,7 @@ def describe_plan(app: App, worktree: tuple[str, str | None] | None = None) -> l
     lines = [f"auto-prune: remove artifacts unused for {format_duration(app.settings.auto_prune_age)}"]
     lines.append(f"doctor: check the {app.settings.runtime.value} runtime")
     lines.append(f"network: {app.settings.egress_policy.describe()}")
+    lines += [f"secret: {line}" for line in secret_lines(app)]
     version = baked_version(app.paths.state_dir) or "the latest release"
     plan = plan_project_image(
         project_dir=app.project.root, slug=app.project.slug, dind=app.settings.dind,

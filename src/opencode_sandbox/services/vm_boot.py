@@ -3,7 +3,7 @@ good, removing what this run made for it (never what existed before)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.errors import NotFound, NotOurs, SandboxError, VmDidNotBoot
@@ -16,26 +16,30 @@ if TYPE_CHECKING:
     from opencode_sandbox.ui.console import Console
 
 
-def create(runtime: Runtime, console: Console, spec: SandboxSpec) -> None:
+def create(runtime: Runtime, console: Console, spec: SandboxSpec,
+           secret_values: Mapping[str, str] | None = None) -> None:
     """Create and boot the VM, which did not exist; when that fails for good, remove what is
     left of it (the caller removes a home volume it made for it)."""
 
+    def boot() -> None:
+        runtime.create_sandbox(spec, secret_values=secret_values)
+
     def again() -> None:
         _remove_vm(runtime, console, spec.name)  # a runtime that left a record behind
-        runtime.create_sandbox(spec)
+        boot()
 
     try:
-        _twice(console, f"Creating {spec.name}", lambda: runtime.create_sandbox(spec), again)
+        _twice(console, f"Creating {spec.name}", boot, again)
     except BaseException:
         _remove_vm(runtime, console, spec.name)
         raise
 
 
-def start(runtime: Runtime, console: Console, name: str) -> None:
+def start(runtime: Runtime, console: Console, name: str, secret_values: Mapping[str, str] | None = None) -> None:
     """Start the stopped VM; it stays, whatever happens: it existed before this run."""
 
     def boot() -> None:
-        runtime.start_sandbox(name)
+        runtime.start_sandbox(name, secret_values=secret_values)
 
     _twice(console, f"Starting {name}", boot, boot)
 
