@@ -174,3 +174,17 @@ def test_docker_doctor_refuses_secrets_naming_microsandbox(project: Path) -> Non
     network = [line for line in doctor.stdout.splitlines() if line.startswith("FAIL network")]
     assert network and "secrets (OPENAI_API_KEY) are not available on the docker runtime" in network[0]
     assert "--runtime microsandbox" in doctor.stdout
+
+
+def test_import_keeps_a_symlinked_config_a_symlink(project: Path, tmp_path: Path) -> None:
+    write_logins({"openai": {"type": "api", "key": VALUE}})
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    (dotfiles / "config.yaml").write_text("cpus: 3\n")
+    config = config_dir() / "config.yaml"
+    config.parent.mkdir(parents=True)
+    config.symlink_to(dotfiles / "config.yaml")
+    result = run_cli("secrets", "import", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert config.is_symlink()
+    assert (dotfiles / "config.yaml").read_text().startswith("cpus: 3\nsecrets:\n  OPENAI_API_KEY:")

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -126,9 +126,9 @@ def test_a_boot_that_another_attempt_cannot_help_is_not_repeated(
 class LeavesRecords(FakeRuntime):
     """A runtime whose failed boots leave the sandbox's record behind, as a crashed one."""
 
-    def create_sandbox(self, spec: SandboxSpec) -> SandboxInfo:
+    def create_sandbox(self, spec: SandboxSpec, *, secret_values: Mapping[str, str] | None = None) -> SandboxInfo:
         failures, self.boot_failures = self.boot_failures, []
-        info = super().create_sandbox(spec)
+        info = super().create_sandbox(spec, secret_values=secret_values)
         self.boot_failures = failures
         if not failures:
             return info

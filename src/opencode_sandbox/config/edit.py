@@ -43,7 +43,7 @@ def add_secrets(path: Path, secrets: Sequence[SecretRule]) -> list[str]:
         text = text + ("" if not text or text.endswith("\n") else "\n") + block
     else:
         text = text[:start] + block + text[end:]
-    write_atomic(path, text)
+    write_atomic(path.resolve(), text)  # a symlinked file (dotfiles) stays a symlink
     return [secret.name for secret in added]
 
 

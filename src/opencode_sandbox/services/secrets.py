@@ -168,7 +168,7 @@ def import_keys(auth_path: Path, config_dir: Path) -> ImportReport:
     values_path = config_dir / VALUES_FILE
     values = read_values(values_path)
     values.update({PROVIDERS[entry.provider].variable: entry.key for entry in known})
-    write_atomic(values_path, render_values_file(values))
+    write_atomic(values_path.resolve(), render_values_file(values))
     secrets = [parse_secret(PROVIDERS[entry.provider].variable,
                             {"hosts": list(PROVIDERS[entry.provider].hosts),
                              "headers": list(PROVIDERS[entry.provider].headers)})
