@@ -227,6 +227,27 @@ def test_the_network_policy_reaches_msb_create() -> None:
 
 
 @pytest.mark.msb
+def test_msb_takes_a_whole_create_line_with_secrets() -> None:
+    """Secrets beside the environment, labels and the rest, their values in msb's environment as
+    the backend gives them: msb reads it all and only then misses the image."""
+    from opencode_sandbox.core.secrets import parse_secrets
+    from opencode_sandbox.runtime.env_passing import child_environment
+
+    secrets = parse_secrets({"OPENAI_API_KEY": ["api.openai.com"],
+                             "ANTHROPIC_API_KEY": {"hosts": ["api.anthropic.com"], "headers": ["x-api-key"]}})
+    spec = SandboxSpec(name="opencode-sandbox-vm-net-0123456789abcd", image="opencode-sandbox/runner-nothere:latest",
+                       cpus=1, memory_mib=512, env={"LANG": "C.UTF-8", "OPENAI_API_KEY": "from-the-image"},
+                       labels={"org.opencode-sandbox.managed": "true"}, published_ports=(4096,),
+                       network=EgressPolicy(Profile.ALLOWLIST, secrets=secrets))
+    values = {"OPENAI_API_KEY": "sk-test-value", "ANTHROPIC_API_KEY": "sk-ant-test-value"}
+    args = MicrosandboxRuntime()._create_args(spec)
+    assert "OPENAI_API_KEY" not in args  # never an --env: msb would copy the real value in
+    created = MsbCli().run(args, environment=child_environment({"LANG": "C.UTF-8"}, secret_values=values))
+    assert not created.ok
+    assert "image not cached" in created.error_text, created.stderr
+
+
+@pytest.mark.msb
 @pytest.mark.parametrize("policy", [
     EgressPolicy(Profile.PUBLIC, (parse_rule("10.1.0.0/16"),), (parse_rule("*.example.com:443"),)),
     EgressPolicy(Profile.NONE), EgressPolicy(Profile.ALL),
