@@ -140,7 +140,7 @@ KEYS: tuple[Key, ...] = (
         "trust the host's locally added CA certificates in builds and the VM"),
     Key("network", Profile.PUBLIC, parse_profile,
         "where the VM may connect: public (the internet, no private ranges, not the host), "
-        "allowlist (only egress-allow), none (nothing) or all (no restriction)"),
+        "allowlist (only egress-allow and the hosts of secrets), none (nothing) or all (no restriction)"),
     Key("egress-allow", (), _read_rules,
         "destinations the VM may reach on top of the network profile: host, *.domain or CIDR, "
         "each with an optional :port"),
