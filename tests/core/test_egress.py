@@ -7,7 +7,15 @@ import re
 
 import pytest
 
-from opencode_sandbox.core.egress import EgressPolicy, EgressRule, Profile, parse_profile, parse_rule
+from opencode_sandbox.core.egress import (
+    EgressPolicy,
+    EgressRule,
+    Profile,
+    address_of,
+    parse_profile,
+    parse_rule,
+    policy_of_document,
+)
 
 V4 = ipaddress.IPv4Network
 V6 = ipaddress.IPv6Network
@@ -125,3 +133,42 @@ def test_a_name_not_yet_resolved_is_judged_by_name_only() -> None:
     policy = EgressPolicy(Profile.PUBLIC, deny=(parse_rule("10.0.0.0/8"),))
     assert policy.judge("example.com", None, 443).allowed
     assert not EgressPolicy(Profile.ALLOWLIST).judge("example.com", None, 443).allowed
+
+
+def test_a_resolved_name_is_refused_when_an_address_is_private_under_every_profile_but_all() -> None:
+    allowed_name = (parse_rule("api.example.com"),)
+    for profile in (Profile.PUBLIC, Profile.ALLOWLIST):
+        policy = EgressPolicy(profile, allowed_name)
+        assert policy.judge_resolved("api.example.com", [_ip("93.184.216.34")], 443).allowed
+        refused = policy.judge_resolved("api.example.com", [_ip("93.184.216.34"), _ip("10.1.2.3")], 443)
+        assert not refused.allowed
+        assert refused.reason == "api.example.com resolves to 10.1.2.3, a private address in 10.0.0.0/8"
+        mapped = policy.judge_resolved("api.example.com", [_ip("::ffff:169.254.169.254")], 80)
+        assert not mapped.allowed and "169.254.0.0/16" in mapped.reason
+        host = policy.judge_resolved("api.example.com", [_ip("198.51.100.7")], 443, frozenset({_ip("198.51.100.7")}))
+        assert host.reason == "api.example.com resolves to 198.51.100.7, the host itself"
+    assert EgressPolicy(Profile.ALL).judge_resolved("lan.example", [_ip("192.168.1.1")], 22).allowed
+
+
+def test_a_resolved_name_passes_the_address_rules_too() -> None:
+    policy = EgressPolicy(Profile.ALLOWLIST, (parse_rule("*.corp.example"), parse_rule("10.9.0.0/16")),
+                          (parse_rule("10.9.9.0/24"),))
+    assert policy.judge_resolved("wiki.corp.example", [_ip("10.9.1.1")], 443).allowed
+    refused = policy.judge_resolved("db.corp.example", [_ip("10.9.9.9")], 443)
+    assert refused.reason == "db.corp.example resolves to 10.9.9.9: egress-deny 10.9.9.0/24"
+    named_out = policy.judge_resolved("example.com", [_ip("10.9.1.1")], 443)
+    assert named_out.reason == "not in egress-allow (the network profile is allowlist)"
+    assert EgressPolicy(Profile.ALLOWLIST, (parse_rule("192.0.2.0/24"),)).judge_resolved(
+        "192.0.2.5", [], 8080).allowed, "an address literal is judged as the address it is"
+
+
+def test_a_policy_reads_back_from_its_document() -> None:
+    policy = EgressPolicy(Profile.ALLOWLIST, (parse_rule("api.example.com:443"), parse_rule("[fd00::/8]")),
+                          (parse_rule("*.evil.example"),))
+    assert policy_of_document(policy.document()) == policy
+    assert policy.names_hosts and not EgressPolicy(Profile.PUBLIC, (parse_rule("10.0.0.0/8"),)).names_hosts
+    with pytest.raises(ValueError):
+        policy_of_document({"profile": "wide"})
+    with pytest.raises(ValueError):
+        policy_of_document({"profile": "public", "allow": "example.com"})
+    assert address_of("[2001:db8::1]") == _ip("2001:db8::1") and address_of("example.com") is None

@@ -33,6 +33,7 @@ from opencode_sandbox.images.updater import record_baked_version
 from opencode_sandbox.paths import ToolPaths
 from opencode_sandbox.runtime.base import Runtime
 from opencode_sandbox.runtime.docker_netfilter import network_name
+from opencode_sandbox.runtime.docker_proxy import ca_volume_name, proxy_name
 from opencode_sandbox.runtime.types import SandboxInfo
 from opencode_sandbox.services.daemon_control import DAEMON_LOG
 from tests.fixtures.host_users import HostUser
@@ -174,7 +175,8 @@ class Project:
         subprocess.run(["pkill", "-KILL", "-f", f"services.reaper .*{self.slug}"], check=False)
         if self.runtime == "microsandbox":
             remove_microsandbox_artifacts(self.slug)
-        docker("rm", "-f", self.vm)
+        docker("rm", "-f", self.vm, proxy_name(self.slug))
+        docker("volume", "rm", "-f", ca_volume_name(self.slug))
         docker("network", "rm", network_name(self.slug))
         for volume in docker("volume", "ls", "--format", "{{.Name}}").stdout.split():
             if volume.startswith(f"opencode-sandbox-home-{self.slug}-"):

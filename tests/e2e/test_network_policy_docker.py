@@ -10,6 +10,7 @@ import contextlib
 import http.server
 import json
 import random
+import re
 import socket
 import threading
 import time
@@ -17,7 +18,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from opencode_sandbox.core.naming import LABEL_SLUG
 from opencode_sandbox.runtime.docker_netfilter import NETFILTER_IMAGE, network_name
+from opencode_sandbox.runtime.docker_proxy import PROXY_REPOSITORY, VM_CA_BUNDLE, ca_volume_name, proxy_name
 from tests.e2e.harness import Project, ServeOnly, Tmux, cli_command, docker, status_of
 from tests.e2e.test_clients_and_idle_stop import ATTACHED_SCREEN
 from tests.fixtures.images import RunnerBase
@@ -28,12 +31,17 @@ SERVER = "require('http').createServer((q, s) => s.end('hello')).listen(8080)"
 
 
 class Server:
-    def __init__(self, network: str, address: str, container: str) -> None:
-        self.network, self.address, self.container = network, address, container
+    def __init__(self, network: str, address: str, container: str, name: str) -> None:
+        self.network, self.address, self.container, self.name = network, address, container, name
 
     @property
     def url(self) -> str:
         return f"http://{self.address}:8080/"
+
+    @property
+    def named_url(self) -> str:
+        """By its host name, which Docker's DNS answers on the server's network only."""
+        return f"http://{self.name}:8080/"
 
 
 def _server(unique: str, kind: str, subnets: list[str], image: str) -> Server:
@@ -47,9 +55,10 @@ def _server(unique: str, kind: str, subnets: list[str], image: str) -> Server:
         pytest.skip(f"no free subnet for the {kind} test network")
     address = subnet.rsplit(".", 1)[0] + "." + str(int(subnet.rsplit(".", 1)[1].split("/")[0]) + 10)
     container = f"osb-netpol-{kind}-srv-{unique}"
+    name = f"{kind}.{unique}.test"
     docker("run", "-d", "--name", container, "--label", f"osb-test={unique}", "--network", network, "--ip", address,
-           "--user", "root", "--entrypoint", "node", image, "-e", SERVER, check=True)
-    return Server(network, address, container)
+           "--network-alias", name, "--user", "root", "--entrypoint", "node", image, "-e", SERVER, check=True)
+    return Server(network, address, container, name)
 
 
 @pytest.fixture
@@ -103,15 +112,15 @@ def name_the_host_resolves() -> str:
     pytest.skip("this host resolves no public name")
 
 
-def fetch(project: Project, url: str) -> tuple[str, float]:
+def fetch(project: Project, url: str, *curl: str) -> tuple[str, float]:
     """What curl in the VM gets from `url`, and how long it took."""
     started = time.monotonic()
-    result = docker("exec", "--user", "dev", project.vm, "curl", "-sS", "--max-time", "20", url)
+    result = docker("exec", "--user", "dev", project.vm, "curl", "-sS", "--max-time", "20", *curl, url)
     return (result.stdout + result.stderr).strip(), time.monotonic() - started
 
 
-def refused_fast(project: Project, url: str) -> None:
-    answer, took = fetch(project, url)
+def refused_fast(project: Project, url: str, *curl: str) -> None:
+    answer, took = fetch(project, url, *curl)
     assert "hello" not in answer and "host" not in answer, f"{url} answered: {answer}"
     assert took < FAST_S, f"{url} took {took:.1f} s to fail: {answer}"
 
@@ -124,6 +133,21 @@ def gateway(project: Project) -> str:
 def connect(project: Project, *servers: Server) -> None:
     for server in servers:
         docker("network", "connect", server.network, project.vm, check=True)
+
+
+def proxy_images() -> set[str]:
+    return set(docker("images", "--format", "{{.Repository}}:{{.Tag}}", PROXY_REPOSITORY).stdout.split())
+
+
+@pytest.fixture(scope="session")
+def proxy_images_removed_after() -> Iterator[None]:
+    """The tool builds its egress proxy image on first use (minutes: mitmproxy from PyPI): once per
+    session, as the first test that needs it builds it and the others reuse it. Removed at the end
+    when this session built it."""
+    existed = proxy_images()
+    yield
+    for reference in proxy_images() - existed:
+        docker("image", "rm", reference)
 
 
 @pytest.fixture
@@ -207,3 +231,104 @@ def test_none_lets_nothing_out_but_the_client_still_attaches(
         if terminal is not None:
             terminal.close()
         served.detach()
+
+
+def refused_by_policy(project: Project, url: str, *curl: str) -> str:
+    """The proxy's answer to a refused request: a fast 403 that names the policy."""
+    answer, took = fetch(project, url, "--write-out", "\nstatus %{http_code} %{http_connect}", *curl)
+    assert "hello" not in answer, f"{url} answered: {answer}"
+    assert took < FAST_S, f"{url} took {took:.1f} s to be refused: {answer}"
+    assert re.search(r"status (403 000|000 403)", answer), answer
+    return answer
+
+
+def proxy_state(project: Project) -> str:
+    return docker("inspect", "--format", "{{.State.Status}} {{.Id}}", proxy_name(project.slug)).stdout.strip()
+
+
+def diagnosis(project: Project) -> str:
+    proxy = proxy_name(project.slug)
+    return "\n".join([
+        docker("logs", "--tail", "20", proxy).stdout, docker("logs", "--tail", "20", proxy).stderr,
+        docker("inspect", "--format", "{{json .NetworkSettings.Networks}}", proxy).stdout,
+        docker("exec", project.vm, "cat", "/etc/hosts").stdout,
+        docker("run", "--rm", "--network", f"container:{project.vm}", "--cap-add", "NET_ADMIN", NETFILTER_IMAGE,
+               "list", "ruleset").stdout,
+    ])
+
+
+def serve_proxy(project: Project, *servers: Server) -> None:
+    """The proxy resolves and reaches the test's servers on their networks, as it would the internet.
+    Again after every run: a proxy created anew (the host's addresses, which its policy holds, change
+    as other networks come and go) is on the project's network only."""
+    for server in servers:
+        connected = docker("network", "connect", server.network, proxy_name(project.slug))
+        assert connected.returncode == 0 or "already exists" in connected.stderr, connected.stderr
+
+
+def test_allowlist_goes_through_the_proxy_and_lets_out_only_what_it_names(
+    project: Project, servers: tuple[Server, Server], proxy_images_removed_after: None,
+    netfilter_image_removed_after: None,
+) -> None:
+    private, public = servers
+    project.env["OPENCODE_SANDBOX_NETWORK"] = "allowlist"
+    project.env["OPENCODE_SANDBOX_EGRESS_ALLOW"] = f"{public.name},{private.name}"
+    booted = project.shell("true")
+    assert booted.returncode == 0, booted.stderr
+    # The VM sits on both servers' networks: only its rules keep it from reaching them directly.
+    connect(project, private, public)
+    serve_proxy(project, private, public)
+
+    def holds() -> None:
+        answer = fetch(project, public.named_url)[0]
+        assert answer == "hello", f"an allowed name answers through the proxy: {answer}\n{diagnosis(project)}"
+        denied = refused_by_policy(project, public.url)
+        assert "opencode-sandbox network policy" in denied and "not in egress-allow" in denied, denied
+        tunnel = refused_by_policy(project, "https://not-allowed.example.org/")
+        assert "CONNECT tunnel failed, response 403" in tunnel, tunnel
+        privately = refused_by_policy(project, private.named_url)
+        assert "a private address" in privately, privately
+        refused_fast(project, public.url + "direct", "--noproxy", "*")
+        started = time.monotonic()
+        lookup = docker("exec", "--user", "dev", project.vm, "getent", "hosts", public.name)
+        assert lookup.returncode != 0 and not lookup.stdout.strip(), "the VM resolves nothing"
+        assert time.monotonic() - started < FAST_S, "a DNS lookup must fail fast"
+
+    holds()
+    env = docker("exec", "--user", "dev", project.vm, "env", check=True).stdout
+    for variable in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
+        assert f"{variable}=http://opencode-sandbox-proxy:8080" in env.splitlines(), env
+    assert "NO_PROXY=localhost,127.0.0.1" in env.splitlines(), env
+    ca = docker("exec", proxy_name(project.slug), "cat", "/var/lib/mitmproxy/mitmproxy-ca-cert.pem",
+                check=True).stdout.strip()
+    assert ca in docker("exec", project.vm, "cat", VM_CA_BUNDLE, check=True).stdout, "the VM trusts the proxy's CA"
+
+    docker("kill", proxy_name(project.slug), check=True)
+    answer, _ = fetch(project, public.named_url, "--max-time", "5")
+    assert "hello" not in answer, "without its proxy the VM reaches nothing"
+    refused_fast(project, public.url + "direct", "--noproxy", "*")
+    again = project.shell("true")
+    assert again.returncode == 0, again.stderr
+    assert proxy_state(project).startswith("running"), "the next run starts the proxy again"
+    serve_proxy(project, private, public)
+    holds()
+
+    docker("rm", "--force", proxy_name(project.slug), check=True)
+    again = project.shell("true")
+    assert again.returncode == 0, again.stderr
+    assert proxy_state(project).startswith("running"), "the next run creates the proxy again"
+    serve_proxy(project, private, public)
+    holds()
+    assert ca in docker("exec", project.vm, "cat", VM_CA_BUNDLE, check=True).stdout, "the CA outlived the proxy"
+
+    stopped = project.cli("stop")
+    assert stopped.returncode == 0, stopped.stderr
+    assert proxy_state(project).startswith("exited"), "the proxy stops with the VM"
+    removed = project.cli("stop", "-f")
+    assert removed.returncode == 0, removed.stderr
+    labelled = f"label={LABEL_SLUG}={project.slug}"
+    assert docker("ps", "--all", "--quiet", "--filter", labelled).stdout.strip() == ""
+    assert docker("network", "ls", "--quiet", "--filter", labelled).stdout.strip() == ""
+    volumes = docker("volume", "ls", "--format", "{{.Name}}", "--filter", labelled).stdout.split()
+    assert ca_volume_name(project.slug) not in volumes
+    assert all(volume.startswith(f"opencode-sandbox-home-{project.slug}-") for volume in volumes), volumes

@@ -146,8 +146,9 @@ def test_docker_refuses_what_it_cannot_enforce_before_creating_anything() -> Non
             raise AssertionError(f"docker {' '.join(args)} must not run")
 
     runtime = DockerRuntime(NoEngine())
-    runtime.images.inspect_image = lambda reference: {"Config": {"Labels": {}}}  # type: ignore[method-assign]
+    runtime.images.inspect_image = (  # type: ignore[method-assign]
+        lambda reference: {"Config": {"Labels": {"org.opencode-sandbox.dind": "true"}}})
     with pytest.raises(UsageError) as refused:
         runtime.create_sandbox(spec)
-    assert "not available on the docker runtime" in refused.value.message
+    assert "Docker-in-Docker" in refused.value.message
     assert "microsandbox" in (refused.value.hint or "")

@@ -11,7 +11,13 @@ import pytest
 from opencode_sandbox.core.egress import EgressPolicy, Profile, parse_rule
 from opencode_sandbox.core.secrets import parse_secrets
 from opencode_sandbox.errors import UsageError
-from opencode_sandbox.runtime.nft_ruleset import docker_refusal, nft_ruleset, refusals_of_listing
+from opencode_sandbox.runtime.nft_ruleset import (
+    docker_refusal,
+    needs_proxy,
+    nft_ruleset,
+    proxy_side_policy,
+    refusals_of_listing,
+)
 from opencode_sandbox.runtime.types import Refusal
 
 
@@ -64,15 +70,54 @@ def test_all_filters_nothing_unless_something_is_denied() -> None:
     assert output_chain(ruleset)[2:] == ["ip daddr 192.0.2.0/24 goto refuse4"]
 
 
+PROXY = ipaddress.ip_address("172.30.0.2")
+
+
 @pytest.mark.parametrize("policy", [
     EgressPolicy(Profile.ALLOWLIST),
-    EgressPolicy(Profile.PUBLIC, allow=(parse_rule("api.example.com"),)),
-    EgressPolicy(Profile.NONE, deny=(parse_rule("*.example.com:443"),)),
+    EgressPolicy(Profile.PUBLIC, deny=(parse_rule("evil.example.com"),)),
+    EgressPolicy(Profile.ALL, allow=(parse_rule("*.example.com:443"),)),
 ])
-def test_what_nftables_cannot_judge_is_refused_never_ignored(policy: EgressPolicy) -> None:
-    assert docker_refusal(policy) is not None
-    with pytest.raises(UsageError, match="docker runtime"):
+def test_what_nftables_cannot_judge_goes_through_the_proxy(policy: EgressPolicy) -> None:
+    assert needs_proxy(policy) and docker_refusal(policy) is None
+    with pytest.raises(ValueError, match="proxy"):
         nft_ruleset(policy)
+    ruleset = nft_ruleset(policy, proxy=PROXY)
+    assert ruleset is not None
+    assert output_chain(ruleset) == [
+        'oifname "lo" ip daddr 127.0.0.11 goto refuse4', 'oifname "lo" accept',
+        "ct state established,related accept", "ip daddr 172.30.0.2 tcp dport 8080 accept",
+        "meta nfproto ipv4 goto refuse4", "meta nfproto ipv6 goto refuse6",
+    ]
+
+
+def test_through_the_proxy_address_rules_still_hold_in_the_vm() -> None:
+    policy = EgressPolicy(Profile.ALLOWLIST, (parse_rule("api.example.com"), parse_rule("192.0.2.0/24")),
+                          (parse_rule("192.0.2.9"), parse_rule("evil.example.com")))
+    ruleset = nft_ruleset(policy, proxy=PROXY)
+    assert ruleset is not None
+    assert output_chain(ruleset)[3:6] == [
+        "ip daddr 192.0.2.9/32 goto refuse4", "ip daddr 192.0.2.0/24 accept",
+        "ip daddr 172.30.0.2 tcp dport 8080 accept",
+    ]
+
+
+def test_the_proxy_itself_reaches_no_private_address_but_those_allowed() -> None:
+    policy = EgressPolicy(Profile.ALLOWLIST, (parse_rule("api.example.com"), parse_rule("10.9.0.0/16")),
+                          (parse_rule("evil.example.com"),))
+    side = proxy_side_policy(policy)
+    assert side == EgressPolicy(Profile.PUBLIC, (parse_rule("10.9.0.0/16"),))
+    assert not needs_proxy(side)
+    assert proxy_side_policy(EgressPolicy(Profile.ALL, deny=(parse_rule("evil.example.com"),))) == \
+        EgressPolicy(Profile.ALL)
+
+
+def test_none_needs_no_proxy_whatever_its_rules_name() -> None:
+    policy = EgressPolicy(Profile.NONE, deny=(parse_rule("*.example.com:443"),))
+    assert not needs_proxy(policy)
+    ruleset = nft_ruleset(policy)
+    assert ruleset is not None and "example.com" not in ruleset
+    assert not needs_proxy(EgressPolicy(Profile.PUBLIC, (parse_rule("10.1.0.0/16"),)))
 
 
 @pytest.mark.parametrize("profile", [Profile.PUBLIC, Profile.ALL])

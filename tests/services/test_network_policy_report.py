@@ -22,12 +22,19 @@ def test_a_policy_each_runtime_enforces_is_ok() -> None:
         assert check.detail.startswith("public; egress-allow 10.1.0.0/16; egress-deny 203.0.113.0/24:22 (enforced by")
 
 
-def test_allowlist_and_named_rules_fail_on_docker_only() -> None:
+def test_allowlist_and_named_rules_go_through_the_proxy_on_docker() -> None:
     for policy in (EgressPolicy(Profile.ALLOWLIST), EgressPolicy(Profile.PUBLIC, deny=(parse_rule("evil.example"),))):
-        failing = check_network(policy, RuntimeKind.DOCKER)
-        assert not failing.ok and RuntimeKind.DOCKER in failing.required_for
-        assert "docker runtime" in failing.detail and "microsandbox" in (failing.fix or "")
+        proxied = check_network(policy, RuntimeKind.DOCKER)
+        assert proxied.ok and "egress proxy (mitmproxy): only HTTP(S) through it" in proxied.detail
         assert check_network(policy, RuntimeKind.MICROSANDBOX).ok
+    assert "nftables" in check_network(RULES, RuntimeKind.DOCKER).detail
+
+
+def test_dind_fails_on_docker_only() -> None:
+    failing = check_network(RULES, RuntimeKind.DOCKER, dind=True)
+    assert not failing.ok and RuntimeKind.DOCKER in failing.required_for
+    assert "Docker-in-Docker" in failing.detail and "microsandbox" in (failing.fix or "")
+    assert check_network(RULES, RuntimeKind.MICROSANDBOX, dind=True).ok
 
 
 def test_all_is_a_warning() -> None:
@@ -52,10 +59,17 @@ def test_dry_run_shows_the_policy_with_the_flag_on_top(project: Path) -> None:
     assert "network: none; egress-deny 203.0.113.0/24:22" in result.stdout.splitlines()
 
 
-def test_doctor_shows_the_policy_and_refuses_allowlist_on_docker(project: Path) -> None:
+def test_doctor_shows_the_policy_and_how_docker_enforces_allowlist(project: Path) -> None:
     result = run_cli("--runtime", "docker", "doctor", cwd=project,
                      env={"OPENCODE_SANDBOX_NETWORK": "allowlist"})
     lines = [line for line in result.stdout.splitlines() if "network" in line]
-    assert lines and lines[0].startswith("FAIL network allowlist; egress-deny 203.0.113.0/24:22: the allowlist")
+    assert lines and lines[0].startswith("ok   network allowlist; egress-deny 203.0.113.0/24:22 (enforced by the "
+                                         "project's egress proxy"), lines
+
+
+def test_doctor_refuses_a_policy_for_a_privileged_image_on_docker(project: Path) -> None:
+    result = run_cli("--runtime", "docker", "doctor", cwd=project, env={"OPENCODE_SANDBOX_DIND": "true"})
+    lines = [line for line in result.stdout.splitlines() if "network" in line]
+    assert lines and lines[0].startswith("FAIL network public; egress-deny 203.0.113.0/24:22: a Docker-in-Docker")
     assert "microsandbox" in result.stdout
     assert result.returncode == 1

@@ -95,15 +95,14 @@ def test_a_policy_change_recreates_the_vm_and_rule_order_does_not(tmp_path: Path
     assert in_order == labelled(**{"egress-deny": "10.2.0.0/16,10.1.0.0/16"})
 
 
-def test_all_is_said_aloud_at_every_start_and_allowlist_is_refused_on_docker(tmp_path: Path) -> None:
+def test_all_is_said_aloud_at_every_start_and_dind_is_refused_on_docker(tmp_path: Path) -> None:
     open_network = lifecycle(RuntimeKind.DOCKER, tmp_path, network="all")
     open_network._doctor()
     assert "network: all: the VM reaches everything this host reaches" in messages(open_network.app)
     quiet = lifecycle(RuntimeKind.DOCKER, tmp_path)
     quiet._doctor()
     assert "network:" not in messages(quiet.app)
-    with pytest.raises(UsageError, match="allowlist network profile is not available on the docker runtime"):
-        lifecycle(RuntimeKind.DOCKER, tmp_path, network="allowlist")._doctor()
+    lifecycle(RuntimeKind.DOCKER, tmp_path, network="allowlist")._doctor()
     lifecycle(RuntimeKind.MICROSANDBOX, tmp_path, network="allowlist")._doctor()
     with pytest.raises(UsageError, match="Docker-in-Docker"):
         lifecycle(RuntimeKind.DOCKER, tmp_path, dind="true")._doctor()

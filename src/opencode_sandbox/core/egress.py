@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
 
 from opencode_sandbox import TYPE_CHECKING
@@ -206,3 +207,54 @@ class EgressPolicy(Record):
         if network is not None:
             return Verdict(False, f"a private address, in {network} (the network profile is public)")
         return Verdict(True, "a public address")
+
+    def judge_resolved(self, host: str, addresses: Iterable[IpAddress], port: int,
+                       host_addresses: frozenset[IpAddress] = frozenset()) -> Verdict:
+        """Whether a proxy may connect to `host` on `port`, now that the name resolved to
+        `addresses`: the name must be allowed, and under every profile but `all` none of its
+        addresses may be private or the host's own, unless an address rule allows it."""
+        verdict = self.judge(host, address_of(host), port, host_addresses)
+        if not verdict.allowed:
+            return verdict
+        for address in addresses:
+            if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+                address = address.ipv4_mapped
+            for rule in self.deny:
+                if rule.network is not None and rule.matches(host, address, port):
+                    return Verdict(False, f"{host} resolves to {address}: egress-deny {rule.text}")
+            if self.profile is Profile.ALL or any(
+                    rule.network is not None and rule.matches(host, address, port) for rule in self.allow):
+                continue
+            if address in host_addresses:
+                return Verdict(False, f"{host} resolves to {address}, the host itself")
+            network = private_range_of(address)
+            if network is not None:
+                return Verdict(False, f"{host} resolves to {address}, a private address in {network}")
+        return verdict
+
+    @property
+    def names_hosts(self) -> bool:
+        """Whether a rule names a host (not an address range): only a proxy can judge those."""
+        return any(rule.network is None for rule in (*self.allow, *self.deny))
+
+    def document(self) -> dict[str, object]:
+        """The policy as plain JSON values (no secret in it), read back by `policy_of_document`."""
+        return {"profile": self.profile.value, "allow": [rule.text for rule in self.allow],
+                "deny": [rule.text for rule in self.deny]}
+
+
+def policy_of_document(document: Mapping[str, object]) -> EgressPolicy:
+    """The policy `EgressPolicy.document` wrote; ValueError when it is not one."""
+    allow, deny = document.get("allow", []), document.get("deny", [])
+    if not isinstance(allow, list) or not isinstance(deny, list):
+        raise ValueError("a policy document's allow and deny are lists of rules")
+    return EgressPolicy(parse_profile(document.get("profile")), tuple(parse_rule(rule) for rule in allow),
+                        tuple(parse_rule(rule) for rule in deny))
+
+
+def address_of(text: str) -> IpAddress | None:
+    """`text` as an address when it is one (brackets around IPv6 allowed), else None."""
+    try:
+        return ipaddress.ip_address(text.strip("[]"))
+    except ValueError:
+        return None

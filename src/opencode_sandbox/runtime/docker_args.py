@@ -43,12 +43,14 @@ def mount_arg(mount: Mount) -> str:
     return ",".join(fields)
 
 
-def run_args(spec: SandboxSpec, labels: Mapping[str, str], privileged: bool, network: str | None = None) -> list[str]:
+def run_args(spec: SandboxSpec, labels: Mapping[str, str], privileged: bool, network: str | None = None,
+             hosts: Mapping[str, str] | None = None) -> list[str]:
     """`docker run -d` for a long-lived project VM: root keep-alive under an init process.
 
     The image's own entrypoint is bypassed so any runner image works; everything the user
     does runs through `docker exec` as the requested user. On its own `network`, the VM runs
     without `NET_RAW`: a raw socket would let root in it go around the network policy's rules.
+    `hosts`: names written into the VM's `/etc/hosts`, by address.
     """
     args = [
         "run",
@@ -73,6 +75,8 @@ def run_args(spec: SandboxSpec, labels: Mapping[str, str], privileged: bool, net
         args += ["--network", network]
         if not privileged:
             args += ["--cap-drop", "NET_RAW"]
+    for host, address in sorted((hosts or {}).items()):
+        args += ["--add-host", f"{host}:{address}"]
     args += label_args(labels)
     args += env_args(spec.env)
     for mount in spec.mounts:

@@ -42,7 +42,7 @@ from opencode_sandbox.engine.command import (
 from opencode_sandbox.engine.docker import DockerImageEngine
 from opencode_sandbox.engine.socket_client import ApiUnavailable, DockerApi
 from opencode_sandbox.errors import BootFailed, NotFound, NotOurs, RuntimeUnavailable, SandboxError
-from opencode_sandbox.runtime import docker_exec, docker_netfilter
+from opencode_sandbox.runtime import docker_exec, docker_netfilter, docker_proxy
 from opencode_sandbox.runtime.docker_args import (
     DIND_LABEL,
     exec_args,
@@ -61,7 +61,8 @@ from opencode_sandbox.runtime.docker_parse import (
     volume_info,
 )
 from opencode_sandbox.runtime.env_passing import child_environment
-from opencode_sandbox.runtime.nft_ruleset import docker_refusal
+from opencode_sandbox.runtime.host_addresses import host_public_addresses
+from opencode_sandbox.runtime.nft_ruleset import docker_refusal, needs_proxy
 from opencode_sandbox.runtime.types import (
     ExecResult,
     ImageInfo,
@@ -101,7 +102,14 @@ class DockerRuntime:
     # sandboxes
     def get_sandbox(self, name: str) -> SandboxInfo | None:
         document = self._container(name)
-        return sandbox_info(document) if document is not None else None
+        if document is None:
+            return None
+        info = sandbox_info(document)
+        slug = slug_of_vm(name)
+        if info.status is SandboxStatus.RUNNING and slug is not None and _proxy_policy(document) is not None \
+                and not docker_proxy.proxy_alive(self.cli, slug):
+            info = info._replace(repair=f"its egress proxy {docker_proxy.proxy_name(slug)} is not running")
+        return info
 
     def list_sandboxes(self) -> list[SandboxInfo]:
         ids = self.cli.lines(["ps", "--all", "--quiet", "--no-trunc", "--filter", f"label={LABEL_MANAGED}=true"])
@@ -131,13 +139,21 @@ class DockerRuntime:
         privileged = labels_of(image).get(DIND_LABEL) == "true"
         labels = sandbox_labels(spec.labels, slug)
         network = None
+        proxy: docker_proxy.ProxyEndpoint | None = None
         if spec.network is not None:
             refusal = docker_refusal(spec.network, privileged)
             if refusal is not None:
                 raise refusal
             labels[docker_netfilter.LABEL_NETWORK_POLICY] = docker_netfilter.policy_label(spec.network)
             network = docker_netfilter.ensure_network(self.cli, slug)
-        args = run_args(spec, labels, privileged, network)
+            if needs_proxy(spec.network):
+                image_reference = docker_proxy.ensure_proxy_image(self.images, spec.ca_certificates)
+                labels[docker_proxy.LABEL_PROXY_IMAGE] = image_reference
+                proxy = docker_proxy.ensure_proxy(self.cli, self.images, slug, image_reference, spec.network,
+                                                  host_public_addresses())
+                spec = spec._replace(env={**spec.env, **docker_proxy.proxy_environment()})
+        args = run_args(spec, labels, privileged, network,
+                        {docker_proxy.PROXY_HOST: str(proxy.address)} if proxy is not None else {})
         args.insert(1, "--pull=never")
         try:
             self.cli.run(args, environment=child_environment(spec.env))
@@ -159,7 +175,10 @@ class DockerRuntime:
             )
         if spec.network is not None:
             try:
-                docker_netfilter.apply_policy(self.cli, self.images, spec.name, spec.network)
+                docker_netfilter.apply_policy(self.cli, self.images, spec.name, spec.network,
+                                              proxy.address if proxy is not None else None)
+                if proxy is not None:
+                    docker_proxy.trust_proxy(self.cli, spec.name, proxy)
             except BaseException:
                 self._discard(spec.name)
                 raise
@@ -180,16 +199,27 @@ class DockerRuntime:
 
     def start_sandbox(self, name: str, *, secret_values: Mapping[str, str] | None = None) -> None:
         """Start, then install the VM's network policy again: its rules went with the old
-        network namespace. A VM whose rules cannot be installed is stopped again. No VM here
-        has secrets (`docker_refusal`), so `secret_values` go nowhere."""
+        network namespace. The egress proxy, when the policy needs one, is started (or created
+        again) first. A VM whose rules cannot be installed is stopped again; a running VM is
+        left running, with the rules it has. No VM here has secrets (`docker_refusal`), so
+        `secret_values` go nowhere."""
         del secret_values
         document = self._owned_container(name)
-        self._start_container(name)
         policy = docker_netfilter.policy_of_label(labels_of(document).get(docker_netfilter.LABEL_NETWORK_POLICY))
+        proxy = None
+        slug = slug_of_vm(name) or slug_of_task(name)
+        if policy is not None and needs_proxy(policy) and slug is not None:
+            image_reference = labels_of(document).get(docker_proxy.LABEL_PROXY_IMAGE, "")
+            proxy = docker_proxy.ensure_proxy(self.cli, self.images, slug, image_reference, policy,
+                                              host_public_addresses())
+        self._start_container(name)
         if policy is None:
             return
         try:
-            docker_netfilter.apply_policy(self.cli, self.images, name, policy)
+            docker_netfilter.apply_policy(self.cli, self.images, name, policy,
+                                          proxy.address if proxy is not None else None)
+            if proxy is not None:
+                docker_proxy.trust_proxy(self.cli, name, proxy)
         except BaseException:
             self.cli.run_raw(["kill", name])
             raise
@@ -218,11 +248,18 @@ class DockerRuntime:
         # buffers on SIGTERM before the deadline.
         seconds = max(0, math.ceil(timeout_s))
         self._tolerate_not_running(["stop", "--time", str(seconds), name], seconds + 60.0)
+        self._stop_proxy(name, kill=False)
 
     def kill_sandbox(self, name: str) -> None:
         status = container_status(self._owned_container(name).get("State") or {})
         if status in _RUNNING_STATES:
             self._tolerate_not_running(["kill", name], None)
+        self._stop_proxy(name, kill=True)
+
+    def _stop_proxy(self, name: str, kill: bool) -> None:
+        slug = slug_of_vm(name)
+        if slug is not None:
+            docker_proxy.stop_proxy(self.cli, slug, kill=kill)
 
     def remove_sandbox(self, name: str) -> None:
         status = container_status(self._owned_container(name).get("State") or {})
@@ -232,6 +269,7 @@ class DockerRuntime:
         self.cli.run(["rm", "--force", "--volumes", name])
         slug = slug_of_vm(name)
         if slug is not None:
+            docker_proxy.remove_proxy(self.cli, slug)
             docker_netfilter.remove_network(self.cli, slug)
 
     def refusals(self, name: str) -> list[Refusal]:
@@ -505,6 +543,7 @@ class DockerRuntime:
         self.cli.run_raw(["rm", "--force", "--volumes", name])
         slug = slug_of_vm(name)
         if slug is not None:
+            docker_proxy.remove_proxy(self.cli, slug)
             docker_netfilter.remove_network(self.cli, slug)
 
     def _tolerate_not_running(self, args: list[str], timeout_s: float | None) -> None:
@@ -538,6 +577,12 @@ class DockerRuntime:
 
 
 _RETRY_HINT = "Run the command again; if it keeps failing, check `opencode-sandbox doctor`."
+
+
+def _proxy_policy(document: Mapping[str, Any]) -> object | None:
+    """The container's network policy when it sends its traffic through the egress proxy."""
+    policy = docker_netfilter.policy_of_label(labels_of(document).get(docker_netfilter.LABEL_NETWORK_POLICY))
+    return policy if policy is not None and needs_proxy(policy) else None
 
 
 def _is_tool_reference(reference: str) -> bool:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.digest import sha256
-from opencode_sandbox.core.egress import EgressPolicy, parse_profile, parse_rule
+from opencode_sandbox.core.egress import EgressPolicy, IpAddress, policy_of_document
 from opencode_sandbox.core.naming import LABEL_CONTENT_HASH, LABEL_KIND, LABEL_MANAGED, LABEL_PREFIX, LABEL_SLUG, TOOL
 from opencode_sandbox.engine.command import DockerCli, DockerFailed, first_line
 from opencode_sandbox.errors import BootFailed
@@ -55,14 +55,7 @@ def policy_label(policy: EgressPolicy) -> str:
 
 
 def policy_of_label(text: str | None) -> EgressPolicy | None:
-    if not text:
-        return None
-    document = json.loads(text)
-    return EgressPolicy(
-        parse_profile(document["profile"]),
-        tuple(parse_rule(rule) for rule in document["allow"]),
-        tuple(parse_rule(rule) for rule in document["deny"]),
-    )
+    return policy_of_document(json.loads(text)) if text else None
 
 
 def _network(cli: DockerCli, name: str) -> dict[str, Any] | None:
@@ -146,10 +139,12 @@ def refusals(cli: DockerCli, images: DockerImageEngine, container: str) -> list[
     return refusals_of_listing(listing, datetime.now(UTC))
 
 
-def apply_policy(cli: DockerCli, images: DockerImageEngine, container: str, policy: EgressPolicy) -> None:
+def apply_policy(cli: DockerCli, images: DockerImageEngine, container: str, policy: EgressPolicy,
+                 proxy: IpAddress | None = None) -> None:
     """Install `policy` into the running `container`'s network namespace; BootFailed when it
-    cannot (the caller then stops the VM: it never runs with an open network by mistake)."""
-    ruleset = nft_ruleset(policy, host_public_addresses(), host_resolvers())
+    cannot (the caller then stops the VM: it never runs with an open network by mistake).
+    `proxy`: the address of the project's egress proxy, for a policy that needs one."""
+    ruleset = nft_ruleset(policy, host_public_addresses(), host_resolvers(), proxy)
     if ruleset is None:
         return
     image = ensure_netfilter_image(cli, images)

@@ -8,9 +8,12 @@ in a set `network log` reads. Replies of connections that reach the VM (the publ
 serve`) pass as established traffic. Docker's embedded DNS server (127.0.0.11, on the loopback)
 answers under `public` and is refused under `none`.
 
-What nftables cannot judge, a host name in a rule, the `allowlist` profile and secrets (a value
-put into requests on their way out), needs a proxy the docker runtime does not have yet:
-`docker_refusal` says so, and the VM is never started with the rule ignored.
+What nftables cannot judge, a host name in a rule and the `allowlist` profile, goes through the
+project's proxy container (`docker_proxy`): the VM's ruleset then lets it reach the proxy's port
+and the address ranges its rules allow, and nothing else, Docker's DNS included (the proxy
+resolves names, the VM none). The proxy's own namespace gets `proxy_side_policy`: whatever name
+it is allowed to reach, a private address or the host stays out of reach. Secrets (a value put
+into requests on their way out) are still refused on docker: `docker_refusal` says so.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from opencode_sandbox.runtime.types import Refusal
 
 TABLE = "opencode_sandbox"
 DOCKER_DNS = "127.0.0.11"
+PROXY_PORT = 8080
 UNENFORCEABLE_HINT = ("use the microsandbox runtime (`--runtime microsandbox`), which enforces every network "
                       "policy, or set `network: all` to run without restriction")
 SECRETS_HINT = ("use the microsandbox runtime (`--runtime microsandbox`), which keeps each secret's value on the "
@@ -43,40 +47,56 @@ def docker_refusal(policy: EgressPolicy, privileged: bool = False) -> UsageError
     if privileged and policy.profile is not Profile.ALL:
         return UsageError(f"a Docker-in-Docker image runs privileged: the {policy.profile.value} network profile "
                           "cannot hold it", hint=UNENFORCEABLE_HINT)
-    if policy.profile is Profile.ALLOWLIST:
-        return UsageError("the allowlist network profile is not available on the docker runtime yet",
-                          hint=UNENFORCEABLE_HINT)
     if policy.secrets:
         return UsageError(f"secrets ({', '.join(secret.name for secret in policy.secrets)}) are not available on "
                           "the docker runtime yet: nothing there could keep their values out of the VM",
                           hint=SECRETS_HINT)
-    named = [rule.text for rule in (*policy.allow, *policy.deny) if rule.network is None]
-    if named:
-        return UsageError(f"egress rules that name hosts ({', '.join(named)}) are not available on the docker "
-                          "runtime yet; it enforces address ranges only", hint=UNENFORCEABLE_HINT)
     return None
 
 
+def needs_proxy(policy: EgressPolicy) -> bool:
+    """Whether the VM's traffic goes through the project's proxy: `allowlist`, or a rule naming a
+    host, under any profile that lets something out."""
+    return policy.profile is not Profile.NONE and (policy.profile is Profile.ALLOWLIST or policy.names_hosts)
+
+
+def proxy_side_policy(policy: EgressPolicy) -> EgressPolicy:
+    """What the proxy's own network namespace enforces for the VM's `policy`: the address rules,
+    and no private range or host address under every profile but `all`."""
+    return EgressPolicy(Profile.ALL if policy.profile is Profile.ALL else Profile.PUBLIC,
+                        _addressed(policy.allow), _addressed(policy.deny))
+
+
 def nft_ruleset(policy: EgressPolicy, host_addresses: Iterable[IpAddress] = (),
-                resolvers: Iterable[IpAddress] = ()) -> str | None:
+                resolvers: Iterable[IpAddress] = (), proxy: IpAddress | None = None) -> str | None:
     """The `nft -f` input that replaces this tool's table with `policy`; None when nothing is
     filtered (`all` without deny rules). `host_addresses`: the host's own public addresses, out of
     reach under `public` (its private ones are in the private ranges already). `resolvers`: the
     DNS servers Docker's embedded DNS forwards the VM's lookups to, reachable on port 53 under
-    `public` wherever they are."""
+    `public` wherever they are. `proxy`: the proxy's address, which a policy that `needs_proxy`
+    must be given (the VM then reaches no resolver: the proxy resolves names)."""
     refusal = docker_refusal(policy)
     if refusal is not None:
         raise refusal
-    if policy.profile is Profile.ALL and not policy.deny:
+    through_proxy = needs_proxy(policy)
+    if through_proxy and proxy is None:
+        raise ValueError("a policy that needs the proxy needs its address")
+    if policy.profile is Profile.ALL and not policy.deny and not through_proxy:
         return None
-    output = [f"oifname \"lo\" ip daddr {DOCKER_DNS} goto refuse4"] if policy.profile is Profile.NONE else []
+    allow, deny = _addressed(policy.allow), _addressed(policy.deny)
+    no_dns = policy.profile is Profile.NONE or through_proxy
+    output = [f"oifname \"lo\" ip daddr {DOCKER_DNS} goto refuse4"] if no_dns else []
     output += ['oifname "lo" accept', "ct state established,related accept"]
-    output += [_rule_line(rule, "goto " + _REFUSE[_version(rule)]) for rule in policy.deny]
+    output += [_rule_line(rule, "goto " + _REFUSE[_version(rule)]) for rule in deny]
     if policy.profile is Profile.NONE:
         output += ["meta nfproto ipv4 goto refuse4", "meta nfproto ipv6 goto refuse6"]
     else:
-        output += [_rule_line(rule, "accept") for rule in policy.allow]
-    if policy.profile is Profile.PUBLIC:
+        output += [_rule_line(rule, "accept") for rule in allow]
+    if through_proxy:
+        assert proxy is not None
+        output += [f"{_FAMILY[proxy.version]} daddr {proxy} tcp dport {PROXY_PORT} accept",
+                   "meta nfproto ipv4 goto refuse4", "meta nfproto ipv6 goto refuse6"]
+    elif policy.profile is Profile.PUBLIC:
         output += [f"{_FAMILY[server.version]} daddr {server} meta l4proto {{ tcp, udp }} th dport 53 accept"
                    for server in sorted(set(resolvers), key=lambda address: (address.version, int(address)))]
         output += ["ip daddr @host4 goto refuse4", "ip6 daddr @host6 goto refuse6",
@@ -100,6 +120,11 @@ def nft_ruleset(policy: EgressPolicy, host_addresses: Iterable[IpAddress] = (),
         "}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _addressed(rules: tuple[EgressRule, ...]) -> tuple[EgressRule, ...]:
+    """The rules nftables judges: address ranges (a host name is the proxy's to judge)."""
+    return tuple(rule for rule in rules if rule.network is not None)
 
 
 def _set(name: str, kind: str, elements: list[str]) -> str:
@@ -144,7 +169,7 @@ def refusals_of_listing(listing: str, now: datetime) -> list[Refusal]:
 
 
 def _version(rule: EgressRule) -> int:
-    assert rule.network is not None  # docker_refusal keeps named rules out
+    assert rule.network is not None  # only address rules reach nftables
     return rule.network.version
 
 

@@ -44,6 +44,10 @@ class SandboxSpec(Record):
     them on the host, and it can write what they own. None leaves the image's `dev` as it is."""
     network: EgressPolicy | None = None
     """Where the sandbox may connect; None leaves the runtime's own default."""
+    ca_certificates: tuple[bytes, ...] = ()
+    """PEM CA certificates trusted for outbound connections besides the public ones (the host's
+    added ones and `extra-ca-certificates`): the docker runtime's egress proxy verifies servers
+    with them."""
 
 
 class SandboxInfo(Record):
@@ -53,6 +57,9 @@ class SandboxInfo(Record):
     created_at: datetime | None
     last_activity_at: datetime | None
     labels: Mapping[str, str] = {}
+    repair: str = ""
+    """What a running sandbox lacks that starting it again restores (the docker runtime's
+    egress proxy died, say); empty when nothing."""
 
 
 class VolumeInfo(Record):

@@ -131,7 +131,7 @@ def check_project_home(runtime: Runtime, vm: str, volume: str | None) -> Check |
 
 def check_network(policy: EgressPolicy, runtime: RuntimeKind, dind: bool = False) -> Check:
     """The project's effective network policy, and whether the runtime enforces it."""
-    from opencode_sandbox.runtime.nft_ruleset import docker_refusal
+    from opencode_sandbox.runtime.nft_ruleset import docker_refusal, needs_proxy
 
     described = policy.describe()
     refusal = docker_refusal(policy, dind) if runtime is RuntimeKind.DOCKER else None
@@ -142,7 +142,13 @@ def check_network(policy: EgressPolicy, runtime: RuntimeKind, dind: bool = False
         return Check("network", False, f"{described}: no restriction, the VM reaches this host and its network",
                      "set `network: public` to keep private ranges and this host out of reach",
                      required_for=frozenset(), of_project=True)
-    enforcer = "msb's policy engine" if runtime is RuntimeKind.MICROSANDBOX else "nftables in the VM's network"
+    if runtime is RuntimeKind.MICROSANDBOX:
+        enforcer = "msb's policy engine"
+    elif needs_proxy(policy):
+        enforcer = ("the project's egress proxy (mitmproxy): only HTTP(S) through it and the address ranges "
+                    "allowed leave the VM")
+    else:
+        enforcer = "nftables in the VM's network"
     return Check("network", True, f"{described} (enforced by {enforcer})", of_project=True)
 
 

@@ -208,7 +208,23 @@ class RunLifecycle:
             published_ports=(daemon_control.DAEMON_PORT,),
             dev_identity=dev_identity,
             network=settings.egress_policy,
+            ca_certificates=self._proxy_certificates(),
         )
+
+    def _proxy_certificates(self) -> tuple[bytes, ...]:
+        """The CAs the docker runtime's egress proxy trusts for servers, when the policy needs
+        the proxy: the same ones runner images trust."""
+        settings = self.app.settings
+        if settings.runtime is not RuntimeKind.DOCKER:
+            return ()
+        from opencode_sandbox.runtime.nft_ruleset import needs_proxy
+
+        if not needs_proxy(settings.egress_policy):
+            return ()
+        from opencode_sandbox.images.certificates import collect_ca_certificates
+
+        return tuple(certificate.pem for certificate in
+                     collect_ca_certificates(settings.trust_host_ca, settings.extra_ca_certificates))
 
     def _plan(self, existing: SandboxInfo | None, spec: SandboxSpec, image: ReadyImage) -> VmPlan:
         labels = existing.labels if existing else {}
@@ -294,6 +310,9 @@ class RunLifecycle:
         runtime = self.app.runtime
         self.console.verbose(f"VM {self.vm}: {plan.action.value} ({plan.reason})")
         if plan.action is VmAction.CONNECT:
+            if existing is not None and existing.repair:
+                self.console.info(f"{self.vm} is running, but {existing.repair}: starting it again.")
+                vm_boot.start(runtime, self.console, self.vm)
             return False
         if plan.action is VmAction.WAIT and self._wait_running():
             return False

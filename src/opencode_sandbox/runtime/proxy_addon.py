@@ -1,0 +1,82 @@
+"""The mitmproxy addon of the docker runtime's egress proxy. It runs inside the proxy container
+(`docker_proxy` copies it there, with `core/egress.py`), never in this tool's own process.
+
+Every CONNECT and every plain or decrypted request is judged by `EgressPolicy.judge_resolved`,
+the same decision the rest of the tool makes: a refused one gets an HTTP 403 at once, whose JSON
+body names the policy, and one JSON line on the proxy's output (its `docker logs`).
+
+The policy arrives as JSON in `OPENCODE_SANDBOX_EGRESS_POLICY` (it holds no secret). Values
+that must never touch a disk arrive later through `docker exec -i` into the tmpfs `RUN_DIR`,
+which only the proxy's user can read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import os
+import socket
+import sys
+import time
+from typing import Any
+
+from mitmproxy import http
+
+from opencode_sandbox.core.egress import EgressPolicy, IpAddress, Verdict, address_of, policy_of_document
+
+POLICY_VARIABLE = "OPENCODE_SANDBOX_EGRESS_POLICY"
+RUN_DIR = "/run/opencode-sandbox"
+"""A tmpfs of the proxy's user, for what the proxy is told at run time."""
+RESOLVE_TIMEOUT_S = 10.0
+
+
+class EgressPolicyAddon:
+    def __init__(self, document: dict[str, Any]) -> None:
+        self.policy: EgressPolicy = policy_of_document(document)
+        self.host_addresses: frozenset[IpAddress] = frozenset(
+            ipaddress.ip_address(text) for text in document.get("host_addresses", []))
+
+    async def http_connect(self, flow: http.HTTPFlow) -> None:
+        await self._judge(flow)
+
+    async def request(self, flow: http.HTTPFlow) -> None:
+        if flow.response is None:
+            await self._judge(flow)
+
+    async def _judge(self, flow: http.HTTPFlow) -> None:
+        host, port = flow.request.host, flow.request.port
+        verdict = self.policy.judge(host, address_of(host), port, self.host_addresses)
+        if verdict.allowed:
+            verdict = self.policy.judge_resolved(host, await _resolve(host, port), port, self.host_addresses)
+        if not verdict.allowed:
+            _refuse(flow, host, port, verdict)
+
+
+async def _resolve(host: str, port: int) -> list[IpAddress]:
+    """The addresses `host` resolves to; none when it does not (the connection then fails upstream)."""
+    literal = address_of(host)
+    if literal is not None:
+        return [literal]
+    try:
+        found = await asyncio.wait_for(
+            asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM), RESOLVE_TIMEOUT_S)
+    except (TimeoutError, OSError):
+        return []
+    return [ipaddress.ip_address(str(entry[4][0]).split("%", 1)[0]) for entry in found]
+
+
+def _refuse(flow: http.HTTPFlow, host: str, port: int, verdict: Verdict) -> None:
+    message = f"opencode-sandbox network policy: {host}:{port} is not allowed ({verdict.reason})"
+    body = {"error": "network_policy_denied", "host": host, "port": port, "reason": verdict.reason,
+            "message": message}
+    flow.response = http.Response.make(403, json.dumps(body) + "\n", {
+        "Content-Type": "application/json", "Connection": "close", "Cache-Control": "no-store",
+        "X-Opencode-Sandbox-Policy": "denied",
+    })
+    line = {"t": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "event": "denied", "host": host,
+            "port": port, "reason": verdict.reason}
+    print(json.dumps(line), file=sys.stdout, flush=True)
+
+
+addons = [EgressPolicyAddon(json.loads(os.environ.get(POLICY_VARIABLE, "{}")))]

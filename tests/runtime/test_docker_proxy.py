@@ -1,0 +1,142 @@
+"""The docker runtime's egress proxy: its image's content, its container's arguments, what the VM
+is given, and the addon's decisions (run against a stand-in for mitmproxy's `http` module, from
+the very files the image holds)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import ipaddress
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import pytest
+
+import opencode_sandbox
+from opencode_sandbox.core.egress import EgressPolicy, Profile, parse_rule, policy_of_document
+from opencode_sandbox.runtime import docker_proxy
+from opencode_sandbox.runtime.docker_args import run_args
+from opencode_sandbox.runtime.types import SandboxSpec
+
+PACKAGE = Path(opencode_sandbox.__file__).parent
+POLICY = EgressPolicy(Profile.ALLOWLIST, (parse_rule("pub.example.test"), parse_rule("lan.example.test"),
+                                          parse_rule("203.0.113.0/24:8080")), (parse_rule("*.evil.example"),))
+
+
+def test_the_vm_sends_its_traffic_to_the_proxy_in_both_spellings() -> None:
+    environment = docker_proxy.proxy_environment()
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
+        assert environment[name] == "http://opencode-sandbox-proxy:8080"
+    assert environment["NO_PROXY"] == environment["no_proxy"] == "localhost,127.0.0.1"
+
+
+def test_the_vm_finds_the_proxy_in_its_hosts_file() -> None:
+    spec = SandboxSpec(name="opencode-sandbox-vm-x", image="img", cpus=1, memory_mib=512)
+    args = run_args(spec, {}, privileged=False, network="net", hosts={docker_proxy.PROXY_HOST: "172.30.0.2"})
+    assert args[args.index("--add-host") + 1] == "opencode-sandbox-proxy:172.30.0.2"
+    assert "--add-host" not in run_args(spec, {}, privileged=False, network="net")
+
+
+def test_the_image_holds_the_policy_module_itself_and_the_certificates_it_is_given() -> None:
+    files = docker_proxy.image_files([b"pem-a", b"pem-b", b"pem-a"])
+    assert files["lib/opencode_sandbox/core/egress.py"] == (PACKAGE / "core" / "egress.py").read_bytes()
+    assert files["lib/proxy_addon.py"] == (PACKAGE / "runtime" / "proxy_addon.py").read_bytes()
+    assert sorted(data for path, data in files.items() if path.startswith("ca-certificates/")) == [b"pem-a", b"pem-b"]
+    assert "mitmproxy==12.3.1" in files["Dockerfile"].decode()
+    reference = docker_proxy.image_reference(files)
+    assert reference.startswith("opencode-sandbox/egress-proxy:")
+    assert docker_proxy.image_reference(docker_proxy.image_files([b"pem-a"])) != reference
+    assert docker_proxy.image_reference(docker_proxy.image_files([b"pem-b", b"pem-a"])) == reference
+
+
+def test_the_proxy_runs_without_capabilities_and_takes_its_policy_from_its_environment() -> None:
+    args = docker_proxy._run_args("slug-0123456789abcd", "opencode-sandbox/egress-proxy:x", "net", "cfg")
+    assert args[args.index("--cap-drop") + 1] == "ALL" and "--read-only" in args
+    assert f"{docker_proxy.RUN_DIR}:mode=0700,uid=10080,gid=10080,size=1m" in args
+    assert "type=volume,source=opencode-sandbox-proxy-ca-slug-0123456789abcd,target=/var/lib/mitmproxy" in args
+    assert args[args.index("--env") + 1] == docker_proxy.POLICY_VARIABLE, "a bare name: the value is no argument"
+    assert "org.opencode-sandbox.kind=proxy" in args and "org.opencode-sandbox.slug=slug-0123456789abcd" in args
+    document = json.loads(docker_proxy.proxy_policy_document(POLICY, [ipaddress.ip_address("198.51.100.7")]))
+    assert policy_of_document(document) == POLICY and document["host_addresses"] == ["198.51.100.7"]
+
+
+class Flow:
+    def __init__(self, host: str, port: int) -> None:
+        self.request = SimpleNamespace(host=host, port=port)
+        self.response: Any = None
+
+
+@pytest.fixture
+def addon_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    """The addon as the image holds it, importing the image's copy of the policy module."""
+    for path, data in docker_proxy.image_files([]).items():
+        if path.startswith("lib/"):
+            target = tmp_path / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+    stand_in = ModuleType("mitmproxy")
+    http = ModuleType("mitmproxy.http")
+
+    class Response:
+        @staticmethod
+        def make(status: int, body: str, headers: dict[str, str]) -> SimpleNamespace:
+            return SimpleNamespace(status_code=status, body=body, headers=headers)
+
+    http.Response = Response  # type: ignore[attr-defined]
+    stand_in.http = http  # type: ignore[attr-defined]
+    document = json.loads(docker_proxy.proxy_policy_document(POLICY, []))
+    monkeypatch.setenv(docker_proxy.POLICY_VARIABLE, json.dumps(document))
+    saved = {name: module for name, module in sys.modules.items() if name.startswith("opencode_sandbox")}
+    for name in saved:
+        del sys.modules[name]
+    monkeypatch.setitem(sys.modules, "mitmproxy", stand_in)
+    monkeypatch.setitem(sys.modules, "mitmproxy.http", http)
+    monkeypatch.syspath_prepend(str(tmp_path / "lib"))
+    try:
+        module = importlib.import_module("proxy_addon")
+        assert module.EgressPolicyAddon.__module__ == "proxy_addon"
+        copied = tmp_path / "lib/opencode_sandbox/core/egress.py"
+        assert sys.modules["opencode_sandbox.core.egress"].__file__ == str(copied)
+        yield module
+    finally:
+        for name in [name for name in sys.modules if name.startswith("opencode_sandbox") or name == "proxy_addon"]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+
+
+def judged(module: ModuleType, host: str, port: int, resolved: list[str],
+           monkeypatch: pytest.MonkeyPatch, hook: str = "http_connect") -> Any:
+    async def resolve(name: str, _port: int) -> list[Any]:
+        return [ipaddress.ip_address(address) for address in resolved]
+
+    monkeypatch.setattr(module, "_resolve", resolve)
+    flow = Flow(host, port)
+    asyncio.run(getattr(module.addons[0], hook)(flow))
+    return flow.response
+
+
+def test_the_addon_lets_through_what_the_policy_allows(addon_module: ModuleType,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    assert judged(addon_module, "pub.example.test", 443, ["198.51.100.10"], monkeypatch) is None
+    assert judged(addon_module, "203.0.113.9", 8080, [], monkeypatch, hook="request") is None
+
+
+def test_the_addon_refuses_with_a_403_naming_the_policy(addon_module: ModuleType, capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    for host, port, resolved, reason in [
+        ("other.example", 443, ["93.184.216.34"], "not in egress-allow"),
+        ("x.evil.example", 443, ["93.184.216.34"], "egress-deny *.evil.example"),
+        ("203.0.113.9", 22, [], "not in egress-allow"),
+        ("lan.example.test", 8080, ["10.20.30.40"], "lan.example.test resolves to 10.20.30.40, a private address"),
+    ]:
+        response = judged(addon_module, host, port, resolved, monkeypatch)
+        assert response is not None and response.status_code == 403, host
+        body = json.loads(response.body)
+        assert body["error"] == "network_policy_denied" and reason in body["reason"]
+        assert body["message"].startswith(f"opencode-sandbox network policy: {host}:{port} is not allowed")
+        logged = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert logged["event"] == "denied" and logged["host"] == host
