@@ -321,9 +321,27 @@ def test_allowlist_goes_through_the_proxy_and_lets_out_only_what_it_names(
     holds()
     assert ca in docker("exec", project.vm, "cat", VM_CA_BUNDLE, check=True).stdout, "the CA outlived the proxy"
 
+    # Allowed by address instead: a policy change recreates the VM, and the proxy with it.
+    project.env["OPENCODE_SANDBOX_EGRESS_ALLOW"] = public.address
+    changed = project.shell("true")
+    assert changed.returncode == 0, changed.stderr
+    connect(project, private, public)
+    serve_proxy(project, private, public)
+    assert fetch(project, public.url)[0] == "hello", "an allowed address answers through the proxy"
+    assert "not in egress-allow" in refused_by_policy(project, public.named_url), "its name is not allowed"
+    assert "not in egress-allow" in refused_by_policy(project, private.url)
+    refused_fast(project, private.url + "direct", "--noproxy", "*")
+
     stopped = project.cli("stop")
     assert stopped.returncode == 0, stopped.stderr
     assert proxy_state(project).startswith("exited"), "the proxy stops with the VM"
+    restarted = project.shell("true")
+    assert restarted.returncode == 0, restarted.stderr
+    assert proxy_state(project).startswith("running"), "the proxy starts before the VM"
+    assert fetch(project, public.url)[0] == "hello"
+    killed = project.cli("kill")
+    assert killed.returncode == 0, killed.stderr
+    assert proxy_state(project).startswith("exited"), "the proxy is killed with the VM"
     removed = project.cli("stop", "-f")
     assert removed.returncode == 0, removed.stderr
     labelled = f"label={LABEL_SLUG}={project.slug}"

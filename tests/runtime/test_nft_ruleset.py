@@ -76,7 +76,7 @@ PROXY = ipaddress.ip_address("172.30.0.2")
 @pytest.mark.parametrize("policy", [
     EgressPolicy(Profile.ALLOWLIST),
     EgressPolicy(Profile.PUBLIC, deny=(parse_rule("evil.example.com"),)),
-    EgressPolicy(Profile.ALL, allow=(parse_rule("*.example.com:443"),)),
+    EgressPolicy(Profile.ALL, deny=(parse_rule("*.example.com:443"),)),
 ])
 def test_what_nftables_cannot_judge_goes_through_the_proxy(policy: EgressPolicy) -> None:
     assert needs_proxy(policy) and docker_refusal(policy) is None
@@ -118,6 +118,15 @@ def test_none_needs_no_proxy_whatever_its_rules_name() -> None:
     ruleset = nft_ruleset(policy)
     assert ruleset is not None and "example.com" not in ruleset
     assert not needs_proxy(EgressPolicy(Profile.PUBLIC, (parse_rule("10.1.0.0/16"),)))
+
+
+def test_a_named_allow_rule_needs_no_proxy_where_public_names_are_allowed_already() -> None:
+    rules = (parse_rule("api.example.com"), parse_rule("10.1.0.0/16"))
+    assert not needs_proxy(EgressPolicy(Profile.ALL, rules)) and nft_ruleset(EgressPolicy(Profile.ALL, rules)) is None
+    policy = EgressPolicy(Profile.PUBLIC, rules)
+    assert not needs_proxy(policy)
+    ruleset = nft_ruleset(policy)
+    assert ruleset is not None and "example.com" not in ruleset and "ip daddr 10.1.0.0/16 accept" in ruleset
 
 
 @pytest.mark.parametrize("profile", [Profile.PUBLIC, Profile.ALL])

@@ -60,7 +60,8 @@ RUN update-ca-certificates
 ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 RUN python3 -m venv /opt/mitmproxy && /opt/mitmproxy/bin/pip install "mitmproxy=={MITMPROXY_VERSION}" \\
  && /opt/mitmproxy/bin/mitmdump --version
-RUN useradd --uid {PROXY_UID} --user-group --home-dir {CONFDIR} --create-home mitmproxy
+RUN useradd --uid {PROXY_UID} --user-group --home-dir {CONFDIR} --no-create-home --shell /usr/sbin/nologin mitmproxy \
+ && install -d -m 0700 -o mitmproxy -g mitmproxy {CONFDIR}
 COPY lib/ {LIB_DIR}/
 ENV PYTHONPATH={LIB_DIR} PYTHONDONTWRITEBYTECODE=1
 USER mitmproxy

@@ -55,9 +55,13 @@ def docker_refusal(policy: EgressPolicy, privileged: bool = False) -> UsageError
 
 
 def needs_proxy(policy: EgressPolicy) -> bool:
-    """Whether the VM's traffic goes through the project's proxy: `allowlist`, or a rule naming a
-    host, under any profile that lets something out."""
-    return policy.profile is not Profile.NONE and (policy.profile is Profile.ALLOWLIST or policy.names_hosts)
+    """Whether the VM's traffic goes through the project's proxy: under `allowlist`, and under
+    `public` or `all` when a deny rule names a host. (An allow rule naming a host changes nothing
+    there: public names are allowed already, and a name that resolves to a private address stays
+    refused under `public`.)"""
+    if policy.profile is Profile.ALLOWLIST:
+        return True
+    return policy.profile is not Profile.NONE and any(rule.network is None for rule in policy.deny)
 
 
 def proxy_side_policy(policy: EgressPolicy) -> EgressPolicy:
