@@ -350,3 +350,25 @@ def test_allowlist_goes_through_the_proxy_and_lets_out_only_what_it_names(
     volumes = docker("volume", "ls", "--format", "{{.Name}}", "--filter", labelled).stdout.split()
     assert ca_volume_name(project.slug) not in volumes
     assert all(volume.startswith(f"opencode-sandbox-home-{project.slug}-") for volume in volumes), volumes
+
+
+def test_public_with_a_denied_name_goes_through_the_proxy_and_keeps_private_addresses_out(
+    project: Project, servers: tuple[Server, Server], proxy_images_removed_after: None,
+    netfilter_image_removed_after: None,
+) -> None:
+    private, public = servers
+    project.env["OPENCODE_SANDBOX_EGRESS_DENY"] = public.name
+    booted = project.shell("true")
+    assert booted.returncode == 0, booted.stderr
+    connect(project, private, public)
+    serve_proxy(project, private, public)
+
+    assert fetch(project, public.url)[0] == "hello", "a public address answers through the proxy"
+    denied = refused_by_policy(project, public.named_url)
+    assert f"egress-deny {public.name}" in denied, denied
+    privately = refused_by_policy(project, private.named_url)
+    assert "a private address" in privately, privately
+    assert "a private address" in refused_by_policy(project, private.url)
+    refused_fast(project, public.url + "direct", "--noproxy", "*")
+    logged = docker("logs", proxy_name(project.slug)).stdout
+    assert f'"host": "{public.name}"' in logged and '"event": "denied"' in logged, logged
