@@ -60,6 +60,9 @@ def test_the_proxy_runs_without_capabilities_and_takes_its_policy_from_its_envir
     assert "type=volume,source=opencode-sandbox-proxy-ca-slug-0123456789abcd,target=/var/lib/mitmproxy" in args
     assert args[args.index("--env") + 1] == docker_proxy.POLICY_VARIABLE, "a bare name: the value is no argument"
     assert "org.opencode-sandbox.kind=proxy" in args and "org.opencode-sandbox.slug=slug-0123456789abcd" in args
+    assert "ssl_verify_upstream_trusted_ca=/etc/ssl/certs/ca-certificates.crt" in args, \
+        "servers are verified with the system bundle, which holds the certificates the image was given"
+    assert "update-ca-certificates" in docker_proxy.DOCKERFILE
     document = json.loads(docker_proxy.proxy_policy_document(POLICY, [ipaddress.ip_address("198.51.100.7")]))
     assert policy_of_document(document) == POLICY and document["host_addresses"] == ["198.51.100.7"]
 

@@ -107,3 +107,16 @@ def test_all_is_said_aloud_at_every_start_and_dind_is_refused_on_docker(tmp_path
     with pytest.raises(UsageError, match="Docker-in-Docker"):
         lifecycle(RuntimeKind.DOCKER, tmp_path, dind="true")._doctor()
     lifecycle(RuntimeKind.DOCKER, tmp_path, dind="true", network="all")._doctor()
+
+
+CA = ("-----BEGIN CERTIFICATE-----\nMAMCAQA=\n-----END CERTIFICATE-----\n")
+
+
+def test_the_docker_proxy_is_given_the_extra_certificates_only_when_the_policy_needs_it(tmp_path: Path) -> None:
+    extra = tmp_path / "corporate.pem"
+    extra.write_text(CA)
+    flags = {"trust-host-ca": "false", "extra-ca-certificates": str(extra)}
+    proxied = lifecycle(RuntimeKind.DOCKER, tmp_path, network="allowlist", **flags)._spec(IMAGE, HOME)
+    assert proxied.ca_certificates == (CA.encode(),)
+    for runtime, network in ((RuntimeKind.DOCKER, "public"), (RuntimeKind.MICROSANDBOX, "allowlist")):
+        assert lifecycle(runtime, tmp_path, network=network, **flags)._spec(IMAGE, HOME).ca_certificates == ()
