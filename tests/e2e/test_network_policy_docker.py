@@ -19,8 +19,11 @@ from collections.abc import Iterator
 import pytest
 
 from opencode_sandbox.core.naming import LABEL_SLUG
+from opencode_sandbox.core.prune_plan import ArtifactKind, Removal
 from opencode_sandbox.runtime.docker_netfilter import NETFILTER_IMAGE, network_name
 from opencode_sandbox.runtime.docker_proxy import PROXY_REPOSITORY, VM_CA_BUNDLE, ca_volume_name, proxy_name
+from opencode_sandbox.services.prune import apply_plan
+from opencode_sandbox.state.store import StateStore
 from tests.e2e.harness import Project, ServeOnly, Tmux, cli_command, docker, status_of
 from tests.e2e.test_clients_and_idle_stop import ATTACHED_SCREEN
 from tests.fixtures.images import RunnerBase
@@ -372,3 +375,18 @@ def test_public_with_a_denied_name_goes_through_the_proxy_and_keeps_private_addr
     refused_fast(project, public.url + "direct", "--noproxy", "*")
     logged = docker("logs", proxy_name(project.slug)).stdout
     assert f'"host": "{public.name}"' in logged and '"event": "denied"' in logged, logged
+
+    # What `prune` carries out for this project's stale VM and home volume (its plan would take
+    # every stale VM of the shared engine): the proxy and its CA volume go with the VM.
+    stopped = project.cli("stop")
+    assert stopped.returncode == 0, stopped.stderr
+    assert proxy_state(project).startswith("exited")
+    plan = [Removal(ArtifactKind.VM, project.vm, "stale", project.slug),
+            *(Removal(ArtifactKind.HOME_VOLUME, volume, "stale", project.slug) for volume in project.home_volumes())]
+    warnings: list[str] = []
+    outcome = apply_plan(plan, project.backend(), None, StateStore(project.paths.state_dir), warnings.append)
+    assert outcome.removed == plan and not warnings
+    labelled = f"label={LABEL_SLUG}={project.slug}"
+    assert docker("ps", "--all", "--quiet", "--filter", labelled).stdout.strip() == ""
+    assert docker("network", "ls", "--quiet", "--filter", labelled).stdout.strip() == ""
+    assert docker("volume", "ls", "--quiet", "--filter", labelled).stdout.strip() == ""
