@@ -12,9 +12,11 @@ import json
 import random
 import re
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -355,8 +357,36 @@ def test_allowlist_goes_through_the_proxy_and_lets_out_only_what_it_names(
     assert all(volume.startswith(f"opencode-sandbox-home-{project.slug}-") for volume in volumes), volumes
 
 
+TLS_SERVER = ("require('https').createServer({key: require('fs').readFileSync('/tls/key.pem'), "
+              "cert: require('fs').readFileSync('/tls/cert.pem')}, (q, s) => s.end('hello')).listen(8443)")
+
+
+@pytest.fixture
+def tls_server(servers: tuple[Server, Server], unique: str, tmp_path: Path,
+               runner_base_image: RunnerBase) -> Iterator[str]:
+    """An HTTPS server beside the public one, with a certificate no one trusts; its name."""
+    public = servers[1]
+    name = f"tls.{unique}.test"
+    folder = tmp_path / "tls"
+    folder.mkdir()
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", f"/CN={name}",
+                    "-addext", f"subjectAltName=DNS:{name}", "-keyout", str(folder / "key.pem"),
+                    "-out", str(folder / "cert.pem")], check=True, capture_output=True)
+    folder.chmod(0o755)
+    (folder / "key.pem").chmod(0o644)
+    address = public.address.rsplit(".", 1)[0] + "." + str(int(public.address.rsplit(".", 1)[1]) + 1)
+    container = f"osb-netpol-tls-srv-{unique}"
+    docker("run", "-d", "--name", container, "--label", f"osb-test={unique}", "--network", public.network,
+           "--ip", address, "--network-alias", name, "--mount", f"type=bind,source={folder},target=/tls,readonly",
+           "--user", "root", "--entrypoint", "node", runner_base_image.result.reference, "-e", TLS_SERVER, check=True)
+    try:
+        yield name
+    finally:
+        docker("rm", "-f", container)
+
+
 def test_public_with_a_denied_name_goes_through_the_proxy_and_keeps_private_addresses_out(
-    project: Project, servers: tuple[Server, Server], proxy_images_removed_after: None,
+    project: Project, servers: tuple[Server, Server], tls_server: str, proxy_images_removed_after: None,
     netfilter_image_removed_after: None,
 ) -> None:
     private, public = servers
@@ -373,6 +403,10 @@ def test_public_with_a_denied_name_goes_through_the_proxy_and_keeps_private_addr
     assert "a private address" in privately, privately
     assert "a private address" in refused_by_policy(project, private.url)
     refused_fast(project, public.url + "direct", "--noproxy", "*")
+    # HTTPS is intercepted: the VM trusts the proxy's certificate for the name (no curl error 60),
+    # and the proxy refuses a server whose certificate nothing it trusts has signed.
+    untrusted, _ = fetch(project, f"https://{tls_server}:8443/", "--write-out", "\nstatus %{http_code}")
+    assert "status 502" in untrusted and "certificate" in untrusted.lower(), untrusted
     logged = docker("logs", proxy_name(project.slug)).stdout
     assert f'"host": "{public.name}"' in logged and '"event": "denied"' in logged, logged
 
