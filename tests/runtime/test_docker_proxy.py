@@ -9,7 +9,7 @@ import importlib
 import ipaddress
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -18,6 +18,8 @@ import pytest
 
 import opencode_sandbox
 from opencode_sandbox.core.egress import EgressPolicy, Profile, parse_rule, policy_of_document
+from opencode_sandbox.engine.command import DockerCli
+from opencode_sandbox.errors import BootFailed
 from opencode_sandbox.runtime import docker_proxy
 from opencode_sandbox.runtime.docker_args import run_args
 from opencode_sandbox.runtime.types import SandboxSpec
@@ -143,3 +145,28 @@ def test_the_addon_refuses_with_a_403_naming_the_policy(addon_module: ModuleType
         assert body["message"].startswith(f"opencode-sandbox network policy: {host}:{port} is not allowed")
         logged = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
         assert logged["event"] == "denied" and logged["host"] == host
+
+
+class Inspected(DockerCli):
+    """Answers every inspection with one container document."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        super().__init__()
+        self.document = document
+
+    def inspect(self, kind: str, names: Sequence[str]) -> list[dict[str, Any]]:
+        return [self.document]
+
+
+def proxy_document(labels: dict[str, str], status: str) -> dict[str, Any]:
+    return {"Name": "/opencode-sandbox-proxy-slug-0123456789abcd", "Config": {"Labels": labels},
+            "State": {"Status": status, "Running": status == "running", "ExitCode": 0}}
+
+
+def test_only_the_projects_own_running_proxy_counts_as_alive() -> None:
+    ours = {"org.opencode-sandbox.managed": "true", "org.opencode-sandbox.slug": "slug-0123456789abcd"}
+    assert docker_proxy.proxy_alive(Inspected(proxy_document(ours, "running")), "slug-0123456789abcd")
+    assert not docker_proxy.proxy_alive(Inspected(proxy_document(ours, "exited")), "slug-0123456789abcd")
+    assert not docker_proxy.proxy_alive(Inspected(proxy_document({}, "running")), "slug-0123456789abcd")
+    with pytest.raises(BootFailed, match="not created by opencode-sandbox"):
+        docker_proxy.stop_proxy(Inspected(proxy_document({}, "running")), "slug-0123456789abcd")

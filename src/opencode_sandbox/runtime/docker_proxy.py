@@ -322,5 +322,10 @@ def _status(document: dict[str, Any] | None) -> SandboxStatus | None:
 
 
 def proxy_alive(cli: DockerCli, slug: str) -> bool:
-    return _status(_owned_proxy(cli, slug)) is SandboxStatus.RUNNING
+    """Whether the project's proxy runs; a container of another owner under its name does not
+    count (starting the VM then says so)."""
+    try:
+        return _status(_owned_proxy(cli, slug)) is SandboxStatus.RUNNING
+    except BootFailed:
+        return False
 
