@@ -57,6 +57,16 @@ def test_dry_run_shows_the_policy_with_the_flag_on_top(project: Path) -> None:
     result = run_cli("--runtime", "docker", "run", "--dry-run", "--network", "none", cwd=project)
     assert result.returncode == 0, result.stderr
     assert "network: none; egress-deny 203.0.113.0/24:22" in result.stdout.splitlines()
+    assert not any(line.startswith("proxy:") for line in result.stdout.splitlines())
+
+
+def test_dry_run_names_the_proxy_when_docker_needs_one(project: Path) -> None:
+    result = run_cli("--runtime", "docker", "run", "--dry-run", "--network", "allowlist", cwd=project)
+    assert result.returncode == 0, result.stderr
+    proxy = [line for line in result.stdout.splitlines() if line.startswith("proxy:")]
+    assert len(proxy) == 1 and "opencode-sandbox-proxy-" in proxy[0] and "(mitmproxy) before the VM" in proxy[0]
+    on_msb = run_cli("--runtime", "microsandbox", "run", "--dry-run", "--network", "allowlist", cwd=project)
+    assert not any(line.startswith("proxy:") for line in on_msb.stdout.splitlines()), on_msb.stdout
 
 
 def test_doctor_shows_the_policy_and_how_docker_enforces_allowlist(project: Path) -> None:

@@ -434,6 +434,13 @@ def describe_plan(app: App, worktree: tuple[str, str | None] | None = None) -> l
     lines.append(f"doctor: check the {app.settings.runtime.value} runtime")
     lines.append(f"network: {app.settings.egress_policy.describe()}")
     lines += [f"secret: {line}" for line in secret_lines(app)]
+    if app.settings.runtime is RuntimeKind.DOCKER:
+        from opencode_sandbox.runtime.docker_proxy import proxy_name
+        from opencode_sandbox.runtime.nft_ruleset import needs_proxy
+
+        if needs_proxy(app.settings.egress_policy):
+            lines.append(f"proxy: create or start {proxy_name(app.project.slug)} (mitmproxy) before the VM; "
+                         "the VM reaches only the proxy")
     version = baked_version(app.paths.state_dir) or "the latest release"
     plan = plan_project_image(
         project_dir=app.project.root, slug=app.project.slug, dind=app.settings.dind,
