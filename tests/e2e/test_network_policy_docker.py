@@ -300,6 +300,14 @@ def test_allowlist_goes_through_the_proxy_and_lets_out_only_what_it_names(
         assert time.monotonic() - started < FAST_S, "a DNS lookup must fail fast"
 
     holds()
+    logged = project.cli("network", "log", "--format", "json")
+    assert logged.returncode == 0, logged.stderr
+    entries = json.loads(logged.stdout)
+    by_proxy = [entry for entry in entries if entry["destination"] == "not-allowed.example.org"]
+    assert [(entry["port"], entry["reason"]) for entry in by_proxy] == [
+        (443, "not in egress-allow (the network profile is allowlist)")], entries
+    to_public = [entry for entry in entries if (entry["destination"], entry["port"]) == (public.address, 8080)]
+    assert len(to_public) == 2, f"through the proxy, and directly (the VM's own rules): {entries}"
     env = docker("exec", "--user", "dev", project.vm, "env", check=True).stdout
     for variable in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
         assert f"{variable}=http://opencode-sandbox-proxy:8080" in env.splitlines(), env

@@ -170,3 +170,19 @@ def test_only_the_projects_own_running_proxy_counts_as_alive() -> None:
     assert not docker_proxy.proxy_alive(Inspected(proxy_document({}, "running")), "slug-0123456789abcd")
     with pytest.raises(BootFailed, match="not created by opencode-sandbox"):
         docker_proxy.stop_proxy(Inspected(proxy_document({}, "running")), "slug-0123456789abcd")
+
+
+def test_the_proxys_refusals_are_read_back_from_its_log_lines() -> None:
+    log = "\n".join([
+        '{"t": "2026-12-01T22:30:00Z", "event": "denied", "host": "evil.example", "port": 443, "reason": "x"}',
+        "[22:30:00.100] HTTP(S) proxy listening at *:8080.",
+        '{"t": "2026-12-01T22:31:00Z", "event": "denied", "host": "evil.example", "port": 443, "reason": "x"}',
+        '{"t": "2026-12-01T22:32:00Z", "event": "denied", "host": "10.1.2.3", "port": 8080, "reason": "y"}',
+        '{"t": "2026-12-01T22:33:00Z", "event": "allowed", "host": "ok.example", "port": 443}',
+        '{"t": "not a time", "event": "denied", "host": "odd.example", "port": 1}',
+    ])
+    found = {(refusal.destination, refusal.port): refusal for refusal in docker_proxy.denials_of_log(log)}
+    assert set(found) == {("evil.example", 443), ("10.1.2.3", 8080)}
+    evil = found[("evil.example", 443)]
+    assert evil.attempts == 2 and evil.protocol == "tcp"
+    assert evil.last_seen is not None and evil.last_seen.isoformat() == "2026-12-01T22:31:00+00:00"

@@ -278,7 +278,11 @@ class DockerRuntime:
         if docker_netfilter.policy_of_label(labels.get(docker_netfilter.LABEL_NETWORK_POLICY)) is None \
                 or not (document.get("State") or {}).get("Running"):
             return []
-        return docker_netfilter.refusals(self.cli, self.images, name)
+        found = docker_netfilter.refusals(self.cli, self.images, name)
+        slug = slug_of_vm(name)
+        if _proxy_policy(document) is not None and slug is not None:
+            found += docker_proxy.denials(self.cli, slug)
+        return found
 
     def host_port(self, name: str, guest_port: int) -> int:
         port = published_host_port(self._owned_container(name), guest_port)

@@ -29,7 +29,7 @@ from opencode_sandbox.engine.command import DockerCli, DockerFailed, first_line
 from opencode_sandbox.errors import BootFailed
 from opencode_sandbox.runtime import docker_netfilter
 from opencode_sandbox.runtime.nft_ruleset import PROXY_PORT, proxy_side_policy
-from opencode_sandbox.runtime.types import SandboxStatus
+from opencode_sandbox.runtime.types import Refusal, SandboxStatus
 
 if TYPE_CHECKING:
     from typing import Any
@@ -280,6 +280,34 @@ def stop_proxy(cli: DockerCli, slug: str, kill: bool = False) -> None:
     except DockerFailed as failure:
         if "is not running" not in failure.stderr:
             raise
+
+
+def denials(cli: DockerCli, slug: str) -> list[Refusal]:
+    """What the project's proxy refused in the last hour, from the lines its addon writes."""
+    if _owned_proxy(cli, slug) is None:
+        return []
+    logged = cli.run_raw(["logs", "--since", "1h", proxy_name(slug)])
+    return denials_of_log(logged.stdout.decode(errors="replace"))
+
+
+def denials_of_log(text: str) -> list[Refusal]:
+    """One refusal per refused host and port, with how often and when last; other lines are skipped."""
+    from datetime import UTC, datetime
+
+    seen: dict[tuple[str, int | None], Refusal] = {}
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+            when = datetime.strptime(entry["t"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+            host, port = str(entry["host"]), entry.get("port")
+        except (ValueError, KeyError, TypeError):
+            continue
+        if entry.get("event") != "denied" or not isinstance(port, int | None):
+            continue
+        earlier = seen.get((host, port))
+        attempts = earlier.attempts + 1 if earlier is not None else 1
+        seen[(host, port)] = Refusal(host, "tcp", port, attempts, when)
+    return list(seen.values())
 
 
 def remove_proxy(cli: DockerCli, slug: str) -> None:
