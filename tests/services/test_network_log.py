@@ -60,7 +60,13 @@ def test_a_stopped_vm_has_nothing_to_show_and_a_missing_one_says_how_to_start(
     fake.refuse(VM, Refusal("10.1.2.3", "tcp", 8080, 1, NOW))
     fake.stop_sandbox(VM)
     name, found = refusals(make_app(fake, tmp_path))
+    assert found is None
+    text = render_refusals(name, found, EgressPolicy(Profile.NONE), "table")
+    assert text.startswith(f"{VM} is stopped: what its network policy refuses is recorded only while it runs")
+    assert render_refusals(name, found, EgressPolicy(Profile.NONE), "json") == "[]"
+
+    fake.start_sandbox(VM)
+    name, found = refusals(make_app(fake, tmp_path))
     assert found == []
     text = render_refusals(name, found, EgressPolicy(Profile.NONE), "table")
     assert text.startswith(f"Nothing refused by {VM}'s network policy (none)")
-    assert render_refusals(name, found, EgressPolicy(Profile.NONE), "json") == "[]"

@@ -17,15 +17,15 @@ from opencode_sandbox.ui.table import local_time, render
 KEPT = "what the policy refused in the last hour while the VM ran (TCP and UDP; the record starts empty at each start)"
 
 
-def refusals(app: App) -> tuple[str, list[Refusal]]:
-    """The project VM's name and its refusals, newest first."""
+def refusals(app: App) -> tuple[str, list[Refusal] | None]:
+    """The project VM's name and its refusals, newest first; None while it is stopped."""
     name = vm_name(app.project.slug)
     info = app.runtime.get_sandbox(name)
     if info is None:
         raise UsageError(f"this project has no VM ({name}), so nothing was refused",
                          hint="start it with `opencode-sandbox`, then look again")
     if not info.status.is_active:
-        return name, []
+        return name, None
     found = app.runtime.refusals(name)
     return name, sorted(found, key=lambda refusal: refusal.last_seen or datetime.min.replace(tzinfo=UTC),
                         reverse=True)
@@ -43,7 +43,11 @@ def why(policy: EgressPolicy, refusal: Refusal) -> str:
     return verdict.reason if not verdict.allowed else "refused by the policy the VM was started with"
 
 
-def render_refusals(name: str, found: Sequence[Refusal], policy: EgressPolicy, output_format: str) -> str:
+def render_refusals(name: str, found: Sequence[Refusal] | None, policy: EgressPolicy, output_format: str) -> str:
+    if found is None:
+        return "[]" if output_format == "json" else (
+            f"{name} is stopped: what its network policy refuses is recorded only while it runs, anew at each "
+            "start. Run the agent again (`opencode-sandbox`) and look while the VM runs.")
     if output_format == "json":
         return json_list(
             {
