@@ -5,13 +5,15 @@ from __future__ import annotations
 import ipaddress
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
+import trustme
 
 from opencode_sandbox.core.egress import EgressPolicy, Profile, parse_rule
 from opencode_sandbox.core.secrets import parse_secrets
 from opencode_sandbox.runtime.msb_cli import locate_msb
-from opencode_sandbox.runtime.msb_network import msb_network_args
+from opencode_sandbox.runtime.msb_network import msb_network_args, upstream_trust_args
 
 RULES = EgressPolicy(
     Profile.PUBLIC,
@@ -112,3 +114,21 @@ def test_the_bundled_msb_refuses_a_rule_it_cannot_read() -> None:
     """The check above can fail: msb names a malformed rule before it looks for the image."""
     error = _msb_create_error(["--net-default-egress", "deny", "--net-rule", "deny@fd00::/8"])
     assert "ambiguous" in error and "image not cached" not in error
+
+
+def test_extra_certificates_verify_intercepted_servers_only() -> None:
+    files = ["/etc/corp/ca.pem", "/home/me/extra.pem", "/etc/corp/ca.pem"]
+    named = ["--tls-upstream-ca-cert", "/etc/corp/ca.pem", "--tls-upstream-ca-cert", "/home/me/extra.pem"]
+    assert upstream_trust_args(EgressPolicy(Profile.ALLOWLIST), files) == named
+    assert upstream_trust_args(EgressPolicy(Profile.PUBLIC, secrets=SECRETS), files) == named
+    assert upstream_trust_args(EgressPolicy(Profile.PUBLIC), files) == []
+    assert upstream_trust_args(EgressPolicy(Profile.ALLOWLIST), []) == []
+
+
+@pytest.mark.msb
+def test_the_bundled_msb_takes_an_extra_certificate_file(tmp_path: Path) -> None:
+    certificate = tmp_path / "corporate.pem"
+    certificate.write_bytes(trustme.CA().cert_pem.bytes())
+    arguments = [*msb_network_args(EgressPolicy(Profile.ALLOWLIST, (parse_rule("api.example.com"),))),
+                 *upstream_trust_args(EgressPolicy(Profile.ALLOWLIST), [str(certificate)])]
+    assert "image not cached" in _msb_create_error(arguments)

@@ -112,11 +112,13 @@ def test_all_is_said_aloud_at_every_start_and_dind_is_refused_on_docker(tmp_path
 CA = ("-----BEGIN CERTIFICATE-----\nMAMCAQA=\n-----END CERTIFICATE-----\n")
 
 
-def test_the_docker_proxy_is_given_the_extra_certificates_only_when_the_policy_needs_it(tmp_path: Path) -> None:
+def test_the_extra_certificates_go_to_the_runtime_only_when_it_intercepts_the_vms_https(tmp_path: Path) -> None:
     extra = tmp_path / "corporate.pem"
     extra.write_text(CA)
     flags = {"trust-host-ca": "false", "extra-ca-certificates": str(extra)}
-    proxied = lifecycle(RuntimeKind.DOCKER, tmp_path, network="allowlist", **flags)._spec(IMAGE, HOME)
-    assert proxied.ca_certificates == (CA.encode(),)
-    for runtime, network in ((RuntimeKind.DOCKER, "public"), (RuntimeKind.MICROSANDBOX, "allowlist")):
-        assert lifecycle(runtime, tmp_path, network=network, **flags)._spec(IMAGE, HOME).ca_certificates == ()
+    for runtime in (RuntimeKind.DOCKER, RuntimeKind.MICROSANDBOX):
+        intercepted = lifecycle(runtime, tmp_path, network="allowlist", **flags)._spec(IMAGE, HOME)
+        assert intercepted.ca_certificates == (CA.encode(),)
+        assert intercepted.ca_certificate_files == (str(extra),)
+        direct = lifecycle(runtime, tmp_path, network="public", **flags)._spec(IMAGE, HOME)
+        assert (direct.ca_certificates, direct.ca_certificate_files) == ((), ())

@@ -209,9 +209,10 @@ class MicrosandboxRuntime:
             args += ["--port", f"127.0.0.1:{_free_local_port()}:{guest_port}"]
         if spec.network is not None:
             from opencode_sandbox.runtime.host_addresses import host_public_addresses
-            from opencode_sandbox.runtime.msb_network import msb_network_args
+            from opencode_sandbox.runtime.msb_network import msb_network_args, upstream_trust_args
 
             args += msb_network_args(spec.network, host_public_addresses())
+            args += upstream_trust_args(spec.network, spec.ca_certificate_files)
         return args
 
     def _boot_failure(self, name: str, result: MsbResult, hidden: Iterable[str], *, created: bool) -> BootFailed:

@@ -31,6 +31,19 @@ def msb_network_args(policy: EgressPolicy, host_public_addresses: Iterable[IpAdd
     return [*_policy_args(policy, host_public_addresses), *secret_args(policy.secrets)]
 
 
+def intercepts(policy: EgressPolicy) -> bool:
+    """Whether msb intercepts the VM's HTTPS: for an allowlist's host names, and for secrets."""
+    return policy.profile is Profile.ALLOWLIST or bool(policy.secrets)
+
+
+def upstream_trust_args(policy: EgressPolicy, ca_files: Iterable[str]) -> list[str]:
+    """Under interception msb, not the VM, verifies the servers: with the host's own store, and
+    with the extra CA files named here (a company's TLS inspection, a private registry)."""
+    if not intercepts(policy):
+        return []
+    return [argument for path in dict.fromkeys(ca_files) for argument in ("--tls-upstream-ca-cert", path)]
+
+
 def secret_args(secrets: Iterable[SecretRule]) -> list[str]:
     """One `--secret` per secret: its name, the header fields it may be put in, its hosts."""
     arguments: list[str] = []

@@ -46,8 +46,11 @@ class SandboxSpec(Record):
     """Where the sandbox may connect; None leaves the runtime's own default."""
     ca_certificates: tuple[bytes, ...] = ()
     """PEM CA certificates trusted for outbound connections besides the public ones (the host's
-    added ones and `extra-ca-certificates`): the docker runtime's egress proxy verifies servers
-    with them."""
+    added ones and `extra-ca-certificates`), when the runtime intercepts the VM's HTTPS: the
+    docker runtime's egress proxy verifies servers with them."""
+    ca_certificate_files: tuple[str, ...] = ()
+    """The files those certificates come from, for a runtime that reads them itself (msb verifies
+    the servers of intercepted connections with them)."""
 
 
 class SandboxInfo(Record):

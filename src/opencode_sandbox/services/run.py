@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable
 from contextlib import ExitStack
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.app import App
 from opencode_sandbox.core import naming
 from opencode_sandbox.core.egress import Profile
@@ -38,6 +39,9 @@ from opencode_sandbox.state.files import UnreadableState, ensure_private_dir, re
 from opencode_sandbox.state.store import ProjectState
 from opencode_sandbox.ui.progress import slow_step
 from opencode_sandbox.ui.prompts import choose, confirm
+
+if TYPE_CHECKING:
+    from opencode_sandbox.images.certificates import CaCertificate
 
 WAIT_FOR_START_S = 60.0
 AUTO_PRUNE_STAMP = "auto-prune.last"
@@ -172,6 +176,7 @@ class RunLifecycle:
 
     def _spec(self, image: ReadyImage, home_volume: str) -> SandboxSpec:
         settings = self.app.settings
+        certificates = self._intercepting_certificates()
         dev_identity = (os.getuid(), os.getgid())
         mounts = (
             Mount(MountKind.VOLUME, home_volume, "/home/dev"),
@@ -208,23 +213,27 @@ class RunLifecycle:
             published_ports=(daemon_control.DAEMON_PORT,),
             dev_identity=dev_identity,
             network=settings.egress_policy,
-            ca_certificates=self._proxy_certificates(),
+            ca_certificates=tuple(certificate.pem for certificate in certificates),
+            ca_certificate_files=tuple(dict.fromkeys(str(certificate.source) for certificate in certificates)),
         )
 
-    def _proxy_certificates(self) -> tuple[bytes, ...]:
-        """The CAs the docker runtime's egress proxy trusts for servers, when the policy needs
-        the proxy: the same ones runner images trust."""
+    def _intercepting_certificates(self) -> list[CaCertificate]:
+        """The CAs that verify servers when the runtime intercepts the VM's HTTPS (the docker
+        runtime's egress proxy, msb under `allowlist` or with secrets): those runner images trust."""
         settings = self.app.settings
-        if settings.runtime is not RuntimeKind.DOCKER:
-            return ()
-        from opencode_sandbox.runtime.nft_ruleset import needs_proxy
+        if settings.runtime is RuntimeKind.DOCKER:
+            from opencode_sandbox.runtime.nft_ruleset import needs_proxy
 
-        if not needs_proxy(settings.egress_policy):
-            return ()
+            intercepted = needs_proxy(settings.egress_policy)
+        else:
+            from opencode_sandbox.runtime.msb_network import intercepts
+
+            intercepted = intercepts(settings.egress_policy)
+        if not intercepted:
+            return []
         from opencode_sandbox.images.certificates import collect_ca_certificates
 
-        return tuple(certificate.pem for certificate in
-                     collect_ca_certificates(settings.trust_host_ca, settings.extra_ca_certificates))
+        return collect_ca_certificates(settings.trust_host_ca, settings.extra_ca_certificates)
 
     def _plan(self, existing: SandboxInfo | None, spec: SandboxSpec, image: ReadyImage) -> VmPlan:
         labels = existing.labels if existing else {}
