@@ -38,9 +38,9 @@ from opencode_sandbox.errors import (
     NotOurs,
     RuntimeUnavailable,
     SandboxError,
-    UsageError,
     VmDidNotBoot,
 )
+from opencode_sandbox.runtime.env_passing import checked_secret_values
 from opencode_sandbox.runtime.types import (
     ExecResult,
     ImageInfo,
@@ -221,7 +221,7 @@ class FakeRuntime:
 
     def create_sandbox(self, spec: SandboxSpec, *, secret_values: Mapping[str, str] | None = None) -> SandboxInfo:
         self._call("create_sandbox", spec.name)
-        values = _secret_values(spec, secret_values or {})
+        values = checked_secret_values(spec, secret_values or {})
         slug = slug_of_vm(spec.name) or slug_of_task(spec.name)
         if slug is None:
             raise ValueError(f"not a sandbox name of this tool: {spec.name!r}")
@@ -259,7 +259,7 @@ class FakeRuntime:
         if sandbox.status is SandboxStatus.RUNNING:
             return
         if sandbox.spec is not None:
-            sandbox.secret_values = _secret_values(sandbox.spec, secret_values or {})
+            sandbox.secret_values = checked_secret_values(sandbox.spec, secret_values or {})
         self._take_boot_failure(name)
         self._boot(sandbox)
 
@@ -508,20 +508,6 @@ class FakeRuntime:
 
     def _volume_info(self, volume: FakeVolume) -> VolumeInfo:
         return VolumeInfo(volume.name, "docker", None, volume.created_at, dict(volume.labels))
-
-
-def _secret_values(spec: SandboxSpec, values: Mapping[str, str]) -> dict[str, str]:
-    """As msb: each secret of the spec needs its value; a policy no runtime can run is refused."""
-    policy = spec.network
-    if policy is None or not policy.secrets:
-        return {}
-    refusal = policy.refusal()
-    if refusal is not None:
-        raise UsageError(refusal, hint="remove the secrets, or choose another network profile")
-    missing = [secret.name for secret in policy.secrets if not values.get(secret.name)]
-    if missing:
-        raise UsageError(f"no value for the secret(s) {', '.join(missing)}", hint="set them")
-    return {secret.name: values[secret.name] for secret in policy.secrets}
 
 
 def _image_info(image: FakeImage) -> ImageInfo:
