@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,15 @@ while :; do sleep 0.05; done
 """)
     script.chmod(0o755)
     return script
+
+
+@pytest.fixture(autouse=True)
+def _ctrl_c_interrupts() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt here as in a user's terminal, even in a suite started with
+    Ctrl-C ignored (in the background of a script)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 def _interrupt_once_started(folder: Path) -> threading.Thread:
