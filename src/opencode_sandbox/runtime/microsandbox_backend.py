@@ -41,6 +41,7 @@ from opencode_sandbox.runtime.msb_volume_files import (
     extract_archive,
     is_empty_folder,
 )
+from opencode_sandbox.runtime.secret_values import checked_secret_values
 from opencode_sandbox.runtime.types import (
     ExecResult,
     ImageInfo,
@@ -60,21 +61,6 @@ _DOCTOR_HINT = "run `msb doctor` to check the runtime"
 _DOCKER_RUNTIME_HINT = "use `--runtime docker` on this host (the project then runs in a container)"
 _BOOT_TIMEOUT_S = 600.0
 EXEC_HANDSHAKE_RETRY_S = 2.0
-
-
-def _checked_secret_values(spec: SandboxSpec, values: Mapping[str, str]) -> dict[str, str]:
-    """The values of the spec's secrets, each one there; only those go to msb."""
-    policy = spec.network
-    if policy is None or not policy.secrets:
-        return {}
-    refusal = policy.refusal()
-    if refusal is not None:
-        raise UsageError(refusal, hint="remove the secrets, or choose another network profile")
-    missing = [secret.name for secret in policy.secrets if not values.get(secret.name)]
-    if missing:
-        raise UsageError(f"sandbox {spec.name} cannot be created: no value for the secret(s) {', '.join(missing)}",
-                         hint="set them in the environment or in a secrets.env file (`opencode-sandbox secrets list`)")
-    return {secret.name: values[secret.name] for secret in policy.secrets}
 
 
 def _without_secrets(spec: SandboxSpec) -> dict[str, str]:
@@ -166,7 +152,7 @@ class MicrosandboxRuntime:
         return {str(entry.get("name", "")): str(entry.get("image", "")) for entry in listed}
 
     def create_sandbox(self, spec: SandboxSpec, *, secret_values: Mapping[str, str] | None = None) -> SandboxInfo:
-        secret_values = _checked_secret_values(spec, secret_values or {})
+        secret_values = checked_secret_values(spec.name, spec.network, secret_values or {})
         if self.get_sandbox(spec.name) is not None:  # raises NotOurs for a look-alike
             raise SandboxError(
                 f"sandbox {spec.name} already exists",
