@@ -283,3 +283,4 @@ def test_the_proxys_refusals_are_read_back_from_its_log_lines() -> None:
     evil = found[("evil.example", 443)]
     assert evil.attempts == 2 and evil.protocol == "tcp"
     assert evil.last_seen is not None and evil.last_seen.isoformat() == "2026-12-01T22:31:00+00:00"
+    assert evil.reason == "x", "the reason the proxy logged, which network log shows"

@@ -337,7 +337,7 @@ def denials_of_log(text: str) -> list[Refusal]:
             continue
         earlier = seen.get((host, port))
         attempts = earlier.attempts + 1 if earlier is not None else 1
-        seen[(host, port)] = Refusal(host, "tcp", port, attempts, when)
+        seen[(host, port)] = Refusal(host, "tcp", port, attempts, when, str(entry.get("reason") or ""))
     return list(seen.values())
 
 
