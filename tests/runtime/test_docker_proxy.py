@@ -195,9 +195,10 @@ def test_the_addon_puts_the_value_only_into_https_requests_to_the_secrets_host(
     addon_module: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     bearer = ("Authorization", "Bearer $MSB_API_KEY")
-    sent = requested(addon_module, RequestFlow("https://pub.example.test/v1", [bearer]), monkeypatch,
-                     {"API_KEY": VALUE}, tmp_path)
-    assert sent.response is None and sent.request.headers.pairs == [("authorization", f"Bearer {VALUE}")]
+    sent = requested(addon_module, RequestFlow("https://pub.example.test/v1", [("Accept", "*/*"), bearer]),
+                     monkeypatch, {"API_KEY": VALUE}, tmp_path)
+    assert sent.response is None
+    assert sent.request.headers.pairs == [("Accept", "*/*"), ("authorization", f"Bearer {VALUE}")]
 
     for url, reason in [("https://lan.example.test/v1", "placeholder of the secret API_KEY to lan.example.test"),
                         ("http://pub.example.test/v1", "over plain HTTP to pub.example.test")]:

@@ -58,7 +58,9 @@ class EgressPolicyAddon:
         if outcome.refusal is not None:
             _refuse(flow, request.host, request.port, outcome.refusal, "secret_policy_denied")
             return
-        for field in dict.fromkeys(name.lower() for name, _ in outcome.headers):
+        changed = {name.lower() for (name, value), before in zip(outcome.headers, fields, strict=True)
+                   if value != before[1]}
+        for field in changed:  # the others keep their spelling and place
             request.headers.set_all(field, [value for name, value in outcome.headers if name.lower() == field])
 
     async def _judge(self, flow: http.HTTPFlow) -> None:
