@@ -40,7 +40,7 @@ from opencode_sandbox.errors import (
     SandboxError,
     VmDidNotBoot,
 )
-from opencode_sandbox.runtime.env_passing import checked_secret_values
+from opencode_sandbox.runtime.secret_values import checked_secret_values
 from opencode_sandbox.runtime.types import (
     ExecResult,
     ImageInfo,
@@ -221,7 +221,7 @@ class FakeRuntime:
 
     def create_sandbox(self, spec: SandboxSpec, *, secret_values: Mapping[str, str] | None = None) -> SandboxInfo:
         self._call("create_sandbox", spec.name)
-        values = checked_secret_values(spec, secret_values or {})
+        values = checked_secret_values(spec.name, spec.network, secret_values or {})
         slug = slug_of_vm(spec.name) or slug_of_task(spec.name)
         if slug is None:
             raise ValueError(f"not a sandbox name of this tool: {spec.name!r}")
@@ -259,7 +259,8 @@ class FakeRuntime:
         if sandbox.status is SandboxStatus.RUNNING:
             return
         if sandbox.spec is not None:
-            sandbox.secret_values = checked_secret_values(sandbox.spec, secret_values or {})
+            sandbox.secret_values = checked_secret_values(name, sandbox.spec.network, secret_values or {},
+                                                          action="start")
         self._take_boot_failure(name)
         self._boot(sandbox)
 

@@ -18,6 +18,7 @@ import pytest
 
 import opencode_sandbox
 from opencode_sandbox.core.egress import EgressPolicy, Profile, parse_rule, policy_of_document
+from opencode_sandbox.core.secrets import parse_secrets
 from opencode_sandbox.engine.command import DockerCli
 from opencode_sandbox.errors import BootFailed
 from opencode_sandbox.runtime import docker_proxy
@@ -26,7 +27,9 @@ from opencode_sandbox.runtime.types import SandboxSpec
 
 PACKAGE = Path(opencode_sandbox.__file__).parent
 POLICY = EgressPolicy(Profile.ALLOWLIST, (parse_rule("pub.example.test"), parse_rule("lan.example.test"),
-                                          parse_rule("203.0.113.0/24:8080")), (parse_rule("*.evil.example"),))
+                                          parse_rule("203.0.113.0/24:8080")), (parse_rule("*.evil.example"),),
+                      parse_secrets({"API_KEY": ["pub.example.test"]}))
+VALUE = "sk-distinctive-0a1b2c3d"
 
 
 def test_the_vm_sends_its_traffic_to_the_proxy_in_both_spellings() -> None:
@@ -71,7 +74,8 @@ def test_the_proxy_runs_without_capabilities_and_takes_its_policy_from_its_envir
 
 class Flow:
     def __init__(self, host: str, port: int) -> None:
-        self.request = SimpleNamespace(host=host, port=port)
+        self.request = SimpleNamespace(host=host, port=port, scheme="http", url=f"http://{host}:{port}/",
+                                       headers=Fields([]), get_content=lambda strict=True: b"")
         self.response: Any = None
 
 
@@ -147,6 +151,100 @@ def test_the_addon_refuses_with_a_403_naming_the_policy(addon_module: ModuleType
         assert logged["event"] == "denied" and logged["host"] == host
 
 
+class Fields:
+    """mitmproxy's request headers, as much as the addon uses of them."""
+
+    def __init__(self, pairs: list[tuple[str, str]]) -> None:
+        self.pairs = pairs
+
+    def items(self, multi: bool = False) -> list[tuple[str, str]]:
+        return list(self.pairs)
+
+    def set_all(self, field: str, values: list[str]) -> None:
+        kept = [(name, value) for name, value in self.pairs if name.lower() != field]
+        self.pairs = kept + [(field, value) for value in values]
+
+
+class RequestFlow(Flow):
+    def __init__(self, url: str, headers: list[tuple[str, str]], body: bytes = b"") -> None:
+        super().__init__("", 0)
+        scheme, rest = url.split("://", 1)
+        authority = rest.split("/", 1)[0]
+        host, _, port = authority.partition(":")
+        self.request = SimpleNamespace(host=host, port=int(port or (443 if scheme == "https" else 80)), scheme=scheme,
+                                       url=url, headers=Fields(headers), get_content=lambda strict=True: body)
+
+
+def requested(module: ModuleType, flow: RequestFlow, monkeypatch: pytest.MonkeyPatch,
+              values: dict[str, str] | None, tmp_path: Path) -> RequestFlow:
+    async def resolve(name: str, _port: int) -> list[Any]:
+        return [ipaddress.ip_address("198.51.100.10")]
+
+    monkeypatch.setattr(module, "_resolve", resolve)
+    given = tmp_path / "run" / "secret-values.json"
+    given.parent.mkdir(exist_ok=True)
+    given.unlink(missing_ok=True)
+    if values is not None:
+        given.write_text(json.dumps(values))
+    monkeypatch.setattr(module, "SECRET_VALUES_FILE", str(given))
+    asyncio.run(module.addons[0].request(flow))
+    return flow
+
+
+def test_the_addon_puts_the_value_only_into_https_requests_to_the_secrets_host(
+    addon_module: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    bearer = ("Authorization", "Bearer $MSB_API_KEY")
+    sent = requested(addon_module, RequestFlow("https://pub.example.test/v1", [("Accept", "*/*"), bearer]),
+                     monkeypatch, {"API_KEY": VALUE}, tmp_path)
+    assert sent.response is None
+    assert sent.request.headers.pairs == [("Accept", "*/*"), ("authorization", f"Bearer {VALUE}")]
+
+    for url, reason in [("https://lan.example.test/v1", "placeholder of the secret API_KEY to lan.example.test"),
+                        ("http://pub.example.test/v1", "over plain HTTP to pub.example.test")]:
+        refused = requested(addon_module, RequestFlow(url, [bearer]), monkeypatch, {"API_KEY": VALUE}, tmp_path)
+        assert refused.response is not None and refused.response.status_code == 403, url
+        body = json.loads(refused.response.body)
+        assert body["error"] == "secret_policy_denied" and reason in body["reason"]
+        assert refused.request.headers.pairs == [bearer] and VALUE not in refused.response.body
+        logged = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert logged["event"] == "denied" and logged["host"] == refused.request.host and VALUE not in str(logged)
+    in_body = requested(addon_module, RequestFlow("https://lan.example.test/", [], b'{"k": "$MSB_API_KEY"}'),
+                        monkeypatch, {"API_KEY": VALUE}, tmp_path)
+    assert in_body.response is not None and in_body.response.status_code == 403
+
+
+def test_a_proxy_that_was_given_no_value_refuses_instead_of_sending_the_placeholder(
+    addon_module: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    flow = requested(addon_module, RequestFlow("https://pub.example.test/", [("Authorization", "$MSB_API_KEY")]),
+                     monkeypatch, None, tmp_path)
+    assert flow.response is not None and "holds no value for the secret API_KEY" in json.loads(flow.response.body)[
+        "reason"]
+
+
+class Recorded(DockerCli):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[list[str], bytes | None]] = []
+
+    def run(self, args: Sequence[str], *, stdin: bytes | None = None, timeout_s: float | None = None,
+            environment: Any = None) -> str:
+        self.calls.append((list(args), stdin))
+        assert environment is None
+        return ""
+
+
+def test_the_values_reach_the_proxy_through_stdin_only() -> None:
+    cli = Recorded()
+    docker_proxy.give_secret_values(cli, "opencode-sandbox-proxy-slug", {"API_KEY": VALUE})
+    [(args, stdin)] = cli.calls
+    assert VALUE not in " ".join(args) and args[:3] == ["exec", "--interactive", "opencode-sandbox-proxy-slug"]
+    assert "--env" not in args and "-e" not in args
+    assert stdin is not None and json.loads(stdin) == {"API_KEY": VALUE}
+    assert docker_proxy.SECRET_VALUES_FILE.startswith(docker_proxy.RUN_DIR + "/"), "the tmpfs, never a disk"
+
+
 class Inspected(DockerCli):
     """Answers every inspection with one container document."""
 
@@ -186,3 +284,4 @@ def test_the_proxys_refusals_are_read_back_from_its_log_lines() -> None:
     evil = found[("evil.example", 443)]
     assert evil.attempts == 2 and evil.protocol == "tcp"
     assert evil.last_seen is not None and evil.last_seen.isoformat() == "2026-12-01T22:31:00+00:00"
+    assert evil.reason == "x", "the reason the proxy logged, which network log shows"

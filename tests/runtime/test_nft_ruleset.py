@@ -10,7 +10,6 @@ import pytest
 
 from opencode_sandbox.core.egress import EgressPolicy, Profile, parse_rule
 from opencode_sandbox.core.secrets import parse_secrets
-from opencode_sandbox.errors import UsageError
 from opencode_sandbox.runtime.nft_ruleset import (
     docker_refusal,
     needs_proxy,
@@ -130,14 +129,14 @@ def test_a_named_allow_rule_needs_no_proxy_where_public_names_are_allowed_alread
 
 
 @pytest.mark.parametrize("profile", [Profile.PUBLIC, Profile.ALL])
-def test_secrets_are_refused_with_the_runtime_that_keeps_them(profile: Profile) -> None:
+def test_secrets_send_the_vms_traffic_through_the_proxy_which_puts_their_values_in(profile: Profile) -> None:
     policy = EgressPolicy(profile, secrets=parse_secrets({"OPENAI_API_KEY": ["api.openai.com"]}))
-    refusal = docker_refusal(policy)
-    assert refusal is not None
-    assert refusal.message.startswith("secrets (OPENAI_API_KEY) are not available on the docker runtime")
-    assert refusal.hint is not None and "--runtime microsandbox" in refusal.hint
-    with pytest.raises(UsageError):
+    assert docker_refusal(policy) is None and needs_proxy(policy)
+    with pytest.raises(ValueError, match="needs its address"):
         nft_ruleset(policy)
+    ruleset = nft_ruleset(policy, proxy=ipaddress.ip_address("172.30.0.2"))
+    assert ruleset is not None and "ip daddr 172.30.0.2 tcp dport 8080 accept" in ruleset
+    assert 'oifname "lo" ip daddr 127.0.0.11 goto refuse4' in ruleset, "the VM resolves nothing itself"
 
 
 def test_a_privileged_vm_can_only_run_unrestricted() -> None:

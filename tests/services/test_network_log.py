@@ -70,3 +70,13 @@ def test_a_stopped_vm_has_nothing_to_show_and_a_missing_one_says_how_to_start(
     assert found == []
     text = render_refusals(name, found, EgressPolicy(Profile.NONE), "table")
     assert text.startswith(f"Nothing refused by {VM}'s network policy (none)")
+
+
+def test_a_reason_the_runtime_recorded_is_shown_as_it_was() -> None:
+    policy = EgressPolicy(Profile.PUBLIC)
+    recorded = Refusal("other.example", "tcp", 80, 1, datetime(2026, 12, 1, tzinfo=UTC),
+                       "the request carries the placeholder of the secret API_KEY to other.example")
+    shown = json.loads(render_refusals("vm", [recorded], policy, "json"))
+    assert shown[0]["reason"] == recorded.reason
+    judged = json.loads(render_refusals("vm", [recorded._replace(reason="")], policy, "json"))
+    assert judged[0]["reason"] == "refused by the policy the VM was started with"

@@ -107,14 +107,11 @@ def test_secrets_under_none_are_a_usage_error(flow: SecretsFlow) -> None:
     assert flow.runtime.calls == [("check_available", "")]
 
 
-def test_the_docker_runtime_refuses_secrets_naming_microsandbox(flow: SecretsFlow) -> None:
+def test_the_docker_runtime_is_given_the_values_as_microsandbox_is(flow: SecretsFlow) -> None:
     flow.user_values(f"OPENAI_API_KEY={VALUE}\n")
     flow.runtime.kind = RuntimeKind.DOCKER
-    with pytest.raises(UsageError) as raised:
-        flow.prepare()
-    assert "not available on the docker runtime" in raised.value.message
-    assert raised.value.hint is not None and "--runtime microsandbox" in raised.value.hint
-    assert flow.runtime.calls == [("check_available", "")]
+    flow.prepare()
+    assert flow.runtime.sandboxes[VM].secret_values == {"OPENAI_API_KEY": VALUE}
 
 
 def test_a_changed_secret_recreates_the_vm(flow: SecretsFlow) -> None:

@@ -238,9 +238,13 @@ class EgressPolicy(Record):
         return any(rule.network is None for rule in (*self.allow, *self.deny))
 
     def document(self) -> dict[str, object]:
-        """The policy as plain JSON values (no secret in it), read back by `policy_of_document`."""
-        return {"profile": self.profile.value, "allow": [rule.text for rule in self.allow],
-                "deny": [rule.text for rule in self.deny]}
+        """The policy as plain JSON values (secrets' names, hosts and headers, never their values),
+        read back by `policy_of_document`."""
+        value: dict[str, object] = {"profile": self.profile.value, "allow": [rule.text for rule in self.allow],
+                                    "deny": [rule.text for rule in self.deny]}
+        if self.secrets:
+            value["secrets"] = {secret.name: secret.fingerprint_value() for secret in self.secrets}
+        return value
 
 
 def policy_of_document(document: Mapping[str, object]) -> EgressPolicy:
@@ -248,8 +252,21 @@ def policy_of_document(document: Mapping[str, object]) -> EgressPolicy:
     allow, deny = document.get("allow", []), document.get("deny", [])
     if not isinstance(allow, list) or not isinstance(deny, list):
         raise ValueError("a policy document's allow and deny are lists of rules")
+    secrets = document.get("secrets", {})
+    if not isinstance(secrets, Mapping):
+        raise ValueError("a policy document's secrets map names to their hosts and headers")
+    from opencode_sandbox.core.secrets import parse_secret  # it imports this module
+
     return EgressPolicy(parse_profile(document.get("profile")), tuple(parse_rule(rule) for rule in allow),
-                        tuple(parse_rule(rule) for rule in deny))
+                        tuple(parse_rule(rule) for rule in deny),
+                        tuple(parse_secret(name, _without_empty_headers(value)) for name, value in secrets.items()))
+
+
+def _without_empty_headers(value: object) -> object:
+    """A secret as `SecretRule.fingerprint_value` wrote it (an empty header list: any header)."""
+    if isinstance(value, Mapping) and not value.get("headers"):
+        return {key: item for key, item in value.items() if key != "headers"}
+    return value
 
 
 def address_of(text: str) -> IpAddress | None:

@@ -32,6 +32,7 @@ from opencode_sandbox.core.naming import (
     slug_of_task,
     slug_of_vm,
 )
+from opencode_sandbox.core.secret_substitution import placeholder
 from opencode_sandbox.engine.command import (
     ENGINE_HINT,
     DockerCli,
@@ -63,6 +64,7 @@ from opencode_sandbox.runtime.docker_parse import (
 from opencode_sandbox.runtime.env_passing import child_environment
 from opencode_sandbox.runtime.host_addresses import host_public_addresses
 from opencode_sandbox.runtime.nft_ruleset import docker_refusal, needs_proxy
+from opencode_sandbox.runtime.secret_values import checked_secret_values
 from opencode_sandbox.runtime.types import (
     ExecResult,
     ImageInfo,
@@ -121,14 +123,15 @@ class DockerRuntime:
         return dict(line.split("\t", 1) for line in listed if "\t" in line)
 
     def create_sandbox(self, spec: SandboxSpec, *, secret_values: Mapping[str, str] | None = None) -> SandboxInfo:
-        """`secret_values` are never needed: `docker_refusal` refuses a policy with secrets."""
-        del secret_values
+        """With secrets, the VM's variables hold their placeholders and the egress proxy is given
+        `secret_values`, which it puts into the requests to each secret's hosts."""
         slug = slug_of_vm(spec.name) or slug_of_task(spec.name)
         if slug is None:
             raise ValueError(f"not a sandbox name of this tool: {spec.name!r}")
         refusal = docker_refusal(spec.network) if spec.network is not None else None
         if refusal is not None:  # before anything is looked up
             raise refusal
+        values = checked_secret_values(spec.name, spec.network, secret_values or {})
         image = self._image_document(spec.image)
         if image is None:
             raise BootFailed(
@@ -150,8 +153,9 @@ class DockerRuntime:
                 image_reference = docker_proxy.ensure_proxy_image(self.images, spec.ca_certificates)
                 labels[docker_proxy.LABEL_PROXY_IMAGE] = image_reference
                 proxy = docker_proxy.ensure_proxy(self.cli, self.images, slug, image_reference, spec.network,
-                                                  host_public_addresses())
-                spec = spec._replace(env={**spec.env, **docker_proxy.proxy_environment()})
+                                                  host_public_addresses(), values)
+                placeholders = {secret.name: placeholder(secret.name) for secret in spec.network.secrets}
+                spec = spec._replace(env={**spec.env, **placeholders, **docker_proxy.proxy_environment()})
         args = run_args(spec, labels, privileged, network,
                         {docker_proxy.PROXY_HOST: str(proxy.address)} if proxy is not None else {})
         args.insert(1, "--pull=never")
@@ -201,17 +205,17 @@ class DockerRuntime:
         """Start, then install the VM's network policy again: its rules went with the old
         network namespace. The egress proxy, when the policy needs one, is started (or created
         again) first. A VM whose rules cannot be installed is stopped again; a running VM is
-        left running, with the rules it has. No VM here has secrets (`docker_refusal`), so
-        `secret_values` go nowhere."""
-        del secret_values
+        left running, with the rules it has. The proxy is given `secret_values` again: it holds
+        them only in memory, so a restarted proxy has none."""
         document = self._owned_container(name)
         policy = docker_netfilter.policy_of_label(labels_of(document).get(docker_netfilter.LABEL_NETWORK_POLICY))
+        values = checked_secret_values(name, policy, secret_values or {}, action="start")
         proxy = None
         slug = slug_of_vm(name) or slug_of_task(name)
         if policy is not None and needs_proxy(policy) and slug is not None:
             image_reference = labels_of(document).get(docker_proxy.LABEL_PROXY_IMAGE, "")
             proxy = docker_proxy.ensure_proxy(self.cli, self.images, slug, image_reference, policy,
-                                              host_public_addresses())
+                                              host_public_addresses(), values)
         self._start_container(name)
         if policy is None:
             return

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from opencode_sandbox import TYPE_CHECKING
@@ -44,6 +44,7 @@ PROXY_HOST = f"{TOOL}-proxy"
 PROXY_UID = 10080
 CONFDIR = "/var/lib/mitmproxy"
 RUN_DIR = "/run/opencode-sandbox"
+SECRET_VALUES_FILE = RUN_DIR + "/secret-values.json"
 LIB_DIR = "/opt/opencode-sandbox/lib"
 LABEL_PROXY_CONFIG = LABEL_PREFIX + "proxy-config"
 LABEL_PROXY_IMAGE = LABEL_PREFIX + "proxy-image"
@@ -72,6 +73,8 @@ _LIBRARY = {  # the addon and the pure modules it imports, as the image holds th
     "proxy_addon.py": _PACKAGE / "runtime" / "proxy_addon.py",
     "opencode_sandbox/core/egress.py": _PACKAGE / "core" / "egress.py",
     "opencode_sandbox/core/records.py": _PACKAGE / "core" / "records.py",
+    "opencode_sandbox/core/secrets.py": _PACKAGE / "core" / "secrets.py",
+    "opencode_sandbox/core/secret_substitution.py": _PACKAGE / "core" / "secret_substitution.py",
 }
 _PACKAGE_INIT = b"TYPE_CHECKING = False\n"
 _READY_SCRIPT = f"""
@@ -86,6 +89,15 @@ while True:
         if time.monotonic() > deadline:
             sys.exit("the proxy did not listen on port {PROXY_PORT}")
         time.sleep(0.2)
+"""
+_GIVE_VALUES_SCRIPT = f"""
+import os, sys
+data = sys.stdin.buffer.read()
+part = "{SECRET_VALUES_FILE}.new"
+descriptor = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+with os.fdopen(descriptor, "wb") as out:
+    out.write(data)
+os.replace(part, "{SECRET_VALUES_FILE}")
 """
 _TRUST_SCRIPT = f"""set -e
 ca=$(cat)
@@ -175,9 +187,10 @@ def ensure_proxy_image(images: DockerImageEngine, certificates: Sequence[bytes])
 
 
 def ensure_proxy(cli: DockerCli, images: DockerImageEngine, slug: str, image: str, policy: EgressPolicy,
-                 host_addresses: Iterable[IpAddress]) -> ProxyEndpoint:
+                 host_addresses: Iterable[IpAddress], secret_values: Mapping[str, str]) -> ProxyEndpoint:
     """The project's proxy, running with `policy` and its own namespace's rules: started when it
-    is stopped, created again when it is gone, died or holds another configuration."""
+    is stopped, created again when it is gone, died or holds another configuration. It is given
+    the values of the policy's secrets (`secret_values`, each one there) every time."""
     name = proxy_name(slug)
     network = docker_netfilter.ensure_network(cli, slug)
     policy_json = proxy_policy_document(policy, host_addresses)
@@ -201,7 +214,25 @@ def ensure_proxy(cli: DockerCli, images: DockerImageEngine, slug: str, image: st
         raise BootFailed(f"cannot start the egress proxy {name}: {first_line(failure.stderr)}",
                          hint="Run again; if it keeps failing, check `docker logs " + name + "`.") from None
     docker_netfilter.apply_policy(cli, images, name, proxy_side_policy(policy))
-    return ProxyEndpoint(_address(cli, name, network), _wait_ready(cli, name))
+    ca = _wait_ready(cli, name)
+    if policy.secrets:
+        give_secret_values(cli, name, {secret.name: secret_values[secret.name] for secret in policy.secrets})
+    return ProxyEndpoint(_address(cli, name, network), ca)
+
+
+def give_values_args(name: str) -> list[str]:
+    """The `docker exec` that writes what its stdin holds into the proxy's tmpfs: the values go
+    through stdin only, never a command line, an environment or a file on disk."""
+    return ["exec", "--interactive", name, "/opt/mitmproxy/bin/python", "-c", _GIVE_VALUES_SCRIPT]
+
+
+def give_secret_values(cli: DockerCli, name: str, values: Mapping[str, str]) -> None:
+    """Hand the running proxy the secrets' values, replacing the ones it held."""
+    try:
+        cli.run(give_values_args(name), stdin=json.dumps(values).encode())
+    except DockerFailed as failure:
+        raise BootFailed(f"cannot give the egress proxy {name} the secrets' values: {first_line(failure.stderr)}",
+                         hint="Run again; if it keeps failing, check `docker logs " + name + "`.") from None
 
 
 def _ensure_ca_volume(cli: DockerCli, slug: str) -> None:
@@ -306,7 +337,7 @@ def denials_of_log(text: str) -> list[Refusal]:
             continue
         earlier = seen.get((host, port))
         attempts = earlier.attempts + 1 if earlier is not None else 1
-        seen[(host, port)] = Refusal(host, "tcp", port, attempts, when)
+        seen[(host, port)] = Refusal(host, "tcp", port, attempts, when, str(entry.get("reason") or ""))
     return list(seen.values())
 
 

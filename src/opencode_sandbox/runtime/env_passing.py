@@ -18,12 +18,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from opencode_sandbox import TYPE_CHECKING
-from opencode_sandbox.errors import UsageError
-
-if TYPE_CHECKING:
-    from opencode_sandbox.runtime.types import SandboxSpec
-
 _READ_BY_THE_HOST_PROGRAM = frozenset(
     {
         "PATH", "HOME", "TMPDIR", "USER", "SHELL", "TERM", "SSH_AUTH_SOCK", "RUST_LOG",
@@ -59,19 +53,3 @@ def child_environment(
     if not carried and not secret_values:
         return None
     return {**inherited, **carried, **(secret_values or {})}
-
-
-def checked_secret_values(spec: SandboxSpec, values: Mapping[str, str]) -> dict[str, str]:
-    """The values of the spec's secrets, each one there; only those go to the runtime. A policy no
-    runtime can run, or a secret without a value, is a `UsageError` before anything is made."""
-    policy = spec.network
-    if policy is None or not policy.secrets:
-        return {}
-    refusal = policy.refusal()
-    if refusal is not None:
-        raise UsageError(refusal, hint="remove the secrets, or choose another network profile")
-    missing = [secret.name for secret in policy.secrets if not values.get(secret.name)]
-    if missing:
-        raise UsageError(f"sandbox {spec.name} cannot be created: no value for the secret(s) {', '.join(missing)}",
-                         hint="set them in the environment or in a secrets.env file (`opencode-sandbox secrets list`)")
-    return {secret.name: values[secret.name] for secret in policy.secrets}

@@ -32,7 +32,7 @@ from opencode_sandbox.errors import (
     VmDidNotBoot,
 )
 from opencode_sandbox.runtime import msb_boot_log, msb_parse
-from opencode_sandbox.runtime.env_passing import checked_secret_values, child_environment, env_flags
+from opencode_sandbox.runtime.env_passing import child_environment, env_flags
 from opencode_sandbox.runtime.kvm import KvmCheck, probe_kvm
 from opencode_sandbox.runtime.msb_cli import MsbCli, MsbResult
 from opencode_sandbox.runtime.msb_sdk_worker import call_sdk
@@ -41,6 +41,7 @@ from opencode_sandbox.runtime.msb_volume_files import (
     extract_archive,
     is_empty_folder,
 )
+from opencode_sandbox.runtime.secret_values import checked_secret_values
 from opencode_sandbox.runtime.types import (
     ExecResult,
     ImageInfo,
@@ -151,7 +152,7 @@ class MicrosandboxRuntime:
         return {str(entry.get("name", "")): str(entry.get("image", "")) for entry in listed}
 
     def create_sandbox(self, spec: SandboxSpec, *, secret_values: Mapping[str, str] | None = None) -> SandboxInfo:
-        secret_values = checked_secret_values(spec, secret_values or {})
+        secret_values = checked_secret_values(spec.name, spec.network, secret_values or {})
         if self.get_sandbox(spec.name) is not None:  # raises NotOurs for a look-alike
             raise SandboxError(
                 f"sandbox {spec.name} already exists",

@@ -12,8 +12,8 @@ What nftables cannot judge, a host name in a rule and the `allowlist` profile, g
 project's proxy container (`docker_proxy`): the VM's ruleset then lets it reach the proxy's port
 and the address ranges its rules allow, and nothing else, Docker's DNS included (the proxy
 resolves names, the VM none). The proxy's own namespace gets `proxy_side_policy`: whatever name
-it is allowed to reach, a private address or the host stays out of reach. Secrets (a value put
-into requests on their way out) are still refused on docker: `docker_refusal` says so.
+it is allowed to reach, a private address or the host stays out of reach. Secrets go through the
+proxy too: it puts their values into requests on their way out.
 """
 
 from __future__ import annotations
@@ -31,8 +31,6 @@ DOCKER_DNS = "127.0.0.11"
 PROXY_PORT = 8080
 UNENFORCEABLE_HINT = ("use the microsandbox runtime (`--runtime microsandbox`), which enforces every network "
                       "policy, or set `network: all` to run without restriction")
-SECRETS_HINT = ("use the microsandbox runtime (`--runtime microsandbox`), which keeps each secret's value on the "
-                "host, or remove the `secrets` setting to run on docker")
 _REFUSE = {4: "refuse4", 6: "refuse6"}
 _FAMILY = {4: "ip", 6: "ip6"}
 REFUSED_SETS = ("refused4", "refused6")
@@ -47,19 +45,15 @@ def docker_refusal(policy: EgressPolicy, privileged: bool = False) -> UsageError
     if privileged and policy.profile is not Profile.ALL:
         return UsageError(f"a Docker-in-Docker image runs privileged: the {policy.profile.value} network profile "
                           "cannot hold it", hint=UNENFORCEABLE_HINT)
-    if policy.secrets:
-        return UsageError(f"secrets ({', '.join(secret.name for secret in policy.secrets)}) are not available on "
-                          "the docker runtime yet: nothing there could keep their values out of the VM",
-                          hint=SECRETS_HINT)
     return None
 
 
 def needs_proxy(policy: EgressPolicy) -> bool:
-    """Whether the VM's traffic goes through the project's proxy: under `allowlist`, and under
-    `public` or `all` when a deny rule names a host. (An allow rule naming a host changes nothing
-    there: public names are allowed already, and a name that resolves to a private address stays
-    refused under `public`.)"""
-    if policy.profile is Profile.ALLOWLIST:
+    """Whether the VM's traffic goes through the project's proxy: under `allowlist`, with secrets
+    (the proxy puts their values in), and under `public` or `all` when a deny rule names a host.
+    (An allow rule naming a host changes nothing there: public names are allowed already, and a
+    name that resolves to a private address stays refused under `public`.)"""
+    if policy.profile is Profile.ALLOWLIST or policy.secrets:
         return True
     return policy.profile is not Profile.NONE and any(rule.network is None for rule in policy.deny)
 

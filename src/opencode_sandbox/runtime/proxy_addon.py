@@ -5,9 +5,10 @@ Every CONNECT and every plain or decrypted request is judged by `EgressPolicy.ju
 the same decision the rest of the tool makes: a refused one gets an HTTP 403 at once, whose JSON
 body names the policy, and one JSON line on the proxy's output (its `docker logs`).
 
-The policy arrives as JSON in `OPENCODE_SANDBOX_EGRESS_POLICY` (it holds no secret). Values
-that must never touch a disk arrive later through `docker exec -i` into the tmpfs `RUN_DIR`,
-which only the proxy's user can read.
+The policy arrives as JSON in `OPENCODE_SANDBOX_EGRESS_POLICY` (its secrets' names and hosts,
+never their values). The values arrive after every start through `docker exec -i` into the tmpfs
+`RUN_DIR`, which only the proxy's user can read; every request the policy lets through then has
+its placeholders replaced or is refused (`core/secret_substitution.py`).
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from typing import Any
 
 from mitmproxy import http
 
-from opencode_sandbox.core.egress import EgressPolicy, IpAddress, Verdict, address_of, policy_of_document
+from opencode_sandbox.core.egress import EgressPolicy, IpAddress, address_of, policy_of_document
+from opencode_sandbox.core.secret_substitution import substitute
 
 POLICY_VARIABLE = "OPENCODE_SANDBOX_EGRESS_POLICY"
 RUN_DIR = "/run/opencode-sandbox"
 """A tmpfs of the proxy's user, for what the proxy is told at run time."""
+SECRET_VALUES_FILE = RUN_DIR + "/secret-values.json"
 RESOLVE_TIMEOUT_S = 10.0
 
 
@@ -43,6 +46,22 @@ class EgressPolicyAddon:
     async def request(self, flow: http.HTTPFlow) -> None:
         if flow.response is None:
             await self._judge(flow)
+        if flow.response is None and self.policy.secrets:
+            self._put_secrets(flow)
+
+    def _put_secrets(self, flow: http.HTTPFlow) -> None:
+        request = flow.request
+        fields = [(str(field), str(value)) for field, value in request.headers.items(multi=True)]
+        body = (request.get_content(strict=False) or b"").decode(errors="replace")
+        outcome = substitute(self.policy.secrets, _secret_values(), request.host, request.port,
+                             request.scheme == "https", fields, (request.url, body))
+        if outcome.refusal is not None:
+            _refuse(flow, request.host, request.port, outcome.refusal, "secret_policy_denied")
+            return
+        changed = {name.lower() for (name, value), before in zip(outcome.headers, fields, strict=True)
+                   if value != before[1]}
+        for field in changed:  # the others keep their spelling and place
+            request.headers.set_all(field, [value for name, value in outcome.headers if name.lower() == field])
 
     async def _judge(self, flow: http.HTTPFlow) -> None:
         host, port = flow.request.host, flow.request.port
@@ -50,7 +69,17 @@ class EgressPolicyAddon:
         if verdict.allowed:
             verdict = self.policy.judge_resolved(host, await _resolve(host, port), port, self.host_addresses)
         if not verdict.allowed:
-            _refuse(flow, host, port, verdict)
+            _refuse(flow, host, port, verdict.reason)
+
+
+def _secret_values() -> dict[str, str]:
+    """The values the runtime gave at the proxy's last start; none before it gave any."""
+    try:
+        with open(SECRET_VALUES_FILE, encoding="utf-8") as given:
+            values = json.load(given)
+    except (OSError, ValueError):
+        return {}
+    return {str(name): str(value) for name, value in values.items()} if isinstance(values, dict) else {}
 
 
 async def _resolve(host: str, port: int) -> list[IpAddress]:
@@ -66,16 +95,15 @@ async def _resolve(host: str, port: int) -> list[IpAddress]:
     return [ipaddress.ip_address(str(entry[4][0]).split("%", 1)[0]) for entry in found]
 
 
-def _refuse(flow: http.HTTPFlow, host: str, port: int, verdict: Verdict) -> None:
-    message = f"opencode-sandbox network policy: {host}:{port} is not allowed ({verdict.reason})"
-    body = {"error": "network_policy_denied", "host": host, "port": port, "reason": verdict.reason,
-            "message": message}
+def _refuse(flow: http.HTTPFlow, host: str, port: int, reason: str, error: str = "network_policy_denied") -> None:
+    message = f"opencode-sandbox network policy: {host}:{port} is not allowed ({reason})"
+    body = {"error": error, "host": host, "port": port, "reason": reason, "message": message}
     flow.response = http.Response.make(403, json.dumps(body) + "\n", {
         "Content-Type": "application/json", "Connection": "close", "Cache-Control": "no-store",
         "X-Opencode-Sandbox-Policy": "denied",
     })
     line = {"t": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "event": "denied", "host": host,
-            "port": port, "reason": verdict.reason}
+            "port": port, "reason": reason}
     print(json.dumps(line), file=sys.stdout, flush=True)
 
 

@@ -91,6 +91,9 @@ class Refusal(Record):
     port: int | None
     attempts: int
     last_seen: datetime | None
+    reason: str = ""
+    """Why, as the runtime recorded it (the proxy does: a secret's placeholder, for one); empty
+    when only the destination was recorded."""
 
 
 class ExecResult(Record):

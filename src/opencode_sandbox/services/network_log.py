@@ -32,7 +32,10 @@ def refusals(app: App) -> tuple[str, list[Refusal] | None]:
 
 
 def why(policy: EgressPolicy, refusal: Refusal) -> str:
-    """The policy's reason for refusing `refusal`'s destination, as judged now."""
+    """Why `refusal`'s destination was refused: as the runtime recorded it, else the policy's
+    reason as judged now."""
+    if refusal.reason:
+        return refusal.reason
     from opencode_sandbox.runtime.host_addresses import host_public_addresses
 
     try:

@@ -321,7 +321,7 @@ class RunLifecycle:
         if plan.action is VmAction.CONNECT:
             if existing is not None and existing.repair:
                 self.console.info(f"{self.vm} is running, but {existing.repair}: starting it again.")
-                vm_boot.start(runtime, self.console, self.vm)
+                vm_boot.start(runtime, self.console, self.vm, self.secret_values)
             return False
         if plan.action is VmAction.WAIT and self._wait_running():
             return False
