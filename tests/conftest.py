@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.fixtures.images", "tests.fixtures.host_users"]
+pytest_plugins = ["tests.fixtures.images", "tests.fixtures.host_users", "tests.fixtures.msb_store"]
 
 # A suite started in the background of a script inherits Ctrl-C ignored (`nohup` ignores hang-ups),
 # and an ignored signal stays ignored across exec: a test's Ctrl-C or hang-up would reach none of
