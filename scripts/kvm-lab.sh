@@ -327,6 +327,9 @@ boot_once() {
     printf 'LANG=C.UTF-8\nTERM=xterm-256color\nPYTHONUNBUFFERED=1\n'
     # A first opencode serve takes minutes of emulated CPU in a microVM here.
     printf 'OPENCODE_SANDBOX_DAEMON_START_TIMEOUT=20m\n'
+    # One virtual CPU per microVM, as the guest has: a second one starves the first on the one
+    # emulated CPU (soft lockups of msb's vCPU threads), slowing the microVM a hundredfold.
+    printf 'OPENCODE_SANDBOX_CPUS=1\n'
   } > "$RUN/share/environment"
   printf '%q ' "${command_args[@]}" > "$RUN/share/command"
   echo >> "$RUN/share/command"

@@ -1,8 +1,9 @@
 """Every test runs with its own HOME, XDG folders and MSB_HOME, and none of the user's settings.
 
-One setting passes through: `OPENCODE_SANDBOX_DAEMON_START_TIMEOUT`, the allowance a slow host
-(the emulated KVM lab) gives `opencode serve` to come up; it changes how long a test waits, never
-what it checks."""
+Two settings pass through, both for a slow host (the emulated KVM lab):
+`OPENCODE_SANDBOX_DAEMON_START_TIMEOUT`, the allowance `opencode serve` gets to come up, and
+`OPENCODE_SANDBOX_CPUS`, the VMs' virtual CPUs (no more than the host has); they change how fast
+a test runs or how long it waits, never what it checks."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.fixtures.images", "tests.fixtures.host_users"]
+pytest_plugins = ["tests.fixtures.images", "tests.fixtures.host_users", "tests.fixtures.msb_store"]
 
 # A suite started in the background of a script inherits Ctrl-C ignored (`nohup` ignores hang-ups),
 # and an ignored signal stays ignored across exec: a test's Ctrl-C or hang-up would reach none of
@@ -27,7 +28,8 @@ for _number in (signal.SIGINT, signal.SIGHUP):
     if signal.getsignal(_number) == signal.SIG_IGN:
         signal.signal(_number, lambda *_: None)
 
-PASSED_THROUGH = {name: os.environ[name] for name in ("OPENCODE_SANDBOX_DAEMON_START_TIMEOUT",) if name in os.environ}
+PASSED_THROUGH = {name: os.environ[name] for name in ("OPENCODE_SANDBOX_DAEMON_START_TIMEOUT", "OPENCODE_SANDBOX_CPUS")
+                  if name in os.environ}
 
 
 @pytest.fixture(autouse=True)

@@ -10,6 +10,7 @@ from opencode_sandbox.runtime.kvm import probe_kvm
 from tests.e2e.harness import Project, make_project, project_on
 from tests.fixtures.host_users import HostUser
 from tests.fixtures.images import RunnerBase
+from tests.fixtures.msb_store import MsbImageStore, seeded_msb_home
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
 
@@ -18,6 +19,16 @@ MICROVMS_CANNOT_BOOT = f"microVMs cannot boot here: {_kvm.cause}"
 MICROVMS_ONLY = [pytest.mark.kvm, pytest.mark.msb, pytest.mark.skipif(not _kvm.ok, reason=MICROVMS_CANNOT_BOOT)]
 """The marks of a test that needs a booting microVM."""
 BOTH_RUNTIMES = ["docker", pytest.param("microsandbox", marks=MICROVMS_ONLY)]
+SEED_TAG = "opencode-sandbox-test/seed-runner-base:session"
+"""The base image's layers in every microsandbox project's MSB_HOME, under a name no command of the
+tool lists or removes."""
+
+
+def seed_runner_layers(store: MsbImageStore, base: RunnerBase) -> None:
+    """Seeds the test's MSB_HOME with the runner base image's layers (not the image itself): a
+    project's image still loads for real, but only its own layers are new to msb."""
+    store.load(base.result.reference, SEED_TAG)
+    seeded_msb_home(store)
 
 
 @pytest.fixture
@@ -58,9 +69,10 @@ def runtime(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def msb_project(tmp_path: Path, unique: str, runner_base_image: RunnerBase,
+def msb_project(request: pytest.FixtureRequest, tmp_path: Path, unique: str, runner_base_image: RunnerBase,
                 monkeypatch: pytest.MonkeyPatch) -> Iterator[Project]:
     """A fresh git project on the microsandbox runtime, with the session's base image."""
+    seed_runner_layers(request.getfixturevalue("msb_image_store"), runner_base_image)
     created = project_on("microsandbox", tmp_path / f"checkout {unique}", unique,
                          runner_base_image.opencode_version, monkeypatch)
     try:
@@ -70,9 +82,11 @@ def msb_project(tmp_path: Path, unique: str, runner_base_image: RunnerBase,
 
 
 @pytest.fixture
-def runtime_project(runtime: str, tmp_path: Path, unique: str, runner_base_image: RunnerBase,
-                    monkeypatch: pytest.MonkeyPatch) -> Iterator[Project]:
+def runtime_project(request: pytest.FixtureRequest, runtime: str, tmp_path: Path, unique: str,
+                    runner_base_image: RunnerBase, monkeypatch: pytest.MonkeyPatch) -> Iterator[Project]:
     """A fresh git project on `runtime`, run by the test's own user, with the session's base image."""
+    if runtime == "microsandbox":
+        seed_runner_layers(request.getfixturevalue("msb_image_store"), runner_base_image)
     created = project_on(runtime, tmp_path / f"checkout {unique} ünï", unique, runner_base_image.opencode_version,
                          monkeypatch)
     try:

@@ -152,7 +152,10 @@ class Project:
         it tells a step still working (CPU time growing, log lines coming) from one stuck."""
         script = (f"echo '$ ps'; ps -ww -eo pid,etimes,time,args; echo '$ {DAEMON_LOG}'; tail -n 30 {DAEMON_LOG};"
                   " for log in $(ls -t /home/dev/.local/share/opencode/log/*.log | head -n 2); do"
-                  " echo \"$ $log\"; tail -n 40 \"$log\"; done")
+                  " echo \"$ $log\"; tail -n 40 \"$log\"; done;"
+                  " for pid in $(pgrep -f 'opencode attach'); do echo \"$ terminal of $pid\";"
+                  " tr '\\0' '\\n' < /proc/$pid/environ | grep -E '^(TERM|COLUMNS|LINES|COLORTERM)=';"
+                  " ls -l /proc/$pid/fd/0; stty -F /proc/$pid/fd/0 size; done")
         try:
             found = self.backend().exec(self.vm, ["sh", "-c", script], user="root", workdir="/", timeout_s=300)
         except SandboxError as error:

@@ -16,6 +16,7 @@ import pytest
 
 from opencode_sandbox.core.naming import home_volume_name, runner_image, runner_repository
 from opencode_sandbox.runtime.msb_cli import locate_msb
+from tests.e2e.conftest import seed_runner_layers
 from tests.e2e.harness import Project, docker, project_on
 from tests.fixtures.images import DEBIAN_BASE, RunnerBase
 
@@ -58,9 +59,11 @@ class Foreign:
 
 
 @pytest.fixture
-def two_projects(runtime: str, tmp_path: Path, unique: str, runner_base_image: RunnerBase,
-                 monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Project, Project]]:
+def two_projects(request: pytest.FixtureRequest, runtime: str, tmp_path: Path, unique: str,
+                 runner_base_image: RunnerBase, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Project, Project]]:
     """Two projects of the test's user on `runtime`: both known to its pruning."""
+    if runtime == "microsandbox":
+        seed_runner_layers(request.getfixturevalue("msb_image_store"), runner_base_image)
     made: list[Project] = []
     try:
         for role in ("stale", "live"):

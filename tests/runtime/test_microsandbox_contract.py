@@ -12,6 +12,7 @@ from opencode_sandbox.runtime.kvm import probe_kvm
 from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
 from opencode_sandbox.runtime.msb_cli import locate_msb
 from opencode_sandbox.runtime.msb_sdk_worker import call_sdk
+from tests.fixtures.msb_store import MsbImageStore, seeded_msb_home
 from tests.runtime.contract import RuntimeContract
 
 pytestmark = [pytest.mark.msb, pytest.mark.docker]
@@ -78,8 +79,13 @@ class TestMicrosandboxContract(RuntimeContract):
         return MicrosandboxRuntime()
 
     @pytest.fixture
-    def contract_image(self, runtime: MicrosandboxRuntime, docker_contract_image: str) -> Iterator[str]:
-        """The contract image, loaded into this test's runtime home."""
+    def contract_image(self, runtime: MicrosandboxRuntime, docker_contract_image: str,
+                       msb_image_store: MsbImageStore) -> Iterator[str]:
+        """The contract image, loaded into this test's runtime home: seeded from the session's store,
+        so the load below finds it there."""
+        msb_image_store.load(docker_contract_image)
+        seeded_msb_home(msb_image_store)
+        assert runtime.loaded_image(docker_contract_image) is not None
         runtime.load_image(docker_contract_image)
         yield docker_contract_image
         msb("image", "remove", "--force", "--quiet", docker_contract_image)
