@@ -4,10 +4,12 @@ asked to end, so it can give the terminal back as it found it, and is killed onl
 from __future__ import annotations
 
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,6 +61,28 @@ def test_msb_is_asked_to_end_and_ends(tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
         runtime.attach("vm", ["opencode", "attach"])
     interrupter.join()
+    assert (tmp_path / "ended").read_text() == "asked\n"
+
+
+def test_ctrl_c_while_msb_starts_still_ends_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C lands while `subprocess.Popen` waits for msb's exec (msb already runs): before, the
+    interrupted start left msb running with no one to end it."""
+    msb = _msb_standing_in(tmp_path, f"echo asked > {tmp_path}/ended; exit 143")
+    real_popen = subprocess.Popen
+
+    def popen_interrupted_on_return(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        started = real_popen(*args, **kwargs)
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        signal.raise_signal(signal.SIGINT)
+        time.sleep(0.1)  # the interrupt would surface here, inside the start
+        return started
+
+    monkeypatch.setattr(microsandbox_backend.subprocess, "Popen", popen_interrupted_on_return)
+    runtime = MicrosandboxRuntime(cli=MsbCli(msb))
+    with pytest.raises(KeyboardInterrupt):
+        runtime.attach("vm", ["opencode", "attach"])
     assert (tmp_path / "ended").read_text() == "asked\n"
 
 

@@ -33,6 +33,7 @@ from opencode_sandbox.errors import (
 )
 from opencode_sandbox.runtime import msb_boot_log, msb_parse
 from opencode_sandbox.runtime.env_passing import child_environment, env_flags
+from opencode_sandbox.runtime.held_signals import signals_held
 from opencode_sandbox.runtime.kvm import KvmCheck, probe_kvm
 from opencode_sandbox.runtime.msb_cli import MsbCli, MsbResult
 from opencode_sandbox.runtime.msb_sdk_worker import call_sdk
@@ -324,12 +325,15 @@ class MicrosandboxRuntime:
         args = self._exec_args(user, workdir, env)
         args += ["--tty" if tty else "--no-tty", name, "--", *argv]
         # The terminal belongs to msb for the whole session: it handles resizes and signals.
-        with subprocess.Popen(self._cli.command(*args), env=child_environment(env)) as attached:
-            try:
-                return attached.wait()
-            except BaseException:  # Ctrl-C, a hang-up or a kill of this process
+        attached: subprocess.Popen[bytes] | None = None
+        try:
+            with signals_held():
+                attached = subprocess.Popen(self._cli.command(*args), env=child_environment(env))
+            return attached.wait()
+        except BaseException:  # Ctrl-C, a hang-up or a kill of this process
+            if attached is not None:
                 _end_gently(attached)
-                raise
+            raise
 
     # volumes
     def _volume_fields(self, name: str) -> dict[str, str] | None:
