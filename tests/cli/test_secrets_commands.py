@@ -77,15 +77,22 @@ def test_import_writes_values_privately_and_names_and_hosts_to_the_config(projec
     assert config.read_text() == written
 
 
-def test_import_merges_with_secrets_already_set(project: Path) -> None:
+def secrets_already_set(openai_hosts: str) -> tuple[Path, Path]:
+    """A user with a new OpenAI key in opencode's logins, and two secrets set before: the user's
+    `config.yaml` and `secrets.env`."""
     write_logins({"openai": {"type": "api", "key": "sk-new"}})
     config = config_dir() / "config.yaml"
     config.parent.mkdir(parents=True)
-    config.write_text("secrets:\n  CORP_TOKEN: ['*.corp.example']\n  OPENAI_API_KEY: [gateway.corp.example]\n"
+    config.write_text(f"secrets:\n  CORP_TOKEN: ['*.corp.example']\n  OPENAI_API_KEY: [{openai_hosts}]\n"
                       "# trailing\nmemory: 8G\n")
     values = config_dir() / "secrets.env"
     values.write_text("CORP_TOKEN=corp-value\nOPENAI_API_KEY=sk-old\n")
     values.chmod(0o600)
+    return config, values
+
+
+def test_import_merges_with_secrets_already_set(project: Path) -> None:
+    config, values = secrets_already_set("gateway.corp.example")
     result = run_cli("secrets", "import", cwd=project)
     assert result.returncode == 0, result.stderr
     listed = run_cli("secrets", "list", cwd=project)
@@ -99,14 +106,7 @@ def test_import_merges_with_secrets_already_set(project: Path) -> None:
 
 
 def test_import_refreshes_a_key_set_for_the_provider_s_own_hosts(project: Path) -> None:
-    write_logins({"openai": {"type": "api", "key": "sk-new"}})
-    config = config_dir() / "config.yaml"
-    config.parent.mkdir(parents=True)
-    config.write_text("secrets:\n  CORP_TOKEN: ['*.corp.example']\n  OPENAI_API_KEY: [api.openai.com]\n"
-                      "# trailing\nmemory: 8G\n")
-    values = config_dir() / "secrets.env"
-    values.write_text("CORP_TOKEN=corp-value\nOPENAI_API_KEY=sk-old\n")
-    values.chmod(0o600)
+    config, values = secrets_already_set("api.openai.com")
     result = run_cli("secrets", "import", cwd=project)
     assert result.returncode == 0, result.stderr
     assert "(already there)" in result.stderr
