@@ -158,11 +158,12 @@ def assert_only_the_placeholder_in_the_vm(project: Project) -> None:
 
 
 def test_the_agent_works_through_a_secret_whose_value_the_vm_never_holds(
-    project: Project, site: Site, recorder: Recorder, tmp_path: Path, runner_base_image: RunnerBase,
+    any_user_project: Project, site: Site, recorder: Recorder, tmp_path: Path, runner_base_image: RunnerBase,
     proxy_images_removed_after: None,  # noqa: F811 (the fixture imported above)
 ) -> None:
+    project = any_user_project
     ca = trustme.CA()
-    ca_file = tmp_path / "model-ca.pem"
+    ca_file = (project.home or tmp_path) / "model-ca.pem"
     ca.cert_pem.write_to_path(str(ca_file))
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert(site.model_name).configure_cert(tls)
@@ -181,6 +182,8 @@ def test_the_agent_works_through_a_secret_whose_value_the_vm_never_holds(
         base_url = f"https://{site.model_name}/v1"
         config = provider_config(base_url, "{env:OPENAI_API_KEY}")
         (project.opencode_config_dir / "opencode.json").write_text(json.dumps(config))
+        if project.user and project.home:
+            project.user.give(project.home)
         client = ServeOnly(project)
         try:
             serve_proxy(project, site)

@@ -165,8 +165,10 @@ def netfilter_image_removed_after() -> Iterator[None]:
 
 
 def test_public_refuses_private_addresses_and_the_host_and_survives_a_restart(
-    project: Project, servers: tuple[Server, Server], host_service: int, netfilter_image_removed_after: None,
+    any_user_project: Project, servers: tuple[Server, Server], host_service: int,
+    netfilter_image_removed_after: None,
 ) -> None:
+    project = any_user_project
     private, public = servers
     served = ServeOnly(project)
     try:
