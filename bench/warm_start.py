@@ -73,11 +73,11 @@ def clean_up(slug: str) -> None:
         pid, _, args = line.strip().partition(" ")
         if "services.reaper" in args and slug in args:
             subprocess.run(["kill", "-KILL", pid], check=False)
-    for kind, extra in (("volume", []), ("image", ["--all"])):
+    for kind, extra, remove in (("volume", [], ["--force"]), ("image", ["--all"], ["--force"]), ("network", [], [])):
         names = subprocess.run(["docker", kind, "ls", "--quiet", *extra, "--filter", f"label={LABEL_SLUG}={slug}"],
                                capture_output=True, text=True, check=False).stdout.split()
         for name in dict.fromkeys(names):
-            subprocess.run(["docker", kind, "rm", "--force", name], capture_output=True, check=False)
+            subprocess.run(["docker", kind, "rm", *remove, name], capture_output=True, check=False)
 
 
 def main(rounds: int = 10) -> float:
