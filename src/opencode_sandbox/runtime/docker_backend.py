@@ -43,7 +43,7 @@ from opencode_sandbox.engine.command import (
 from opencode_sandbox.engine.docker import DockerImageEngine
 from opencode_sandbox.engine.socket_client import ApiUnavailable, DockerApi
 from opencode_sandbox.errors import BootFailed, NotFound, NotOurs, RuntimeUnavailable, SandboxError
-from opencode_sandbox.runtime import docker_exec, docker_netfilter, docker_proxy
+from opencode_sandbox.runtime import docker_exec, docker_netfilter, docker_policy_marks, docker_proxy
 from opencode_sandbox.runtime.docker_args import (
     DIND_LABEL,
     exec_args,
@@ -107,9 +107,13 @@ class DockerRuntime:
         if document is None:
             return None
         info = sandbox_info(document)
+        if info.status is not SandboxStatus.RUNNING:
+            return info
         slug = slug_of_vm(name)
-        if info.status is SandboxStatus.RUNNING and slug is not None and _proxy_policy(document) is not None \
-                and not docker_proxy.proxy_alive(self.cli, slug):
+        if docker_netfilter.LABEL_NETWORK_POLICY in info.labels \
+                and not docker_policy_marks.installed_for(name, _started_at(document)):
+            info = info._replace(repair="it was started without its network policy (outside opencode-sandbox)")
+        elif slug is not None and _proxy_policy(document) is not None and not docker_proxy.proxy_alive(self.cli, slug):
             info = info._replace(repair=f"its egress proxy {docker_proxy.proxy_name(slug)} is not running")
         return info
 
@@ -183,6 +187,7 @@ class DockerRuntime:
                                               proxy.address if proxy is not None else None)
                 if proxy is not None:
                     docker_proxy.trust_proxy(self.cli, spec.name, proxy)
+                self._mark_policy_installed(spec.name)
             except BaseException:
                 self._discard(spec.name)
                 raise
@@ -224,9 +229,13 @@ class DockerRuntime:
                                           proxy.address if proxy is not None else None)
             if proxy is not None:
                 docker_proxy.trust_proxy(self.cli, name, proxy)
+            self._mark_policy_installed(name)
         except BaseException:
             self.cli.run_raw(["kill", name])
             raise
+
+    def _mark_policy_installed(self, name: str) -> None:
+        docker_policy_marks.record(name, _started_at(self._owned_container(name)))
 
     def _start_container(self, name: str) -> None:
         api = self.cli.socket_api()
@@ -246,6 +255,7 @@ class DockerRuntime:
     def stop_sandbox(self, name: str, timeout_s: float = 10.0) -> None:
         status = container_status(self._owned_container(name).get("State") or {})
         if status not in _RUNNING_STATES:
+            self._stop_proxy(name, kill=False)  # a VM stopped outside the tool may have left it running
             return
         # No guest kernel sits between the container and the host's page cache: whatever
         # its processes wrote is already safe, and `docker stop` lets them flush their own
@@ -271,6 +281,7 @@ class DockerRuntime:
             self.stop_sandbox(name)
         # --volumes takes only anonymous volumes declared by the image; named ones stay.
         self.cli.run(["rm", "--force", "--volumes", name])
+        docker_policy_marks.forget(name)
         slug = slug_of_vm(name)
         if slug is not None:
             docker_proxy.remove_proxy(self.cli, slug)
@@ -549,6 +560,7 @@ class DockerRuntime:
     def _discard(self, name: str) -> None:
         """Remove what a failed create left, whatever state it is in."""
         self.cli.run_raw(["rm", "--force", "--volumes", name])
+        docker_policy_marks.forget(name)
         slug = slug_of_vm(name)
         if slug is not None:
             docker_proxy.remove_proxy(self.cli, slug)
@@ -585,6 +597,10 @@ class DockerRuntime:
 
 
 _RETRY_HINT = "Run the command again; if it keeps failing, check `opencode-sandbox doctor`."
+
+
+def _started_at(document: Mapping[str, Any]) -> str:
+    return str((document.get("State") or {}).get("StartedAt", ""))
 
 
 def _proxy_policy(document: Mapping[str, Any]) -> object | None:

@@ -41,6 +41,7 @@ def stop(app: App, remove: bool, echo: Callable[[str], None],
         runtime.stop_sandbox(name)
         echo(" ".join(filter(None, [f"Stopped {name}.", cut_off_note(len(clients))])))
     else:
+        runtime.stop_sandbox(name)  # what runs beside it (docker's egress proxy) stops too
         echo(f"{name} is already {existing.status.value}.")
     if remove:
         _remove_vm_and_state(app, existing is not None, echo)

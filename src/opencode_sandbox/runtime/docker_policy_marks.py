@@ -1,0 +1,42 @@
+"""Which start of a docker VM its network policy was installed for.
+
+The rules live in the container's network namespace, which every start makes anew: a VM started
+outside the tool (`docker start`, a restart policy, the engine's own restart) runs with an open
+network. Docker keeps no mutable field on a container, so the start the rules were installed for
+(its `State.StartedAt`) is written down here, in the user's state folder; a running VM whose
+`StartedAt` differs gets its rules again before it is used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from opencode_sandbox.paths import ToolPaths
+
+_FOLDER = "docker-network-policy"
+
+
+def _mark(name: str) -> Path:
+    return ToolPaths.from_environment().state_dir / _FOLDER / name
+
+
+def record(name: str, started_at: str) -> None:
+    mark = _mark(name)
+    mark.parent.mkdir(parents=True, exist_ok=True)
+    partial = mark.with_name(f".{mark.name}.{os.getpid()}")
+    partial.write_text(started_at)
+    partial.replace(mark)
+
+
+def installed_for(name: str, started_at: str) -> bool:
+    try:
+        return _mark(name).read_text() == started_at
+    except OSError:
+        return False
+
+
+def forget(name: str) -> None:
+    with contextlib.suppress(OSError):
+        _mark(name).unlink()
