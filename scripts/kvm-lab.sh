@@ -17,7 +17,8 @@
 #
 # Caches, in OPENCODE_SANDBOX_LAB_CACHE (default /var/cache/opencode-sandbox-lab):
 #   base-<key>/      the guest's root file system, kernel and initrd, made by debootstrap;
-#                    <key> hashes the package list and build_base below, nothing else
+#                    <key> hashes the package list and build_base below, nothing else; a
+#                    base no run has used for a day is removed
 #   wheels-<key>/    the project's dependency wheels for the guest's Python; <key> hashes
 #                    pyproject.toml
 #   run.XXXXXX/      one run's disk image, share (log, exit code) and project wheel, removed
@@ -44,7 +45,7 @@ LAB_UID=1001
 HOST_PACKAGES=(qemu-system-x86 qemu-utils debootstrap e2fsprogs socat python3 python3-venv)
 GUEST_PACKAGES=(
   python3 python3-venv kmod udev iproute2 ca-certificates linux-image-amd64 initramfs-tools
-  procps util-linux e2fsprogs passwd sudo git tmux docker-cli curl
+  procps util-linux e2fsprogs passwd sudo git tmux docker-cli curl dnsmasq-base socat
 )
 SMOKE_COMMAND=(python -m pytest --instafail -m kvm tests/e2e/test_microsandbox_smoke.py)
 DEFAULT_COMMAND=(python -m pytest --instafail -m kvm)
@@ -112,6 +113,7 @@ ensure_base() {
   local key; key=$(base_key)
   BASE="$CACHE/base-$key"
   if [ -f "$BASE/ready" ]; then
+    touch "$BASE/ready"
     say "guest base $BASE (cached)"
     return
   fi
@@ -122,8 +124,13 @@ ensure_base() {
   build_base "$BASE.partial"
   mv "$BASE.partial" "$BASE"
   touch "$BASE/ready"
+  # Another base is removed once no run has used it for a day: checkouts of other versions of
+  # this script may share the cache, each with its own base.
   for old in "$CACHE"/base-*; do
-    [ "$old" = "$BASE" ] || { say "removing the outdated base $old"; rm -rf "$old"; }
+    if [ "$old" != "$BASE" ] && [ -z "$(find "$old" -maxdepth 1 -name ready -mmin -1440)" ]; then
+      say "removing the outdated base $old"
+      rm -rf "$old"
+    fi
   done
   say "guest base built in $(seconds_since "$started") s"
 }
@@ -243,6 +250,29 @@ if [ -n "$nic" ]; then
 else
   echo "lab: the guest has no network interface" >&2
 fi
+# A stand-in for the internet, for tests whose servers must look like the internet's: names under
+# lab.test resolve to LAB_INTERNET, a public address that lives in a network namespace of its own
+# (so it is not one of this machine's addresses, which policies treat apart), and its ports 443
+# and 8080 lead back here, to ports 8443 and 8080 on 10.200.0.1, where such tests serve.
+LAB_INTERNET=1.2.3.4
+ip netns add internet
+ip link add lab-inet type veth peer name inet0 netns internet
+ip addr add 10.200.0.1/30 dev lab-inet
+ip link set lab-inet up
+ip -n internet link set lo up
+ip -n internet addr add 10.200.0.2/30 dev inet0
+ip -n internet addr add "$LAB_INTERNET/32" dev lo
+ip -n internet link set inet0 up
+ip -n internet route add default via 10.200.0.1
+ip route add "$LAB_INTERNET/32" via 10.200.0.2
+for ports in 443:8443 8080:8080; do
+  ip netns exec internet socat "TCP-LISTEN:${ports%%:*},bind=$LAB_INTERNET,reuseaddr,fork" \
+    "TCP:10.200.0.1:${ports##*:}" &
+done
+dnsmasq --no-resolv --no-hosts --server=10.0.2.3 --address=/lab.test/$LAB_INTERNET \
+  --listen-address=127.0.0.1 --bind-interfaces --user=root
+printf 'nameserver 127.0.0.1\n' > /etc/resolv.conf
+export OPENCODE_SANDBOX_LAB_INTERNET=$LAB_INTERNET
 if modprobe kvm_amd; then
   chgrp kvm /dev/kvm && chmod 660 /dev/kvm
 else
