@@ -73,6 +73,8 @@ egress-deny: ["*.example.com", "[fd00::/8]:443"]
 secrets:
   OPENAI_API_KEY: [api.openai.com]
   ANTHROPIC_API_KEY: {hosts: [api.anthropic.com, "*.anthropic.example"], headers: [X-Api-Key]}
+mounts: ["data:/mnt/data", "~/.gitconfig:/etc-copy/gitconfig:rw"]
+ports: [3000, "8080:80"]
 """)
     settings = load_settings(files(layout), {}, {})
     assert settings.runtime is RuntimeKind.DOCKER
@@ -97,7 +99,10 @@ secrets:
     ]
     assert settings.egress_policy == EgressPolicy(Profile.NONE, settings.egress_allow, settings.egress_deny,
                                                   settings.secrets)
-    assert len(KEYS) == 17
+    assert [(mount.source, mount.target, mount.readonly) for mount in settings.mounts] == [
+        (user_dir / "data", "/mnt/data", True), (Path.home() / ".gitconfig", "/etc-copy/gitconfig", False)]
+    assert [(port.guest, port.host) for port in settings.ports] == [(3000, None), (80, 8080)]
+    assert len(KEYS) == 19
     assert all(source.startswith(str(user_dir / "config.yaml")) for source in settings.sources.values())
 
 
