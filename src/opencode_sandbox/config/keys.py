@@ -123,6 +123,8 @@ class Key(Record):
     """May be set in the checkout's own file, which the agent in the VM can write."""
     checkout_refusal: Callable[[Any], str | None] | None = None
     """For a key the checkout's file may set: why a read value may not come from there, or None."""
+    flag: str = ""
+    """The command line's option for the key, where it is not `--NAME`."""
     join_flag: Callable[[Any, Any], Any] | None = None
     """How a value given on the command line joins that of the files and the environment (ValueError
     when it cannot); None: it replaces it."""
@@ -177,7 +179,7 @@ KEYS: tuple[Key, ...] = (
     Key("ports", (), parse_ports,
         "guest TCP ports published on the host's 127.0.0.1, each GUEST_PORT (a free host port is "
         "picked) or HOST_PORT:GUEST_PORT",
-        checkout_refusal=checkout_refusal, join_flag=_joined_ports),
+        checkout_refusal=checkout_refusal, flag="--publish", join_flag=_joined_ports),
     Key("releases-url", DEFAULT_RELEASES_URL, _read_url,
         "where the opencode update check looks for the latest release"),
 )

@@ -167,7 +167,7 @@ def load_settings(
             _refuse_in_checkout(layer, [other for other in files if other.parent.name != CHECKOUT_FOLDER])
     layers.append(read_environment(environ))
     layers.append({
-        name: RawValue(value, f"flag --{name}", Path.cwd())
+        name: RawValue(value, f"flag {KEYS_BY_NAME[name].flag or '--' + name}", Path.cwd())
         for name, value in flags.items()
         if value is not None
     })

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import errno
 import socket
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from opencode_sandbox.app import App
 from opencode_sandbox.core.naming import vm_name
@@ -35,7 +35,7 @@ def _in_use(port: int) -> bool:
     return False
 
 
-def user_ports(port_map: dict[int, int]) -> dict[int, int]:
+def user_ports(port_map: Mapping[int, int]) -> dict[int, int]:
     """The published ports other than opencode serve's own."""
     return {guest: host for guest, host in sorted(port_map.items()) if guest != DAEMON_PORT}
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 
 from opencode_sandbox import TYPE_CHECKING
@@ -57,6 +57,8 @@ class ReadyVm(Record):
     password: str
     daemon_start: daemon_control.BackgroundStart | None = None
     """For `shell`: `opencode serve` still starting while the command runs."""
+    ports: Mapping[int, int] = {}
+    """The VM's published guest ports and their 127.0.0.1 ports, opencode serve's included."""
 
 
 class RunLifecycle:
@@ -117,14 +119,16 @@ class RunLifecycle:
                 state = state._replace(image_reference=image.reference, image_digest=image.digest)
             if state != recorded_state:
                 self.store.save(self.slug, state)
-            host_url = f"http://127.0.0.1:{self.app.runtime.host_port(self.vm, DAEMON_PORT)}"
+            ports = self.app.runtime.port_map(self.vm)
+            # host_port raises the runtime's own error for a VM whose daemon port is not published
+            host_url = f"http://127.0.0.1:{ports.get(DAEMON_PORT) or self.app.runtime.host_port(self.vm, DAEMON_PORT)}"
             config_fingerprint = self._provision(home_volume)
             booted = vm_plan.action is not VmAction.CONNECT
             start = self._ensure_daemon(state, host_url, password, config_fingerprint, other_clients, booted,
                                         wait_for_daemon)
             if start is None:
-                return ReadyVm(self.vm, host_url, password)
-            return ReadyVm(self.vm, host_url, password, daemon_control.BackgroundStart(start, held.pop_all()))
+                return ReadyVm(self.vm, host_url, password, ports=ports)
+            return ReadyVm(self.vm, host_url, password, daemon_control.BackgroundStart(start, held.pop_all()), ports)
 
     # steps ---------------------------------------------------------------------------------
 
