@@ -345,12 +345,14 @@ class RunLifecycle:
             refuse_busy_host_ports(self.app.settings.ports, where)
             vm_boot.start(runtime, self.console, self.vm, self.secret_values)
             return False
+        # Before the old VM goes, which frees only the host ports it holds itself.
+        held = set(runtime.port_map(self.vm).values()) if existing is not None else set()
+        refuse_busy_host_ports([port for port in self.app.settings.ports if port.host not in held], where)
         if plan.action is VmAction.RECREATE and existing is not None:
             with slow_step(self.console, f"Recreating {self.vm} ({plan.reason})"):
                 if existing.status.is_active:
                     runtime.stop_sandbox(self.vm)
                 runtime.remove_sandbox(self.vm)
-        refuse_busy_host_ports(self.app.settings.ports, where)
         vm_boot.create(runtime, self.console, self._spec(image, home_volume), self.secret_values)
         self.made_volume = None  # the VM holds it now
         return True
