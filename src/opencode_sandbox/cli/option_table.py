@@ -84,7 +84,8 @@ RUN = CommandLine(
         _NETWORK,
         _PUBLISH,
         Option("serve_only", ("-s", "--serve-only"),
-               "Start the opencode server, print its URL and credentials, and wait instead of attaching.", FLAG),
+               "Start the opencode server, print its URL, its credentials and the published ports, and wait "
+               "instead of attaching.", FLAG),
     ),
     rest="opencode_args",
     rest_metavar="[-- OPENCODE_ARGS]...",
