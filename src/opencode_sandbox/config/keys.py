@@ -117,8 +117,8 @@ class Key(Record):
     read: Callable[[Any], Any]
     help: str
     relative_to: Callable[[Any, Path], Any] | None = None
-    """Makes the paths of a read value that are relative relative to the folder of the file
-    (or, for a variable or a flag, the current folder) that set it."""
+    """Turns the relative paths of a read value into paths from the folder of the file that set it
+    (for a variable or a flag, the current folder)."""
     in_checkout: bool = True
     """May be set in the checkout's own file, which the agent in the VM can write."""
     checkout_refusal: Callable[[Any], str | None] | None = None
