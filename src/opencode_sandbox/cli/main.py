@@ -67,6 +67,7 @@ def cli(ctx: click.Context, /, **global_options: Any) -> None:
 def _register() -> None:
     from opencode_sandbox.cli import (
         commands_build,
+        commands_guard,
         commands_info,
         commands_manage,
         commands_network,
@@ -74,7 +75,8 @@ def _register() -> None:
         commands_secrets,
     )
 
-    for module in (commands_run, commands_build, commands_manage, commands_network, commands_secrets, commands_info):
+    for module in (commands_run, commands_build, commands_manage, commands_network, commands_secrets,
+                   commands_guard, commands_info):
         module.register(cli)
 
 

@@ -31,6 +31,7 @@ class Settings(Record):
     egress_deny: tuple[EgressRule, ...]
     secrets: tuple[SecretRule, ...]
     releases_url: str
+    guarded_paths: tuple[str, ...]
     sources: dict[str, str]
     """Key name -> `default`, a file with its line, an environment variable or a flag."""
 

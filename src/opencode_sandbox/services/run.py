@@ -78,6 +78,7 @@ class RunLifecycle:
     def prepare(self, rebuild: bool, other_clients: int, wait_for_daemon: bool = True) -> ReadyVm:
         """Every step up to a serving daemon. `wait_for_daemon=False` (shell) starts the daemon
         but does not wait for it to answer: a shell command does not need it."""
+        self._review_guarded_files()
         update_check = UpdateCheck(self.app)
         update_check.start()
         self._auto_prune()
@@ -124,6 +125,14 @@ class RunLifecycle:
             return ReadyVm(self.vm, host_url, password, daemon_control.BackgroundStart(start, held.pop_all()))
 
     # steps ---------------------------------------------------------------------------------
+
+    def _review_guarded_files(self) -> None:
+        """Before anything reads the checkout's configuration or Dockerfile: what a VM changed
+        among the files the host runs is shown and kept or reverted, and the rest recorded."""
+        from opencode_sandbox.services.guard import review
+
+        if review(self.app, vm_may_write_after=True).touched_tool_folder:
+            self.app.reload_settings()
 
     def _auto_prune(self) -> None:
         """At most once an hour: nothing turns stale in a way that matters faster than that."""
@@ -181,13 +190,14 @@ class RunLifecycle:
         mounts = (
             Mount(MountKind.VOLUME, home_volume, "/home/dev"),
             Mount(MountKind.BIND, str(self.app.project.root), "/workspace"),
+            *self._read_only_guarded(),
         )
         values = {
             "runtime": settings.runtime.value,
             "cpus": settings.cpus,
             "memory_mib": settings.memory_mib,
             "env": image.env,
-            "mounts": [[m.kind.value, m.source, m.target] for m in mounts],
+            "mounts": [[m.kind.value, m.source, m.target, *(["ro"] if m.readonly else [])] for m in mounts],
             "ports": [daemon_control.DAEMON_PORT],
             "dev_identity": list(dev_identity),
             "network": settings.egress_policy.fingerprint_value(),
@@ -216,6 +226,17 @@ class RunLifecycle:
             ca_certificates=tuple(certificate.pem for certificate in certificates),
             ca_certificate_files=tuple(dict.fromkeys(str(certificate.source) for certificate in certificates)),
         )
+
+    def _read_only_guarded(self) -> list[Mount]:
+        """The guarded files and folders that exist, read-only over the checkout, where the
+        runtime can stack bind mounts (docker); on microsandbox the review is the protection."""
+        if self.app.settings.runtime is not RuntimeKind.DOCKER:
+            return []
+        from opencode_sandbox.services.guard import guarded_paths, read_only_paths
+
+        root = self.app.project.root
+        return [Mount(MountKind.BIND, str(root / path), f"/workspace/{path}", readonly=True)
+                for path in read_only_paths(root, guarded_paths(self.app.settings))]
 
     def _intercepting_certificates(self) -> list[CaCertificate]:
         """The CAs that verify servers when the runtime intercepts the VM's HTTPS (the docker
@@ -443,6 +464,7 @@ def describe_plan(app: App, worktree: tuple[str, str | None] | None = None) -> l
     lines.append(f"doctor: check the {app.settings.runtime.value} runtime")
     lines.append(f"network: {app.settings.egress_policy.describe()}")
     lines += [f"secret: {line}" for line in secret_lines(app)]
+    lines.append("guard: show what a VM changed among the files the host runs, keep or revert it, and record them")
     if app.settings.runtime is RuntimeKind.DOCKER:
         from opencode_sandbox.runtime.docker_proxy import proxy_name
         from opencode_sandbox.runtime.nft_ruleset import needs_proxy
