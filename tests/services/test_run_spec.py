@@ -122,3 +122,25 @@ def test_the_extra_certificates_go_to_the_runtime_only_when_it_intercepts_the_vm
         assert intercepted.ca_certificate_files == (str(extra),)
         direct = lifecycle(runtime, tmp_path, network="public", **flags)._spec(IMAGE, HOME)
         assert (direct.ca_certificates, direct.ca_certificate_files) == ((), ())
+
+
+def test_on_docker_the_guarded_paths_that_exist_are_read_only_and_part_of_the_fingerprint(tmp_path: Path) -> None:
+    from opencode_sandbox.runtime.types import Mount, MountKind
+
+    (tmp_path / ".git" / "hooks").mkdir(parents=True)
+    (tmp_path / ".git" / "config").write_text("[core]\n")
+    run = lifecycle(RuntimeKind.DOCKER, tmp_path)
+    before = run._spec(IMAGE, HOME)
+    assert [mount for mount in before.mounts if mount.readonly] == [
+        Mount(MountKind.BIND, str(tmp_path / ".git/hooks"), "/workspace/.git/hooks", True),
+        Mount(MountKind.BIND, str(tmp_path / ".git/config"), "/workspace/.git/config", True),
+    ]
+    (tmp_path / ".envrc").write_text("export A=1\n")
+    after = run._spec(IMAGE, HOME)
+    assert after.labels[naming.LABEL_FINGERPRINT] != before.labels[naming.LABEL_FINGERPRINT]
+
+
+def test_on_microsandbox_the_guarded_paths_stay_as_the_checkout_is(tmp_path: Path) -> None:
+    (tmp_path / ".git" / "hooks").mkdir(parents=True)
+    run = lifecycle(RuntimeKind.MICROSANDBOX, tmp_path)
+    assert not any(mount.readonly for mount in run._spec(IMAGE, HOME).mounts)

@@ -226,21 +226,26 @@ def _revert(root: Path, store: GuardStore, now: guard_files.Snapshot, by_vm: Seq
 
     folder = guard_files.new_review_folder(root, REVIEW_FOLDER, datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"))
     for change in by_vm:
-        if change.after is not None:
-            guard_files.move_aside(root, change.path, folder)
         before = change.before
         content = store.copy_of(before) if before is not None and before.kind == FILE else None
-        if before is not None and before.kind == FILE and content is None:
-            console.warn(f"{change.path}: its earlier version was not kept (over 1 MiB, or the record was lost); "
-                         f"the VM's version is moved to {folder}",
-                         hint="restore it from version control or a backup")
-            now.entries.pop(change.path, None)
-            continue
-        guard_files.restore(root, change.path, before, content)
+        try:
+            if change.after is not None:
+                guard_files.move_aside(root, change.path, folder)
+            if before is not None and before.kind == FILE and content is None:
+                console.warn(f"{change.path}: its earlier version was not kept (over 1 MiB, or the record was "
+                             f"lost); the VM's version is moved to {folder}",
+                             hint="restore it from version control or a backup")
+                now.entries.pop(change.path, None)
+                continue
+            guard_files.restore(root, change.path, before, content)
+        except OSError as error:
+            console.warn(f"cannot revert {change.path}: {error.strerror or error}",
+                         hint=f"put it back by hand (the VM's version may be in {folder}); "
+                              "it is reported again until it matches the record")
         if before is None:
             now.entries.pop(change.path, None)
             now.contents.pop(change.path, None)
-        else:
+        else:  # what the record holds, reported again next time if the revert failed
             now.entries[change.path] = before
             if content is not None:
                 now.contents[change.path] = content

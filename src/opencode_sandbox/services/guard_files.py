@@ -260,12 +260,16 @@ def _remove(folder: int, name: str) -> None:
 
 
 def _without_execute_bits(folder: int, name: str) -> None:
-    """Nothing kept for review is meant to run: files lose their execute bits, in folders too."""
+    """Nothing kept for review is meant to run: files lose their execute bits, in folders too.
+    A file of another owner, which cannot be changed, is replaced by a copy of this user's."""
     found = os.stat(name, dir_fd=folder, follow_symlinks=False)
     if stat.S_ISREG(found.st_mode):
         descriptor = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
         try:
             os.fchmod(descriptor, found.st_mode & 0o666)
+        except PermissionError:
+            with os.fdopen(os.dup(descriptor), "rb") as source:
+                _put(folder, name, Entry(FILE, found.st_mode & 0o666), source.read())
         finally:
             os.close(descriptor)
     elif stat.S_ISDIR(found.st_mode):
