@@ -73,6 +73,7 @@ egress-deny: ["*.example.com", "[fd00::/8]:443"]
 secrets:
   OPENAI_API_KEY: [api.openai.com]
   ANTHROPIC_API_KEY: {hosts: [api.anthropic.com, "*.anthropic.example"], headers: [X-Api-Key]}
+guarded-paths: [.husky, ./Makefile]
 """)
     settings = load_settings(files(layout), {}, {})
     assert settings.runtime is RuntimeKind.DOCKER
@@ -97,7 +98,8 @@ secrets:
     ]
     assert settings.egress_policy == EgressPolicy(Profile.NONE, settings.egress_allow, settings.egress_deny,
                                                   settings.secrets)
-    assert len(KEYS) == 17
+    assert settings.guarded_paths == (".husky", "Makefile")
+    assert len(KEYS) == 18
     assert all(source.startswith(str(user_dir / "config.yaml")) for source in settings.sources.values())
 
 

@@ -294,7 +294,6 @@ def test_a_reverted_project_config_is_read_again_before_the_start(fake: FakeRunt
     config.parent.mkdir()
     config.write_text("network: public\n")
     app = app_on(fake, checkout)
-    app._flags = {}
     review(app, vm_may_write_after=True)
     config.write_text("network: all\n")
     app.settings = load_settings([config], {}, {})  # as the command read it, before the review
@@ -358,3 +357,10 @@ def test_yes_reverts_without_asking_and_says_why(fake: FakeRuntime, checkout: Pa
     assert review(app, vm_may_write_after=True, ask=never).reverted
     assert "--yes: reverting them" in messages(app)
     assert (checkout / ".envrc").read_text() == "export A=1\n"
+
+
+def test_guarded_paths_from_the_environment_and_outside_the_checkout() -> None:
+    environment = {"OPENCODE_SANDBOX_GUARDED_PATHS": ".husky, Makefile"}
+    assert load_settings([], environment, {}).guarded_paths == (".husky", "Makefile")
+    with pytest.raises(ConfigError, match=r"'\.\./x' is not inside the checkout"):
+        load_settings([], {"OPENCODE_SANDBOX_GUARDED_PATHS": "../x"}, {})
