@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from opencode_sandbox.core.guard import REVIEW_FOLDER
-from tests.e2e.harness import Project, ServeOnly, docker, git
+from tests.e2e.harness import Project, ServeOnly, Tmux, cli_command, docker, git
 
 PLANTED = "#!/bin/sh\ntouch \"$(git rev-parse --show-toplevel)/../hook-ran\"\n"
 
@@ -75,3 +75,26 @@ def test_a_file_the_vm_creates_is_reverted_when_the_client_detaches_and_host_edi
     assert started.returncode == 0, started.stderr
     assert "changed while the VM ran" not in started.stderr, started.stderr
     assert (project.root / ".envrc").read_text() == "export MINE=1\n"
+
+
+def test_on_a_terminal_stop_shows_the_change_and_keeps_it_when_asked(project: Project, unique: str) -> None:
+    started = project.shell("true")
+    assert started.returncode == 0, started.stderr
+    made = docker("exec", "--user", "dev", "--workdir", "/workspace", project.vm, "sh", "-c",
+                  "mkdir -p .vscode && echo '{\"editor.tabSize\": 2}' > .vscode/settings.json")
+    assert made.returncode == 0, made.stderr
+    terminal = Tmux(f"osb-guard-{unique}", cli_command("stop"), project.root, project.env)
+    try:
+        screen = terminal.wait_for(r"Revert them\? The VM's versions are kept under .opencode-sandbox/guard/ "
+                                   r"\[Y/n\]", timeout=120)
+        assert ".vscode/settings.json: added (mode " in screen
+        assert '+{"editor.tabSize": 2}' in screen
+        terminal.send("n", "Enter")
+        screen = terminal.wait_for("EXIT-CODE=0", timeout=60)
+        assert "Kept the VM's versions" in screen
+    finally:
+        terminal.close()
+    assert (project.root / ".vscode" / "settings.json").read_text() == '{"editor.tabSize": 2}\n'
+    assert not (project.root / REVIEW_FOLDER).exists()
+    clean = project.cli("guard", "status")
+    assert "state: clean" in clean.stdout, clean.stdout + clean.stderr
