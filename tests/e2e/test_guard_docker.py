@@ -4,6 +4,7 @@ and what changes anyway is reported and reverted before the host runs it."""
 from __future__ import annotations
 
 import json
+import shutil
 
 from opencode_sandbox.core.guard import REVIEW_FOLDER
 from tests.e2e.harness import Project, ServeOnly, Tmux, cli_command, docker, git
@@ -11,26 +12,26 @@ from tests.e2e.harness import Project, ServeOnly, Tmux, cli_command, docker, git
 PLANTED = "#!/bin/sh\ntouch \"$(git rev-parse --show-toplevel)/../hook-ran\"\n"
 
 
-def test_the_vm_cannot_write_the_hooks_and_a_hook_written_anyway_is_reverted_before_git_runs_it(
+def test_a_hook_the_vm_writes_is_reverted_before_git_runs_it_and_existing_guarded_paths_are_read_only(
     any_user_project: Project,
 ) -> None:
     project = any_user_project
+    hooks = project.root / ".git" / "hooks"
+    shutil.rmtree(hooks)  # absent when the VM is made: not mounted, so the VM can make it
     started = project.shell("true")
     assert started.returncode == 0, started.stderr
 
-    write = project.shell("printf '#!/bin/sh\\necho hi\\n' > .git/hooks/pre-commit && chmod 755 .git/hooks/pre-commit")
-    assert write.returncode != 0 and "Read-only file system" in write.stderr, write.stderr
+    planted = project.shell(f"mkdir -p .git/hooks && cat > .git/hooks/pre-commit <<'EOF'\n{PLANTED}EOF\n"
+                            "chmod 755 .git/hooks/pre-commit")
+    assert planted.returncode == 0, planted.stderr
     configured = project.shell("git config core.fsmonitor /workspace/evil")
-    assert configured.returncode != 0, configured.stderr
-    unmounted = project.cli("shell", "--root", "--", "umount", "/workspace/.git/hooks")
+    assert configured.returncode != 0, "the .git/config that existed at the start is read-only in the VM"
+    own_config = project.shell("echo 'network: all' > .opencode-sandbox/config.yaml")
+    assert own_config.returncode != 0 and "Read-only file system" in own_config.stderr, own_config.stderr
+    unmounted = project.cli("shell", "--root", "--", "umount", "/workspace/.git/config")
     assert unmounted.returncode != 0, "root in the VM must not lift the read-only mount"
     assert project.shell("git status --short && cat .git/config >/dev/null").returncode == 0, "the VM's git reads it"
-
-    # Where a runtime cannot block the write (microsandbox), the hook lands while the VM runs; a
-    # write from the host while the VM runs stands in for it.
-    hook = project.root / ".git" / "hooks" / "pre-commit"
-    hook.write_text(PLANTED)
-    hook.chmod(0o755)
+    (project.root / ".opencode-sandbox" / "config.yaml").write_text("cpus: 2\n")  # the user's, on the host
     status = project.cli("guard", "status", "--format", "json")
     assert status.returncode == 0, status.stderr
     assert [change["path"] for change in json.loads(status.stdout)["changed"]] == [".git/hooks/pre-commit"]
@@ -41,7 +42,8 @@ def test_the_vm_cannot_write_the_hooks_and_a_hook_written_anyway_is_reverted_bef
     assert ".git/hooks/pre-commit: added (mode 0755, " in reviewed.stderr, reviewed.stderr
     assert '+touch "$(git rev-parse --show-toplevel)/../hook-ran"' in reviewed.stderr
     assert "no terminal to ask on: reverting them" in reviewed.stderr
-    assert not hook.exists()
+    assert not (hooks / "pre-commit").exists()
+    assert (project.root / ".opencode-sandbox" / "config.yaml").read_text() == "cpus: 2\n", "the user's edit stays"
     [kept] = list((project.root / REVIEW_FOLDER).glob("*/.git/hooks/pre-commit"))
     assert kept.read_text() == PLANTED and kept.stat().st_mode & 0o111 == 0
     (project.root / "change.txt").write_text("x\n")
@@ -50,6 +52,9 @@ def test_the_vm_cannot_write_the_hooks_and_a_hook_written_anyway_is_reverted_bef
     assert not (project.root.parent / "hook-ran").exists(), "git ran the hook the VM planted"
     clean = project.cli("guard", "status")
     assert clean.returncode == 0 and "state: clean" in clean.stdout, clean.stdout + clean.stderr
+
+    again = project.shell("printf '#!/bin/sh\\n' > .git/hooks/pre-commit")
+    assert again.returncode != 0 and "Read-only file system" in again.stderr, "hooks that exist are read-only"
 
 
 def test_a_file_the_vm_creates_is_reverted_when_the_client_detaches_and_host_edits_after_a_stop_stay(

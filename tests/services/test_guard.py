@@ -364,3 +364,44 @@ def test_guarded_paths_from_the_environment_and_outside_the_checkout() -> None:
     assert load_settings([], environment, {}).guarded_paths == (".husky", "Makefile")
     with pytest.raises(ConfigError, match=r"'\.\./x' is not inside the checkout"):
         load_settings([], {"OPENCODE_SANDBOX_GUARDED_PATHS": "../x"}, {})
+
+
+def test_changes_beneath_a_path_the_vm_sees_read_only_are_the_hosts(fake: FakeRuntime, checkout: Path) -> None:
+    from opencode_sandbox.services.guard import note_read_only
+
+    (checkout / ".opencode-sandbox").mkdir()
+    app = app_on(fake, checkout)
+    review(app, vm_may_write_after=True)
+    note_read_only(app, [".opencode-sandbox", ".git/config"])
+    (checkout / ".opencode-sandbox" / "Dockerfile").write_text("FROM x\n")  # the user, while the VM runs
+    (checkout / ".envrc").write_text("by the VM\n")
+    found = status(app)
+    assert [change.path for change in found.by_vm] == [".envrc"]
+    assert [change.path for change in found.on_host] == [".opencode-sandbox/Dockerfile"]
+
+    review(app, vm_may_write_after=True, keep_read_only=True)  # a detach
+
+    assert (checkout / ".opencode-sandbox" / "Dockerfile").exists()
+    assert (checkout / ".envrc").read_text() == "export A=1\n"
+    record = GuardStore(app.state.project_dir(SLUG)).load()
+    assert record is not None and record.read_only == (".opencode-sandbox", ".git/config")
+    review(app, vm_may_write_after=False)  # a stop: the next VM's mounts are its own
+    record = GuardStore(app.state.project_dir(SLUG)).load()
+    assert record is not None and record.read_only == ()
+
+
+def test_a_docker_start_makes_the_tool_folder_to_present_it_read_only(tmp_path: Path) -> None:
+    from opencode_sandbox.services.run import RunLifecycle
+
+    fake = FakeRuntime(RuntimeKind.DOCKER)
+    try:
+        app = make_app(fake, tmp_path)
+        app.settings = load_settings([], {}, {"runtime": "docker"})
+        RunLifecycle(app)._review_guarded_files()
+        assert (tmp_path / ".opencode-sandbox").is_dir()
+        app.settings = load_settings([], {}, {"runtime": "docker", "dind": True})
+        (tmp_path / ".opencode-sandbox").rmdir()
+        RunLifecycle(app)._review_guarded_files()
+        assert not (tmp_path / ".opencode-sandbox").exists(), "a privileged VM could lift the mount"
+    finally:
+        fake.close()

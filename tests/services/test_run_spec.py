@@ -136,7 +136,7 @@ def test_on_docker_the_guarded_paths_that_exist_are_read_only_and_part_of_the_fi
         Mount(MountKind.BIND, str(tmp_path / ".git/config"), "/workspace/.git/config", True),
     ]
     (tmp_path / ".envrc").write_text("export A=1\n")
-    after = run._spec(IMAGE, HOME)
+    after = lifecycle(RuntimeKind.DOCKER, tmp_path)._spec(IMAGE, HOME)  # the next run
     assert after.labels[naming.LABEL_FINGERPRINT] != before.labels[naming.LABEL_FINGERPRINT]
 
 

@@ -90,7 +90,7 @@ def _review_guarded_files(app: App) -> None:
     """At detach: the VM keeps running for other clients, or until the idle reaper stops it."""
     from opencode_sandbox.services.guard import review
 
-    review(app, vm_may_write_after=True)
+    review(app, vm_may_write_after=True, keep_read_only=True)
 
 
 def _finish_daemon_start(app: App, ready: ReadyVm) -> None:

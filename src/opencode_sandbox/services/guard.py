@@ -58,6 +58,9 @@ class GuardRecord(Record):
     """A VM of the project may have run since: changes from `entries` may be the VM's."""
     at_stop: Mapping[str, Entry] | None = None
     """The guarded files as the tool stopped the VM, until the next review."""
+    read_only: tuple[str, ...] = ()
+    """Guarded paths the VM that ran sees read-only: what changed beneath them was changed on
+    the host. Empty until a start knows the VM's mounts."""
 
 
 class Review(Record):
@@ -77,7 +80,8 @@ class GuardStatus(Record):
     vm_may_write: bool = False
     by_vm: tuple[Change, ...] = ()
     on_host: tuple[Change, ...] = ()
-    """Changes made on the host while no VM ran: the user's, recorded at the next start."""
+    """Changes made on the host (while no VM ran, or beneath a path the VM sees read-only): the
+    user's, recorded at the next start."""
 
 
 def guarded_paths(settings: Settings) -> tuple[str, ...]:
@@ -114,6 +118,7 @@ class GuardStore:
                 entries=_entries(data["entries"]),
                 vm_may_write=bool(data.get("vm_may_write")),
                 at_stop=_entries(at_stop) if at_stop is not None else None,
+                read_only=tuple(str(path) for path in data.get("read_only", ())),
             )
         except (UnreadableState, KeyError, TypeError, ValueError, AttributeError):
             return None  # recorded afresh: nothing to compare with
@@ -135,6 +140,7 @@ class GuardStore:
             "vm_may_write": record.vm_may_write,
             "at_stop": None if record.at_stop is None else {
                 path: entry.as_mapping() for path, entry in record.at_stop.items()},
+            "read_only": list(record.read_only),
         })
         for copy in copies.iterdir():
             if copy.name not in wanted:
@@ -168,9 +174,11 @@ def ask_on_the_terminal(question: str) -> bool:
     return confirm(question, default=True, interactive=True)
 
 
-def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | None = None) -> Review:
+def review(app: App, *, vm_may_write_after: bool, keep_read_only: bool = False,
+           ask: Callable[[str], bool] | None = None) -> Review:
     """Compare the guarded files with the record, show what the VM changed, keep or revert it
-    (asked on a terminal; reverted without one), and record the result."""
+    (asked on a terminal; reverted without one), and record the result. `keep_read_only`: the
+    same VM runs on (a detach)."""
     store = GuardStore(app.state.project_dir(app.project.slug))
     paths = guarded_paths(app.settings)
     root = app.project.root
@@ -185,12 +193,16 @@ def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | N
                 None if record.at_stop is None else _covered(record.at_stop, common),
                 _covered(now.entries, common),
             )
+            by_vm = [change for change in by_vm if not _beneath(change.path, record.read_only)]
             if later:
                 app.console.warn("changed on the host after the VM stopped, kept as they are: "
                                  + ", ".join(change.path for change in later))
             if by_vm:
                 outcome = _decide(app, store, now, by_vm, ask or ask_on_the_terminal)
-        recorded = GuardRecord(str(root), paths, now.entries, vm_may_write_after)
+        # At a start the VM's mounts are not known yet (`note_read_only` says them); at a
+        # detach they stay those of the running VM.
+        read_only = record.read_only if record is not None and keep_read_only else ()
+        recorded = GuardRecord(str(root), paths, now.entries, vm_may_write_after, None, read_only)
         if recorded != record:  # a warm start whose files did not change writes nothing
             store.save(recorded, now.contents)
     return outcome
@@ -261,6 +273,19 @@ def show_change(console: Console, store: GuardStore, now: guard_files.Snapshot, 
         console.note(f"    {line}")
 
 
+def _beneath(path: str, folders: Iterable[str]) -> bool:
+    return any(path == folder or path.startswith(folder + "/") for folder in folders)
+
+
+def note_read_only(app: App, paths: Sequence[str]) -> None:
+    """The VM now running sees `paths` read-only (none where its mounts may differ)."""
+    store = GuardStore(app.state.project_dir(app.project.slug))
+    with store.lock():
+        record = store.load()
+        if record is not None and record.read_only != tuple(paths):
+            store.save(record._replace(read_only=tuple(paths)), {})
+
+
 def note_vm_stopped(state_root: Path, slug: str) -> None:
     """The tool stopped the VM: what the guarded files hold now is where the VM left them."""
     store = GuardStore(state_root / slug)
@@ -285,7 +310,9 @@ def status(app: App) -> GuardStatus:
         return GuardStatus(True, paths, False, (), tuple(changes(baseline, current)))
     at_stop = None if record.at_stop is None else _covered(record.at_stop, common)
     by_vm, later = vm_changes(baseline, at_stop, current)
-    return GuardStatus(True, paths, record.vm_may_write, tuple(by_vm), tuple(later))
+    on_host = [change for change in by_vm if _beneath(change.path, record.read_only)]
+    by_vm = [change for change in by_vm if not _beneath(change.path, record.read_only)]
+    return GuardStatus(True, paths, record.vm_may_write, tuple(by_vm), (*later, *on_host))
 
 
 def render_status(found: GuardStatus, output_format: str) -> str:
@@ -309,7 +336,7 @@ def render_status(found: GuardStatus, output_format: str) -> str:
         lines.append("state: changed while a VM ran (the next run, shell, detach or stop asks to keep or revert):")
         lines += [f"  {change.headline()}" for change in found.by_vm]
     if found.on_host:
-        lines.append("changed on the host while no VM ran (yours; recorded as they are at the next start):")
+        lines.append("changed on the host (yours, kept; recorded as they are at the next start):")
         lines += [f"  {change.headline()}" for change in found.on_host]
     return "\n".join(lines)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -47,6 +48,8 @@ WAIT_FOR_START_S = 60.0
 AUTO_PRUNE_STAMP = "auto-prune.last"
 DIND_START = "/usr/local/bin/opencode-sandbox-start-docker"
 AUTO_PRUNE_INTERVAL_S = 3600.0
+DEFERRED = "deferred"
+GUARDED_TOOL_FOLDER = ".opencode-sandbox"
 
 
 class ReadyVm(Record):
@@ -72,6 +75,7 @@ class RunLifecycle:
         """The home volume this run created, until the VM that mounts it is up."""
         self.secret_values: dict[str, str] = {}
         """The secrets' values, for the runtime alone: msb reads them at create and every start."""
+        self._guard_mounts: list[Mount] | None = None
 
     # the whole sequence -------------------------------------------------------------------
 
@@ -105,6 +109,7 @@ class RunLifecycle:
                     vm_boot.remove_made_volume(self.app.runtime, self.console, self.made_volume)
                     self.store.save(self.slug, state._replace(home_volume=recorded_volume))
                 raise
+            self._note_read_only(vm_plan)
             if recreated:
                 state = state._replace(config_fingerprint=None)  # no daemon runs in a new VM yet
             if image.dind and vm_plan.action is not VmAction.CONNECT:
@@ -133,6 +138,25 @@ class RunLifecycle:
 
         if review(self.app, vm_may_write_after=True).touched_tool_folder:
             self.app.reload_settings()
+        if self._trusts_read_only_mounts():
+            # Git keeps no empty folder: made now, the VM sees it read-only from its creation on.
+            with contextlib.suppress(OSError):
+                (self.app.project.root / GUARDED_TOOL_FOLDER).mkdir(exist_ok=True)
+
+    def _trusts_read_only_mounts(self) -> bool:
+        """Docker stacks read-only bind mounts that root in the VM cannot lift, unless the VM is
+        privileged (Docker-in-Docker)."""
+        return self.app.settings.runtime is RuntimeKind.DOCKER and not self.app.settings.dind
+
+    def _note_read_only(self, plan: VmPlan) -> None:
+        """Which guarded paths the VM now running sees read-only: a change there is the host's.
+        A deferred change keeps a VM whose mounts may differ: none then."""
+        from opencode_sandbox.services.guard import note_read_only
+
+        trusted = self._trusts_read_only_mounts() and plan.reason != DEFERRED
+        prefix = "/workspace/"
+        note_read_only(self.app, [mount.target[len(prefix):] for mount in self._read_only_guarded()
+                                  if trusted and mount.target.startswith(prefix)])
 
     def _auto_prune(self) -> None:
         """At most once an hour: nothing turns stale in a way that matters faster than that."""
@@ -232,11 +256,13 @@ class RunLifecycle:
         runtime can stack bind mounts (docker); on microsandbox the review is the protection."""
         if self.app.settings.runtime is not RuntimeKind.DOCKER:
             return []
-        from opencode_sandbox.services.guard import guarded_paths, read_only_paths
+        if self._guard_mounts is None:  # read once: every spec of one run mounts the same
+            from opencode_sandbox.services.guard import guarded_paths, read_only_paths
 
-        root = self.app.project.root
-        return [Mount(MountKind.BIND, str(root / path), f"/workspace/{path}", readonly=True)
-                for path in read_only_paths(root, guarded_paths(self.app.settings))]
+            root = self.app.project.root
+            self._guard_mounts = [Mount(MountKind.BIND, str(root / path), f"/workspace/{path}", readonly=True)
+                                  for path in read_only_paths(root, guarded_paths(self.app.settings))]
+        return self._guard_mounts
 
     def _intercepting_certificates(self) -> list[CaCertificate]:
         """The CAs that verify servers when the runtime intercepts the VM's HTTPS (the docker
@@ -279,7 +305,7 @@ class RunLifecycle:
             choice = self._ask_apply(f"{first_plan.reason}: the VM must be recreated", other_clients)
             if choice is ApplyChoice.DEFER and existing is not None:
                 self.console.info("Keeping the running VM; the change applies once no client is attached.")
-                return VmPlan(VmAction.CONNECT, "deferred"), recorded if recorded_exists else None
+                return VmPlan(VmAction.CONNECT, DEFERRED), recorded if recorded_exists else None
         home = plan_home_volume(recorded, {recorded} if recorded_exists and recorded else set(), first_plan)
         if home.warning:
             self.console.warn(home.warning)
