@@ -23,7 +23,21 @@ def test_a_hook_the_vm_writes_is_reverted_before_git_runs_it_and_existing_guarde
 
     planted = project.shell(f"mkdir -p .git/hooks && cat > .git/hooks/pre-commit <<'EOF'\n{PLANTED}EOF\n"
                             "chmod 755 .git/hooks/pre-commit")
+
     assert planted.returncode == 0, planted.stderr
+    assert ".git/hooks/pre-commit: added (mode 0755, " in planted.stderr, planted.stderr
+    assert '+touch "$(git rev-parse --show-toplevel)/../hook-ran"' in planted.stderr
+    assert "no terminal to ask on: reverting them" in planted.stderr
+    assert not (hooks / "pre-commit").exists()
+    [kept] = list((project.root / REVIEW_FOLDER).glob("*/.git/hooks/pre-commit"))
+    assert kept.read_text() == PLANTED and kept.stat().st_mode & 0o111 == 0
+    (project.root / "change.txt").write_text("x\n")
+    git(project.root, "add", "change.txt")
+    git(project.root, "commit", "-q", "-m", "after the VM")
+    assert not (project.root.parent / "hook-ran").exists(), "git ran the hook the VM planted"
+
+    again = project.shell("printf '#!/bin/sh\\n' > .git/hooks/pre-commit")
+    assert again.returncode != 0 and "Read-only file system" in again.stderr, "hooks that exist are read-only"
     configured = project.shell("git config core.fsmonitor /workspace/evil")
     assert configured.returncode != 0, "the .git/config that existed at the start is read-only in the VM"
     own_config = project.shell("echo 'network: all' > .opencode-sandbox/config.yaml")
@@ -31,30 +45,17 @@ def test_a_hook_the_vm_writes_is_reverted_before_git_runs_it_and_existing_guarde
     unmounted = project.cli("shell", "--root", "--", "umount", "/workspace/.git/config")
     assert unmounted.returncode != 0, "root in the VM must not lift the read-only mount"
     assert project.shell("git status --short && cat .git/config >/dev/null").returncode == 0, "the VM's git reads it"
-    (project.root / ".opencode-sandbox" / "config.yaml").write_text("cpus: 2\n")  # the user's, on the host
-    status = project.cli("guard", "status", "--format", "json")
-    assert status.returncode == 0, status.stderr
-    assert [change["path"] for change in json.loads(status.stdout)["changed"]] == [".git/hooks/pre-commit"]
 
+    (project.root / ".opencode-sandbox" / "config.yaml").write_text("cpus: 2\n")  # the user's, while the VM runs
+    status = json.loads(project.cli("guard", "status", "--format", "json").stdout)
+    assert status["changed"] == []
+    assert [change["path"] for change in status["changed_on_host"]] == [".opencode-sandbox/config.yaml"]
     reviewed = project.shell("true")
-
     assert reviewed.returncode == 0, reviewed.stderr
-    assert ".git/hooks/pre-commit: added (mode 0755, " in reviewed.stderr, reviewed.stderr
-    assert '+touch "$(git rev-parse --show-toplevel)/../hook-ran"' in reviewed.stderr
-    assert "no terminal to ask on: reverting them" in reviewed.stderr
-    assert not (hooks / "pre-commit").exists()
+    assert "changed while the VM ran" not in reviewed.stderr, reviewed.stderr
     assert (project.root / ".opencode-sandbox" / "config.yaml").read_text() == "cpus: 2\n", "the user's edit stays"
-    [kept] = list((project.root / REVIEW_FOLDER).glob("*/.git/hooks/pre-commit"))
-    assert kept.read_text() == PLANTED and kept.stat().st_mode & 0o111 == 0
-    (project.root / "change.txt").write_text("x\n")
-    git(project.root, "add", "change.txt")
-    git(project.root, "commit", "-q", "-m", "after the VM")
-    assert not (project.root.parent / "hook-ran").exists(), "git ran the hook the VM planted"
     clean = project.cli("guard", "status")
     assert clean.returncode == 0 and "state: clean" in clean.stdout, clean.stdout + clean.stderr
-
-    again = project.shell("printf '#!/bin/sh\\n' > .git/hooks/pre-commit")
-    assert again.returncode != 0 and "Read-only file system" in again.stderr, "hooks that exist are read-only"
 
 
 def test_a_file_the_vm_creates_is_reverted_when_the_client_detaches_and_host_edits_after_a_stop_stay(
