@@ -405,3 +405,20 @@ def test_a_docker_start_makes_the_tool_folder_to_present_it_read_only(tmp_path: 
         assert not (tmp_path / ".opencode-sandbox").exists(), "a privileged VM could lift the mount"
     finally:
         fake.close()
+
+
+def test_a_link_in_place_of_the_review_folder_is_neither_guarded_nor_followed(fake: FakeRuntime, checkout: Path,
+                                                                             tmp_path: Path) -> None:
+    outside = tmp_path / "outside-review"
+    outside.mkdir()
+    (checkout / ".opencode-sandbox").mkdir()
+    app = app_on(fake, checkout)
+    review(app, vm_may_write_after=True)
+    (checkout / REVIEW_FOLDER).symlink_to(outside)
+    (checkout / ".envrc").write_text("by the VM\n")
+
+    outcome = review(app, vm_may_write_after=True)
+
+    assert [change.path for change in outcome.by_vm] == [".envrc"]
+    assert list(outside.iterdir()) == [], "the VM's version went nowhere near the link's target"
+    assert (checkout / REVIEW_FOLDER).is_dir() and not (checkout / REVIEW_FOLDER).is_symlink()

@@ -91,6 +91,8 @@ def _record_folder(parent: int, name: str, path: str, snapshot: Snapshot) -> Non
     try:
         for item in sorted(os.listdir(folder)):
             child = f"{path}/{item}"
+            if is_reviewed(child):
+                continue  # whatever is there, a folder, a file or a link: the tool never reads it back
             found = os.stat(item, dir_fd=folder, follow_symlinks=False)
             if stat.S_ISDIR(found.st_mode):
                 _record_folder(folder, item, child, snapshot)
