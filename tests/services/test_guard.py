@@ -422,3 +422,23 @@ def test_a_link_in_place_of_the_review_folder_is_neither_guarded_nor_followed(fa
     assert [change.path for change in outcome.by_vm] == [".envrc"]
     assert list(outside.iterdir()) == [], "the VM's version went nowhere near the link's target"
     assert (checkout / REVIEW_FOLDER).is_dir() and not (checkout / REVIEW_FOLDER).is_symlink()
+
+
+def test_a_file_the_user_cannot_read_is_reported_and_moved_aside(fake: FakeRuntime, checkout: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    app = app_on(fake, checkout)
+    review(app, vm_may_write_after=True)
+    secret = write_hook(checkout, "post-checkout", "#!/bin/sh\necho root's\n", 0o700)
+    real_open = os.open
+
+    def as_another_user(path: object, flags: int, *args: object, **kwargs: object) -> int:
+        if path == "post-checkout" and not flags & os.O_WRONLY:
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(guard_files.os, "open", as_another_user)
+    outcome = review(app, vm_may_write_after=True)
+
+    assert [change.path for change in outcome.by_vm] == [".git/hooks/post-checkout"]
+    assert "binary or not kept" in messages(app) and "cannot revert" not in messages(app)
+    assert not secret.exists()

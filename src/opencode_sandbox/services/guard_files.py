@@ -109,7 +109,14 @@ def _record_one(folder: int, name: str, path: str, found: os.stat_result, snapsh
         return
     if not stat.S_ISREG(found.st_mode):
         return  # a fifo or a socket: nothing the host runs, and reading one could block
-    descriptor = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+    try:
+        descriptor = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+    except PermissionError:
+        # Another owner's private file (root in the VM made it): known by its identity, never read.
+        identity = f"unreadable {found.st_uid}:{found.st_ino}:{found.st_size}:{found.st_mtime_ns}"
+        snapshot.entries[path] = Entry(FILE, found.st_mode & 0o7777, found.st_size,
+                                       sha256(identity.encode()).hexdigest())
+        return
     digest, kept, size = sha256(), bytearray(), 0
     with os.fdopen(descriptor, "rb") as handle:
         mode = os.fstat(handle.fileno()).st_mode & 0o7777
@@ -266,7 +273,10 @@ def _without_execute_bits(folder: int, name: str) -> None:
     A file of another owner, which cannot be changed, is replaced by a copy of this user's."""
     found = os.stat(name, dir_fd=folder, follow_symlinks=False)
     if stat.S_ISREG(found.st_mode):
-        descriptor = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+        try:
+            descriptor = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+        except PermissionError:
+            return  # another owner's private file: only its owner can read or run it
         try:
             os.fchmod(descriptor, found.st_mode & 0o666)
         except PermissionError:
