@@ -52,6 +52,7 @@ class App:
         self._other_runtime = other_runtime
         self._other_runtime_found = other_runtime is not None
         self._image_engine = image_engine
+        self._flags: Mapping[str, object] = {}
 
     @classmethod
     def open(
@@ -68,6 +69,7 @@ class App:
         project = resolve_project(cwd)
         settings = load_settings(config_files(paths.config_dir, project.slug, project.root), os.environ, flags)
         app = cls(console, paths, project, settings, assume_yes, interactive)
+        app._flags = flags
         if not project.is_git:
             console.warn(
                 f"{project.root} is not inside a git repository; the project is identified "
@@ -75,6 +77,11 @@ class App:
             )
         app.report_sources()
         return app
+
+    def reload_settings(self) -> None:
+        """Read the configuration again: the checkout's own file was just put back as it was."""
+        self.settings = load_settings(config_files(self.paths.config_dir, self.project.slug, self.project.root),
+                                      os.environ, self._flags)
 
     def report_sources(self) -> None:
         if not self.console.verbose_enabled:

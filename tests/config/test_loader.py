@@ -75,6 +75,7 @@ secrets:
   ANTHROPIC_API_KEY: {hosts: [api.anthropic.com, "*.anthropic.example"], headers: [X-Api-Key]}
 mounts: ["data:/mnt/data", "~/.gitconfig:/etc-copy/gitconfig:rw"]
 ports: [3000, "8080:80"]
+guarded-paths: [.husky, ./Makefile]
 """)
     settings = load_settings(files(layout), {}, {})
     assert settings.runtime is RuntimeKind.DOCKER
@@ -102,7 +103,8 @@ ports: [3000, "8080:80"]
     assert [(mount.source, mount.target, mount.readonly) for mount in settings.mounts] == [
         (user_dir / "data", "/mnt/data", True), (Path.home() / ".gitconfig", "/etc-copy/gitconfig", False)]
     assert [(port.guest, port.host) for port in settings.ports] == [(3000, None), (80, 8080)]
-    assert len(KEYS) == 19
+    assert settings.guarded_paths == (".husky", "Makefile")
+    assert len(KEYS) == 20
     assert all(source.startswith(str(user_dir / "config.yaml")) for source in settings.sources.values())
 
 

@@ -27,7 +27,11 @@ def answer_the_change(project: Project, terminal_name: str, answer: str, image_t
     report = REPORT.format(new=image_text)
     terminal = Tmux(terminal_name, cli_command("shell", "--", "sh", "-c", report), project.root, project.env)
     try:
-        terminal.wait_for(r"\(keep, reset, migrate\) \[keep\]", timeout=900)
+        screen = terminal.wait_for(r"\(keep, reset, migrate\) \[keep\]|Revert them\?", timeout=900)
+        if "(keep, reset, migrate)" not in screen:
+            # microsandbox: the VM could write the Dockerfile, so the user's own edit is asked about
+            terminal.send("n", "Enter")
+            terminal.wait_for(r"\(keep, reset, migrate\) \[keep\]", timeout=900)
         terminal.send(answer, "Enter")
         terminal.wait_for(r"EXIT-CODE=0", timeout=900)
     finally:

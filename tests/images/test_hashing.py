@@ -94,6 +94,16 @@ def test_ignored_files_and_launcher_config_do_not_change_the_hash(tmp_path: Path
     assert [item.relative for item in context_files(folder)] == [".dockerignore", "tools/setup.sh"]
 
 
+def test_copies_kept_for_review_do_not_change_the_hash(tmp_path: Path) -> None:
+    folder = project_folder(tmp_path)
+    original = hash_of(folder)
+    kept = folder / "guard" / "20300101T000000Z" / ".git" / "hooks"
+    kept.mkdir(parents=True)
+    (kept / "pre-commit").write_text("#!/bin/sh\n")
+    assert hash_of(folder) == original
+    assert [item.relative for item in context_files(folder)] == ["tools/setup.sh"]
+
+
 def test_short_hash_has_a_fixed_length() -> None:
     full = "0123456789abcdef" * 4
     assert short_hash(full) == full[:SHORT_HASH_LENGTH]

@@ -151,6 +151,22 @@ def test_stops_after_the_timeout_when_sessions_are_quiet(setup: Setup) -> None:
     assert setup.daemon.requested("GET /session/status") >= 1
 
 
+def test_a_stop_notes_where_the_vm_left_the_files_the_host_runs(setup: Setup) -> None:
+    from opencode_sandbox.services.guard import GuardRecord, GuardStore
+
+    checkout = setup.root / "checkout"
+    (checkout / ".git" / "hooks").mkdir(parents=True)
+    store = GuardStore(setup.root / SLUG)
+    store.save(GuardRecord(str(checkout), (".git/hooks",), {}, vm_may_write=True), {})
+    (checkout / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\n")  # by the VM
+
+    assert setup.run() is ReaperOutcome.STOPPED
+
+    record = store.load()
+    assert record is not None and not record.vm_may_write
+    assert record.at_stop is not None and list(record.at_stop) == [".git/hooks/pre-commit"]
+
+
 def test_log_lines_carry_a_timestamp_and_the_process(setup: Setup) -> None:
     setup.run()
     first = setup.log_path.read_text().splitlines()[0]

@@ -68,6 +68,11 @@ class Flow:
         monkeypatch.setattr(run, "choose", self._choose)
 
     def change_the_image(self) -> None:
+        """The user edits the Dockerfile on the host after the idle reaper stopped the VM: a
+        change of the user's, which the guard on the files the host runs leaves alone."""
+        from opencode_sandbox.services.guard import note_vm_stopped
+
+        note_vm_stopped(ToolPaths.from_environment().state_dir, SLUG)
         folder = self.root / ".opencode-sandbox"
         folder.mkdir(exist_ok=True)
         (folder / "Dockerfile").write_text("FROM opencode-sandbox/runner-base:latest\nENV PROJECT_TOOL=2\n")

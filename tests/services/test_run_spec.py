@@ -159,3 +159,25 @@ def test_a_missing_mount_source_stops_the_start_before_anything_runs(tmp_path: P
     assert caught.value.message == (f"mount '{tmp_path}/absent:/mnt/x' (flag --mounts): {tmp_path}/absent does not "
                                     "exist on this host")
     assert run.app.runtime.calls == []  # type: ignore[attr-defined]
+
+
+def test_on_docker_the_guarded_paths_that_exist_are_read_only_and_part_of_the_fingerprint(tmp_path: Path) -> None:
+    from opencode_sandbox.runtime.types import Mount, MountKind
+
+    (tmp_path / ".git" / "hooks").mkdir(parents=True)
+    (tmp_path / ".git" / "config").write_text("[core]\n")
+    run = lifecycle(RuntimeKind.DOCKER, tmp_path)
+    before = run._spec(IMAGE, HOME)
+    assert [mount for mount in before.mounts if mount.readonly] == [
+        Mount(MountKind.BIND, str(tmp_path / ".git/hooks"), "/workspace/.git/hooks", True),
+        Mount(MountKind.BIND, str(tmp_path / ".git/config"), "/workspace/.git/config", True),
+    ]
+    (tmp_path / ".envrc").write_text("export A=1\n")
+    after = lifecycle(RuntimeKind.DOCKER, tmp_path)._spec(IMAGE, HOME)  # the next run
+    assert after.labels[naming.LABEL_FINGERPRINT] != before.labels[naming.LABEL_FINGERPRINT]
+
+
+def test_on_microsandbox_the_guarded_paths_stay_as_the_checkout_is(tmp_path: Path) -> None:
+    (tmp_path / ".git" / "hooks").mkdir(parents=True)
+    run = lifecycle(RuntimeKind.MICROSANDBOX, tmp_path)
+    assert not any(mount.readonly for mount in run._spec(IMAGE, HOME).mounts)

@@ -41,6 +41,7 @@ def stop(app: App, force: bool) -> None:
 
     Clients still attached are cut off: on a terminal, stop lists them and asks first (skip
     the question with -y/--yes); without a terminal it stops and says how many it cut off.
+    Then what the VM changed among the files the host runs is shown, to keep or revert.
     """
     from opencode_sandbox.services.stopping import stop as stop_vm
 

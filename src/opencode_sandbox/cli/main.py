@@ -67,6 +67,7 @@ def cli(ctx: click.Context, /, **global_options: Any) -> None:
 def _register() -> None:
     from opencode_sandbox.cli import (
         commands_build,
+        commands_guard,
         commands_info,
         commands_manage,
         commands_network,
@@ -76,7 +77,7 @@ def _register() -> None:
     )
 
     for module in (commands_run, commands_build, commands_manage, commands_network, commands_ports, commands_secrets,
-                   commands_info):
+                   commands_guard, commands_info):
         module.register(cli)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.egress import EgressRule, Profile, parse_profile, parse_rule
+from opencode_sandbox.core.guard import check_guarded_path
 from opencode_sandbox.core.host_mounts import HostMount, parse_mounts
 from opencode_sandbox.core.ports import PublishedPort, checkout_refusal, merged, parse_ports
 from opencode_sandbox.core.records import Record
@@ -111,6 +112,14 @@ def _read_secrets(value: Any) -> tuple[SecretRule, ...]:
     return secrets
 
 
+def _read_guarded_paths(value: Any) -> tuple[str, ...]:
+    """A list of paths relative to the checkout, or one per comma in a string."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+        raise ValueError("expected a list of paths relative to the checkout, such as [.husky, Makefile]")
+    return tuple(check_guarded_path(item.strip()) for item in items)
+
+
 class Key(Record):
     name: str
     default: Any
@@ -180,6 +189,10 @@ KEYS: tuple[Key, ...] = (
         "guest TCP ports published on the host's 127.0.0.1, each GUEST_PORT (a free host port is "
         "picked) or HOST_PORT:GUEST_PORT",
         checkout_refusal=checkout_refusal, flag="--publish", join_flag=_joined_ports),
+    Key("guarded-paths", (), _read_guarded_paths,
+        "files and folders of the checkout the host runs, guarded on top of the default list "
+        "(.git/hooks, .git/config, .envrc, editor tasks, .opencode-sandbox)",
+        in_checkout=False),
     Key("releases-url", DEFAULT_RELEASES_URL, _read_url,
         "where the opencode update check looks for the latest release"),
 )

@@ -35,6 +35,7 @@ class Settings(Record):
     mounts: tuple[HostMount, ...]
     ports: tuple[PublishedPort, ...]
     releases_url: str
+    guarded_paths: tuple[str, ...]
     sources: dict[str, str]
     """Key name -> `default`, a file with its line, an environment variable or a flag."""
 

@@ -57,6 +57,7 @@ def client_of_vm(app: App, rebuild: bool, wait_for_daemon: bool = True) -> Itera
             if ready is not None:
                 try:
                     _finish_daemon_start(app, ready)
+                    _review_guarded_files(app)
                 finally:  # a closed terminal can fail the warning; the reaper restarts its wait
                     _hand_to_reaper(app, ready, leaving=True)
 
@@ -83,6 +84,13 @@ def leaving_on_hangup_or_termination() -> Iterator[None]:
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler if handler is not None else signal.SIG_DFL)
+
+
+def _review_guarded_files(app: App) -> None:
+    """At detach: the VM keeps running for other clients, or until the idle reaper stops it."""
+    from opencode_sandbox.services.guard import review
+
+    review(app, vm_may_write_after=True, keep_read_only=True)
 
 
 def _finish_daemon_start(app: App, ready: ReadyVm) -> None:

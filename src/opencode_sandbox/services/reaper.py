@@ -237,7 +237,17 @@ class Reaper:
                 self._log(f"stopping {current.vm_name} failed: {error.message}")
                 return ReaperOutcome.FAILED
         self._log(f"stopped {current.vm_name}")
+        self._note_guarded_files(current)
         return ReaperOutcome.STOPPED
+
+    def _note_guarded_files(self, current: ReaperSettings) -> None:
+        """Where the VM left the files the host runs: later changes there are the user's."""
+        from opencode_sandbox.services.guard import note_vm_stopped
+
+        try:
+            note_vm_stopped(current.state_root, current.slug)
+        except OSError as error:
+            self._log(f"reading the guarded files failed: {error}")
 
 
 def _mode_text(mode: StopMode, max_retries: int) -> str:

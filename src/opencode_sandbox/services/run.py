@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
@@ -48,6 +49,8 @@ WAIT_FOR_START_S = 60.0
 AUTO_PRUNE_STAMP = "auto-prune.last"
 DIND_START = "/usr/local/bin/opencode-sandbox-start-docker"
 AUTO_PRUNE_INTERVAL_S = 3600.0
+DEFERRED = "deferred"
+GUARDED_TOOL_FOLDER = ".opencode-sandbox"
 
 
 class ReadyVm(Record):
@@ -77,12 +80,14 @@ class RunLifecycle:
         """The secrets' values, for the runtime alone: msb reads them at create and every start."""
         self.host_mounts: tuple[Mount, ...] = ()
         """The `mounts` setting, each source resolved on this host."""
+        self._guard_mounts: list[Mount] | None = None
 
     # the whole sequence -------------------------------------------------------------------
 
     def prepare(self, rebuild: bool, other_clients: int, wait_for_daemon: bool = True) -> ReadyVm:
         """Every step up to a serving daemon. `wait_for_daemon=False` (shell) starts the daemon
         but does not wait for it to answer: a shell command does not need it."""
+        self._review_guarded_files()
         update_check = UpdateCheck(self.app)
         update_check.start()
         self._auto_prune()
@@ -109,6 +114,7 @@ class RunLifecycle:
                     vm_boot.remove_made_volume(self.app.runtime, self.console, self.made_volume)
                     self.store.save(self.slug, state._replace(home_volume=recorded_volume))
                 raise
+            self._note_read_only(vm_plan)
             if recreated:
                 state = state._replace(config_fingerprint=None)  # no daemon runs in a new VM yet
             if image.dind and vm_plan.action is not VmAction.CONNECT:
@@ -131,6 +137,33 @@ class RunLifecycle:
             return ReadyVm(self.vm, host_url, password, daemon_control.BackgroundStart(start, held.pop_all()), ports)
 
     # steps ---------------------------------------------------------------------------------
+
+    def _review_guarded_files(self) -> None:
+        """Before anything reads the checkout's configuration or Dockerfile: what a VM changed
+        among the files the host runs is shown and kept or reverted, and the rest recorded."""
+        from opencode_sandbox.services.guard import review
+
+        if review(self.app, vm_may_write_after=True).touched_tool_folder:
+            self.app.reload_settings()
+        if self._trusts_read_only_mounts():
+            # Git keeps no empty folder: made now, the VM sees it read-only from its creation on.
+            with contextlib.suppress(OSError):
+                (self.app.project.root / GUARDED_TOOL_FOLDER).mkdir(exist_ok=True)
+
+    def _trusts_read_only_mounts(self) -> bool:
+        """Docker stacks read-only bind mounts that root in the VM cannot lift, unless the VM is
+        privileged (Docker-in-Docker)."""
+        return self.app.settings.runtime is RuntimeKind.DOCKER and not self.app.settings.dind
+
+    def _note_read_only(self, plan: VmPlan) -> None:
+        """Which guarded paths the VM now running sees read-only: a change there is the host's.
+        A deferred change keeps a VM whose mounts may differ: none then."""
+        from opencode_sandbox.services.guard import note_read_only
+
+        trusted = self._trusts_read_only_mounts() and plan.reason != DEFERRED
+        prefix = "/workspace/"
+        note_read_only(self.app, [mount.target[len(prefix):] for mount in self._read_only_guarded()
+                                  if trusted and mount.target.startswith(prefix)])
 
     def _auto_prune(self) -> None:
         """At most once an hour: nothing turns stale in a way that matters faster than that."""
@@ -191,6 +224,7 @@ class RunLifecycle:
         own_mounts = (
             Mount(MountKind.VOLUME, home_volume, "/home/dev"),
             Mount(MountKind.BIND, str(self.app.project.root), "/workspace"),
+            *self._read_only_guarded(),
         )
         ports = (DAEMON_PORT, *(port.guest for port in settings.ports))
         values = {
@@ -198,7 +232,7 @@ class RunLifecycle:
             "cpus": settings.cpus,
             "memory_mib": settings.memory_mib,
             "env": image.env,
-            "mounts": [*([m.kind.value, m.source, m.target] for m in own_mounts),
+            "mounts": [*([m.kind.value, m.source, m.target, *(["ro"] if m.readonly else [])] for m in own_mounts),
                        *([m.kind.value, m.source, m.target, "ro" if m.readonly else "rw"] for m in self.host_mounts)],
             "ports": [DAEMON_PORT, *(port.written for port in settings.ports)],
             "dev_identity": list(dev_identity),
@@ -229,6 +263,19 @@ class RunLifecycle:
             ca_certificates=tuple(certificate.pem for certificate in certificates),
             ca_certificate_files=tuple(dict.fromkeys(str(certificate.source) for certificate in certificates)),
         )
+
+    def _read_only_guarded(self) -> list[Mount]:
+        """The guarded files and folders that exist, read-only over the checkout, where the
+        runtime can stack bind mounts (docker); on microsandbox the review is the protection."""
+        if self.app.settings.runtime is not RuntimeKind.DOCKER:
+            return []
+        if self._guard_mounts is None:  # read once: every spec of one run mounts the same
+            from opencode_sandbox.services.guard import guarded_paths, read_only_paths
+
+            root = self.app.project.root
+            self._guard_mounts = [Mount(MountKind.BIND, str(root / path), f"/workspace/{path}", readonly=True)
+                                  for path in read_only_paths(root, guarded_paths(self.app.settings))]
+        return self._guard_mounts
 
     def _intercepting_certificates(self) -> list[CaCertificate]:
         """The CAs that verify servers when the runtime intercepts the VM's HTTPS (the docker
@@ -271,7 +318,7 @@ class RunLifecycle:
             choice = self._ask_apply(f"{first_plan.reason}: the VM must be recreated", other_clients)
             if choice is ApplyChoice.DEFER and existing is not None:
                 self.console.info("Keeping the running VM; the change applies once no client is attached.")
-                return VmPlan(VmAction.CONNECT, "deferred"), recorded if recorded_exists else None
+                return VmPlan(VmAction.CONNECT, DEFERRED), recorded if recorded_exists else None
         home = plan_home_volume(recorded, {recorded} if recorded_exists and recorded else set(), first_plan)
         if home.warning:
             self.console.warn(home.warning)
@@ -468,6 +515,7 @@ def describe_plan(app: App, worktree: tuple[str, str | None] | None = None) -> l
               for mount in resolved_mounts(app.settings)]
     lines += [f"port: guest {port.guest} -> 127.0.0.1:{port.host or 'a free port'}" for port in app.settings.ports]
     lines += [f"secret: {line}" for line in secret_lines(app)]
+    lines.append("guard: show what a VM changed among the files the host runs, keep or revert it, and record them")
     if app.settings.runtime is RuntimeKind.DOCKER:
         from opencode_sandbox.runtime.docker_proxy import proxy_name
         from opencode_sandbox.runtime.nft_ruleset import needs_proxy

@@ -43,6 +43,7 @@ def stop(app: App, remove: bool, echo: Callable[[str], None],
     else:
         runtime.stop_sandbox(name)  # what runs beside it (docker's egress proxy) stops too
         echo(f"{name} is already {existing.status.value}.")
+    _review_guarded_files(app)
     if remove:
         _remove_vm_and_state(app, existing is not None, echo)
 
@@ -56,8 +57,17 @@ def kill(app: App, remove: bool, echo: Callable[[str], None]) -> None:
     else:
         app.runtime.kill_sandbox(name)
         echo(f"Killed {name}.")
+    _review_guarded_files(app)
     if remove:
         _remove_vm_and_state(app, existing is not None, echo)
+
+
+def _review_guarded_files(app: App) -> None:
+    """The VM is down: what it changed among the files the host runs is shown and kept or
+    reverted, and from now on changes there are the user's."""
+    from opencode_sandbox.services.guard import review
+
+    review(app, vm_may_write_after=False)
 
 
 def _remove_vm_and_state(app: App, vm_exists: bool, echo: Callable[[str], None]) -> None:

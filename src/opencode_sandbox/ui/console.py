@@ -73,6 +73,11 @@ class Console:
             self._said.add(message)
             self._emit(style(message, "yellow", self.stream))
 
+    def note(self, message: str) -> None:
+        """A line that belongs to the warning before it: shown at the warning level, without prefix."""
+        if self.level >= LogLevel.WARNING:
+            self._emit(message)
+
     def info(self, message: str) -> None:
         if self.level >= LogLevel.INFO:
             self._emit(message)

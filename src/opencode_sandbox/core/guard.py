@@ -1,0 +1,173 @@
+"""The guard on files the host runs: which paths, what changed, which changes the VM made.
+
+A snapshot maps each guarded file or symlink, by its path relative to the checkout, to an
+`Entry`; comparing two snapshots gives the changes. Everything here works on plain values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from opencode_sandbox.core.records import Record
+
+DEFAULT_GUARDED = (
+    ".git/hooks",
+    ".git/config",
+    ".envrc",
+    ".vscode/tasks.json",
+    ".vscode/settings.json",
+    ".idea/workspace.xml",
+    ".opencode-sandbox",
+)
+"""Paths the host executes or applies on the user's behalf, relative to the checkout."""
+REVIEW_FOLDER = ".opencode-sandbox/guard"
+"""Where the VM's versions of reverted files are kept for review; never guarded itself."""
+COPY_LIMIT = 1024 * 1024
+"""A guarded file larger than this is recorded by its digest alone: no copy is kept to revert to."""
+DIFF_LINE_LIMIT = 200
+
+FILE = "file"
+LINK = "link"
+
+
+class Entry(Record):
+    kind: str
+    """FILE or LINK."""
+    mode: int = 0
+    size: int = 0
+    digest: str = ""
+    """The SHA-256 of a file's content, or of a link's target text."""
+    target: str = ""
+    """A link's target, as written; links are recorded, never followed."""
+
+    def describe(self) -> str:
+        if self.kind == LINK:
+            return f"symlink to {self.target}"
+        return f"mode {self.mode:04o}, {self.size} bytes"
+
+    def as_mapping(self) -> dict[str, object]:
+        return dict(self._asdict())
+
+
+def entry_from_mapping(data: Mapping[str, object]) -> Entry:
+    kind, mode, size = data.get("kind"), data.get("mode"), data.get("size")
+    digest, target = data.get("digest"), data.get("target", "")
+    if kind not in (FILE, LINK) or not isinstance(mode, int) or not isinstance(size, int):
+        raise ValueError(f"not a guarded entry: {data!r}")
+    if not isinstance(digest, str) or not isinstance(target, str):
+        raise ValueError(f"not a guarded entry: {data!r}")
+    return Entry(kind, mode, size, digest, target)
+
+
+class Change(Record):
+    path: str
+    before: Entry | None
+    after: Entry | None
+
+    @property
+    def what(self) -> str:
+        if self.before is None:
+            return "added"
+        if self.after is None:
+            return "removed"
+        if self.before._replace(mode=0) == self.after._replace(mode=0):
+            return "mode changed"
+        return "changed"
+
+    def headline(self) -> str:
+        if self.before is None and self.after is not None:
+            return f"{self.path}: added ({self.after.describe()})"
+        if self.after is None and self.before is not None:
+            return f"{self.path}: removed (was {self.before.describe()})"
+        assert self.before is not None and self.after is not None
+        return f"{self.path}: {self.what} ({self.before.describe()} -> {self.after.describe()})"
+
+    def as_mapping(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "change": self.what,
+            "before": self.before.as_mapping() if self.before else None,
+            "after": self.after.as_mapping() if self.after else None,
+        }
+
+
+def changes(before: Mapping[str, Entry], after: Mapping[str, Entry]) -> list[Change]:
+    """What differs between two snapshots, by path; only the end states count."""
+    paths = sorted(set(before) | set(after))
+    return [Change(path, before.get(path), after.get(path)) for path in paths if before.get(path) != after.get(path)]
+
+
+def vm_changes(baseline: Mapping[str, Entry], at_stop: Mapping[str, Entry] | None,
+               current: Mapping[str, Entry]) -> tuple[list[Change], list[Change]]:
+    """The changes the VM made, and those made on the host after it stopped.
+
+    `at_stop` is the snapshot taken as the VM stopped, when the tool stopped it; without one,
+    every change since the baseline is counted as the VM's. A path the host changed again after
+    the stop is the user's: it is reported, never reverted.
+    """
+    if at_stop is None:
+        return changes(baseline, current), []
+    by_vm: list[Change] = []
+    later: list[Change] = []
+    for change in changes(baseline, at_stop):
+        if current.get(change.path) == at_stop.get(change.path):
+            by_vm.append(change)
+        else:
+            later.append(Change(change.path, change.before, current.get(change.path)))
+    return by_vm, later
+
+
+def is_text(data: bytes) -> bool:
+    if b"\0" in data:
+        return False
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def diff_lines(change: Change, before: bytes | None, after: bytes | None) -> list[str]:
+    """A unified diff of a text file's change; a line on size and digest for anything else.
+
+    `before`/`after`: the contents, None where absent or not kept.
+    """
+    import difflib
+
+    for entry, data in ((change.before, before), (change.after, after)):
+        if entry is not None and entry.kind == FILE and (data is None or not is_text(data)):
+            return [f"  binary or not kept: {_digest_line(change)}"]
+    if (change.before and change.before.kind == LINK) or (change.after and change.after.kind == LINK):
+        return []
+    old = (before or b"").decode("utf-8").splitlines(keepends=True)
+    new = (after or b"").decode("utf-8").splitlines(keepends=True)
+    lines = [line.rstrip("\n") for line in difflib.unified_diff(
+        old, new, f"a/{change.path}" if change.before else "/dev/null",
+        f"b/{change.path}" if change.after else "/dev/null")]
+    if len(lines) > DIFF_LINE_LIMIT:
+        lines = [*lines[:DIFF_LINE_LIMIT], f"... {len(lines) - DIFF_LINE_LIMIT} more lines"]
+    return lines
+
+
+def _digest_line(change: Change) -> str:
+    def side(entry: Entry | None) -> str:
+        return "absent" if entry is None else f"{entry.size} bytes, sha256 {entry.digest[:16]}"
+
+    return f"{side(change.before)} -> {side(change.after)}"
+
+
+def check_guarded_path(value: str) -> str:
+    """A guarded path as configured: relative to the checkout, inside it; normalised."""
+    import posixpath
+
+    if not value or value.startswith(("/", "~")):
+        raise ValueError(f"'{value}' must be a path relative to the checkout, such as .husky or Makefile")
+    normal = posixpath.normpath(value)
+    if normal == "." or normal == ".." or normal.startswith("../"):
+        raise ValueError(f"'{value}' is not inside the checkout")
+    return normal
+
+
+def is_reviewed(path: str) -> bool:
+    """Inside the review folder, which holds copies for people to read and is never guarded."""
+    return path == REVIEW_FOLDER or path.startswith(REVIEW_FOLDER + "/")

@@ -1,0 +1,293 @@
+"""The guarded files in the checkout: read them, put a recorded version back, move one aside.
+
+Every path is walked one component at a time from an open descriptor of the checkout, never
+following a symlink (`O_NOFOLLOW`, `dir_fd`): a guarded path that is a link, or lies under one,
+is recorded as the link itself, and a restore replaces a link in its way instead of writing
+through it, so nothing here ever reads or writes outside the checkout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from opencode_sandbox.core.digest import sha256
+from opencode_sandbox.core.guard import COPY_LIMIT, FILE, LINK, Entry, is_reviewed
+
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NOT_A_FOLDER = (errno.ELOOP, errno.ENOTDIR)
+
+
+class Snapshot:
+    """The guarded entries of a checkout, and the contents of files up to `COPY_LIMIT`."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, Entry] = {}
+        self.contents: dict[str, bytes] = {}
+
+
+def take_snapshot(root: Path, guarded: Sequence[str]) -> Snapshot:
+    snapshot = Snapshot()
+    root_fd = os.open(root, _DIRECTORY)
+    try:
+        for path in guarded:
+            _record_path(root_fd, path, snapshot)
+    finally:
+        os.close(root_fd)
+    return snapshot
+
+
+def _record_path(root_fd: int, path: str, snapshot: Snapshot) -> None:
+    parts = path.split("/")
+    with _descend(root_fd, parts[:-1], snapshot) as (folder, _):
+        if folder is None:
+            return
+        try:
+            found = os.stat(parts[-1], dir_fd=folder, follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        if stat.S_ISDIR(found.st_mode):
+            _record_folder(folder, parts[-1], path, snapshot)
+        else:
+            _record_one(folder, parts[-1], path, found, snapshot)
+
+
+@contextlib.contextmanager
+def _descend(root_fd: int, parts: Sequence[str], snapshot: Snapshot | None) -> Iterator[tuple[int | None, str]]:
+    """The open folder at `parts`, or None where a component is missing or is no folder (a
+    link or a file there is recorded in `snapshot` instead: `.git` as a worktree's pointer file)."""
+    opened: list[int] = []
+    folder = root_fd
+    try:
+        for index, part in enumerate(parts):
+            try:
+                folder = os.open(part, _DIRECTORY, dir_fd=folder)
+            except FileNotFoundError:
+                yield None, ""
+                return
+            except OSError as error:
+                if error.errno not in _NOT_A_FOLDER:
+                    raise
+                if snapshot is not None:
+                    found = os.stat(part, dir_fd=folder, follow_symlinks=False)
+                    _record_one(folder, part, "/".join(parts[:index + 1]), found, snapshot)
+                yield None, ""
+                return
+            opened.append(folder)
+        yield folder, "/".join(parts)
+    finally:
+        for descriptor in opened:
+            os.close(descriptor)
+
+
+def _record_folder(parent: int, name: str, path: str, snapshot: Snapshot) -> None:
+    if is_reviewed(path):
+        return
+    folder = os.open(name, _DIRECTORY, dir_fd=parent)
+    try:
+        for item in sorted(os.listdir(folder)):
+            child = f"{path}/{item}"
+            if is_reviewed(child):
+                continue  # whatever is there, a folder, a file or a link: the tool never reads it back
+            found = os.stat(item, dir_fd=folder, follow_symlinks=False)
+            if stat.S_ISDIR(found.st_mode):
+                _record_folder(folder, item, child, snapshot)
+            else:
+                _record_one(folder, item, child, found, snapshot)
+    finally:
+        os.close(folder)
+
+
+def _record_one(folder: int, name: str, path: str, found: os.stat_result, snapshot: Snapshot) -> None:
+    if stat.S_ISLNK(found.st_mode):
+        target = os.readlink(name, dir_fd=folder)
+        snapshot.entries[path] = Entry(LINK, 0, len(target), sha256(target.encode()).hexdigest(), target)
+        return
+    if not stat.S_ISREG(found.st_mode):
+        return  # a fifo or a socket: nothing the host runs, and reading one could block
+    try:
+        descriptor = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+    except PermissionError:
+        # Another owner's private file (root in the VM made it): known by its identity, never read.
+        identity = f"unreadable {found.st_uid}:{found.st_ino}:{found.st_size}:{found.st_mtime_ns}"
+        snapshot.entries[path] = Entry(FILE, found.st_mode & 0o7777, found.st_size,
+                                       sha256(identity.encode()).hexdigest())
+        return
+    digest, kept, size = sha256(), bytearray(), 0
+    with os.fdopen(descriptor, "rb") as handle:
+        mode = os.fstat(handle.fileno()).st_mode & 0o7777
+        while chunk := handle.read(1 << 16):
+            digest.update(chunk)
+            size += len(chunk)
+            if size <= COPY_LIMIT:
+                kept += chunk
+    snapshot.entries[path] = Entry(FILE, mode, size, digest.hexdigest())
+    if size <= COPY_LIMIT:
+        snapshot.contents[path] = bytes(kept)
+
+
+def restore(root: Path, path: str, entry: Entry | None, content: bytes | None) -> None:
+    """Make `path` hold `entry` again (None: nothing), replacing whatever is in the way."""
+    parts = path.split("/")
+    root_fd = os.open(root, _DIRECTORY)
+    try:
+        folder = _make_folders(root_fd, parts[:-1]) if entry is not None else _open_folders(root_fd, parts[:-1])
+        if folder is None:
+            return
+        try:
+            _put(folder, parts[-1], entry, content)
+        finally:
+            if folder != root_fd:
+                os.close(folder)
+    finally:
+        os.close(root_fd)
+
+
+def move_aside(root: Path, path: str, review: str) -> str | None:
+    """Move what is at `path` to the same path under the folder `review` (both relative to the
+    checkout), stripped of execute bits; the new path, or None when nothing was there."""
+    parts = path.split("/")
+    root_fd = os.open(root, _DIRECTORY)
+    try:
+        source = _open_folders(root_fd, parts[:-1])
+        if source is None:
+            return None
+        try:
+            os.stat(parts[-1], dir_fd=source, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        target_parts = [*review.split("/"), *parts]
+        target = _make_folders(root_fd, target_parts[:-1])
+        try:
+            os.rename(parts[-1], target_parts[-1], src_dir_fd=source, dst_dir_fd=target)
+            _without_execute_bits(target, target_parts[-1])
+        finally:
+            for descriptor in {source, target} - {root_fd}:
+                os.close(descriptor)
+        return "/".join(target_parts)
+    finally:
+        os.close(root_fd)
+
+
+def new_review_folder(root: Path, parent: str, stamp: str) -> str:
+    """A folder under `parent` named by `stamp`, made now and so never one already used."""
+    root_fd = os.open(root, _DIRECTORY)
+    try:
+        folder = _make_folders(root_fd, parent.split("/"))
+        try:
+            with contextlib.suppress(FileExistsError):
+                ignore = os.open(".gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644,
+                                 dir_fd=folder)
+                os.write(ignore, b"# copies kept for review by opencode-sandbox\n*\n")
+                os.close(ignore)
+            for attempt in range(1, 1000):
+                name = stamp if attempt == 1 else f"{stamp}-{attempt}"
+                try:
+                    os.mkdir(name, 0o755, dir_fd=folder)
+                except FileExistsError:
+                    continue
+                return f"{parent}/{name}"
+            raise FileExistsError(f"{parent}/{stamp}")
+        finally:
+            if folder != root_fd:
+                os.close(folder)
+    finally:
+        os.close(root_fd)
+
+
+def _open_folders(root_fd: int, parts: Sequence[str]) -> int | None:
+    """The folder at `parts`, opened; None when one is missing or no folder (nothing beneath)."""
+    folder = root_fd
+    for part in parts:
+        try:
+            opened = os.open(part, _DIRECTORY, dir_fd=folder)
+        except OSError as error:
+            if error.errno not in (errno.ENOENT, *_NOT_A_FOLDER):
+                raise
+            opened = -1
+        if folder != root_fd:
+            os.close(folder)
+        if opened < 0:
+            return None
+        folder = opened
+    return folder
+
+
+def _make_folders(root_fd: int, parts: Sequence[str]) -> int:
+    """The folder at `parts`, made where missing; a link or file in the way is removed first."""
+    folder = root_fd
+    for part in parts:
+        try:
+            opened = os.open(part, _DIRECTORY, dir_fd=folder)
+        except OSError as error:
+            if error.errno not in (errno.ENOENT, *_NOT_A_FOLDER):
+                raise
+            if error.errno != errno.ENOENT:
+                os.unlink(part, dir_fd=folder)
+            os.mkdir(part, 0o755, dir_fd=folder)
+            opened = os.open(part, _DIRECTORY, dir_fd=folder)
+        if folder != root_fd:
+            os.close(folder)
+        folder = opened
+    return folder
+
+
+def _put(folder: int, name: str, entry: Entry | None, content: bytes | None) -> None:
+    if entry is None:
+        _remove(folder, name)
+        return
+    staging = f".{name}.{os.urandom(6).hex()}"
+    if entry.kind == LINK:
+        os.symlink(entry.target, staging, dir_fd=folder)
+    else:
+        descriptor = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                             dir_fd=folder)
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(content or b"")
+            os.fchmod(handle.fileno(), entry.mode & 0o777)
+    with contextlib.suppress(FileNotFoundError):
+        if stat.S_ISDIR(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode):
+            _remove(folder, name)
+    os.rename(staging, name, src_dir_fd=folder, dst_dir_fd=folder)
+
+
+def _remove(folder: int, name: str) -> None:
+    import shutil
+
+    try:
+        found = os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(found.st_mode):
+        shutil.rmtree(name, dir_fd=folder)
+    else:
+        os.unlink(name, dir_fd=folder)
+
+
+def _without_execute_bits(folder: int, name: str) -> None:
+    """Nothing kept for review is meant to run: files lose their execute bits, in folders too.
+    A file of another owner, which cannot be changed, is replaced by a copy of this user's."""
+    found = os.stat(name, dir_fd=folder, follow_symlinks=False)
+    if stat.S_ISREG(found.st_mode):
+        try:
+            descriptor = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+        except PermissionError:
+            return  # another owner's private file: only its owner can read or run it
+        try:
+            os.fchmod(descriptor, found.st_mode & 0o666)
+        except PermissionError:
+            with os.fdopen(os.dup(descriptor), "rb") as source:
+                _put(folder, name, Entry(FILE, found.st_mode & 0o666), source.read())
+        finally:
+            os.close(descriptor)
+    elif stat.S_ISDIR(found.st_mode):
+        inner = os.open(name, _DIRECTORY, dir_fd=folder)
+        try:
+            for item in os.listdir(inner):
+                _without_execute_bits(inner, item)
+        finally:
+            os.close(inner)

