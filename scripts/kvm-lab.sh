@@ -44,7 +44,7 @@ LAB_UID=1001
 HOST_PACKAGES=(qemu-system-x86 qemu-utils debootstrap e2fsprogs socat python3 python3-venv)
 GUEST_PACKAGES=(
   python3 python3-venv kmod udev iproute2 ca-certificates linux-image-amd64 initramfs-tools
-  procps util-linux e2fsprogs passwd sudo git tmux docker-cli curl
+  procps util-linux e2fsprogs passwd sudo git tmux docker-cli curl dnsmasq-base socat
 )
 SMOKE_COMMAND=(python -m pytest --instafail -m kvm tests/e2e/test_microsandbox_smoke.py)
 DEFAULT_COMMAND=(python -m pytest --instafail -m kvm)
@@ -243,6 +243,29 @@ if [ -n "$nic" ]; then
 else
   echo "lab: the guest has no network interface" >&2
 fi
+# A stand-in for the internet, for tests whose servers must look like the internet's: names under
+# lab.test resolve to LAB_INTERNET, a public address that lives in a network namespace of its own
+# (so it is not one of this machine's addresses, which policies treat apart), and its ports 443
+# and 8080 lead back here, to ports 8443 and 8080 on 10.200.0.1, where such tests serve.
+LAB_INTERNET=1.2.3.4
+ip netns add internet
+ip link add lab-inet type veth peer name inet0 netns internet
+ip addr add 10.200.0.1/30 dev lab-inet
+ip link set lab-inet up
+ip -n internet link set lo up
+ip -n internet addr add 10.200.0.2/30 dev inet0
+ip -n internet addr add "$LAB_INTERNET/32" dev lo
+ip -n internet link set inet0 up
+ip -n internet route add default via 10.200.0.1
+ip route add "$LAB_INTERNET/32" via 10.200.0.2
+for ports in 443:8443 8080:8080; do
+  ip netns exec internet socat "TCP-LISTEN:${ports%%:*},bind=$LAB_INTERNET,reuseaddr,fork" \
+    "TCP:10.200.0.1:${ports##*:}" &
+done
+dnsmasq --no-resolv --no-hosts --server=10.0.2.3 --address=/lab.test/$LAB_INTERNET \
+  --listen-address=127.0.0.1 --bind-interfaces --user=root
+printf 'nameserver 127.0.0.1\n' > /etc/resolv.conf
+export OPENCODE_SANDBOX_LAB_INTERNET=$LAB_INTERNET
 if modprobe kvm_amd; then
   chgrp kvm /dev/kvm && chmod 660 /dev/kvm
 else
