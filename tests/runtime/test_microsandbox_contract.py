@@ -58,8 +58,10 @@ class TestMicrosandboxContract(RuntimeContract):
         check = probe_kvm()
         return None if check.ok else f"microVMs cannot boot here: {check.cause}"
 
-    def network_log_unavailable_reason(self) -> str | None:
-        return "the network log does not read microsandbox's records yet"
+    def network_records(self, name: str) -> str:
+        records = subprocess.run([str(locate_msb()), "logs", "--source", "system", "--json", "--debug", name],
+                                 capture_output=True, text=True, timeout=120)
+        return records.stdout[-20000:] + records.stderr[-2000:]
 
     def dev_identity_ignored_reason(self) -> str | None:
         return ("msb maps the invoking host user to dev and ignores SandboxSpec.dev_identity: "
