@@ -17,7 +17,8 @@
 #
 # Caches, in OPENCODE_SANDBOX_LAB_CACHE (default /var/cache/opencode-sandbox-lab):
 #   base-<key>/      the guest's root file system, kernel and initrd, made by debootstrap;
-#                    <key> hashes the package list and build_base below, nothing else
+#                    <key> hashes the package list and build_base below, nothing else; a
+#                    base no run has used for a day is removed
 #   wheels-<key>/    the project's dependency wheels for the guest's Python; <key> hashes
 #                    pyproject.toml
 #   run.XXXXXX/      one run's disk image, share (log, exit code) and project wheel, removed
@@ -112,6 +113,7 @@ ensure_base() {
   local key; key=$(base_key)
   BASE="$CACHE/base-$key"
   if [ -f "$BASE/ready" ]; then
+    touch "$BASE/ready"
     say "guest base $BASE (cached)"
     return
   fi
@@ -122,8 +124,13 @@ ensure_base() {
   build_base "$BASE.partial"
   mv "$BASE.partial" "$BASE"
   touch "$BASE/ready"
+  # Another base is removed once no run has used it for a day: checkouts of other versions of
+  # this script may share the cache, each with its own base.
   for old in "$CACHE"/base-*; do
-    [ "$old" = "$BASE" ] || { say "removing the outdated base $old"; rm -rf "$old"; }
+    if [ "$old" != "$BASE" ] && [ -z "$(find "$old" -maxdepth 1 -name ready -mmin -1440)" ]; then
+      say "removing the outdated base $old"
+      rm -rf "$old"
+    fi
   done
   say "guest base built in $(seconds_since "$started") s"
 }
