@@ -114,10 +114,11 @@ def vm_resolves(project: Project, name: str) -> tuple[bool, int]:
 
 def msb_records(project: Project) -> str:
     """msb's own diagnostic log of the VM, to show with a failure."""
-    result = subprocess.run([str(locate_msb()), "logs", "--source", "system", "--debug", "--tail", "60", project.vm],
+    result = subprocess.run([str(locate_msb()), "logs", "--source", "system", "--trace", project.vm],
                             env=project.process_env(), capture_output=True, text=True, timeout=120,
                             **project.process_options())
-    return str(result.stdout + result.stderr)
+    lines = [line for line in str(result.stdout).splitlines() if "microsandbox_network" in line]
+    return "\n".join(lines)[-20000:] + str(result.stderr)[-2000:]
 
 
 def network_log(project: Project) -> list[dict[str, object]]:
