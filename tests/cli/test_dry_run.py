@@ -14,6 +14,8 @@ BAD_INPUTS = [
     (["-w", "fix:"], "error: no base after ':' in 'fix:'"),
     (["-c", "0"], "error: flag --cpus: invalid value for 'cpus': 0 is out of range"),
     (["-m", "1K"], "error: flag --memory: invalid value for 'memory': '1K' is below the minimum of 512M"),
+    (["-p", "4096"], "error: flag --publish: invalid value for 'ports': '4096': guest port 4096 is opencode serve's"),
+    (["-p", "70000:80"], "error: flag --publish: invalid value for 'ports': '70000:80': 70000 is outside 1 to 65535"),
 ]
 
 
@@ -36,3 +38,19 @@ def test_a_dry_run_plans_the_worktree(tmp_path: Path) -> None:
     assert result.stdout.splitlines()[-1] == (
         "worktree: use feature/login, or create it from main if it does not exist"
     )
+
+
+@pytest.mark.docker
+def test_a_dry_run_lists_the_mounts_and_ports_and_refuses_a_missing_source(tmp_path: Path) -> None:
+    (tmp_path / "shared").mkdir()
+    mounts = {"OPENCODE_SANDBOX_MOUNTS": f"{tmp_path / 'shared'}:/mnt/shared;{tmp_path / 'shared'}:/mnt/out:rw"}
+    result = run_cli("--runtime", "docker", "run", "-n", "-p", "3000", "-p", "8080:80", cwd=tmp_path, env=mounts)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert f"mount: {tmp_path / 'shared'} -> /mnt/shared (read-only)" in lines
+    assert f"mount: {tmp_path / 'shared'} -> /mnt/out (read-write)" in lines
+    assert "port: guest 3000 -> 127.0.0.1:a free port" in lines and "port: guest 80 -> 127.0.0.1:8080" in lines
+    missing = run_cli("--runtime", "docker", "run", "-n", cwd=tmp_path,
+                      env={"OPENCODE_SANDBOX_MOUNTS": f"{tmp_path / 'absent'}:/mnt/x"})
+    assert missing.returncode == 2
+    assert f"{tmp_path / 'absent'} does not exist on this host" in missing.stderr

@@ -28,6 +28,7 @@ WORDS = [
     "-c", "--cpus", "--cpus=3", "-c=3", "-c3", "3", " 4", "-1", "1_0", "abc",
     "-m", "--memory", "--memory=4G", "4G", "-w", "--worktree", "--worktree=fix:main", "feature/x",
     "-s", "--serve-only", "--network", "--network=none", "none", "public", "open",
+    "-p", "--publish", "--publish=8080:3000", "-p=3000", "-p3000", "3000", "8080:3000",
 ]
 
 
@@ -97,20 +98,22 @@ def test_every_line_the_fast_path_takes_is_read_as_click_reads_it(
     [
         ([], [("apply_global_flags", {"assume_yes": False, "quiet": False, "log_level": None, "runtime": None}),
               ("run_project", {"worktree": None, "rebuild": False, "dry_run": False, "cpus": None, "memory": None,
-                               "network": None, "serve_only": False, "opencode_args": ()})]),
+                               "network": None, "publish": (), "serve_only": False, "opencode_args": ()})]),
         (["shell", "--", "true"], [
             ("apply_global_flags", {"assume_yes": False, "quiet": False, "log_level": None, "runtime": None}),
             ("shell_in_project", {"root": False, "rebuild": False, "dry_run": False, "cpus": None, "memory": None,
-                                  "network": None, "command": ("true",)})]),
-        (["-q", "--runtime", "docker", "shell", "--root", "-c", "4", "--memory=8G", "--network", "none", "--", "ls",
-          "-la", "--root"], [
+                                  "network": None, "publish": (), "command": ("true",)})]),
+        (["-q", "--runtime", "docker", "shell", "--root", "-c", "4", "--memory=8G", "--network", "none", "-p", "3000",
+          "--publish=8080:80", "--", "ls", "-la", "--root"], [
             ("apply_global_flags", {"assume_yes": False, "quiet": True, "log_level": None, "runtime": "docker"}),
             ("shell_in_project", {"root": True, "rebuild": False, "dry_run": False, "cpus": 4, "memory": "8G",
-                                  "network": "none", "command": ("ls", "-la", "--root")})]),
+                                  "network": "none", "publish": ("3000", "8080:80"),
+                                  "command": ("ls", "-la", "--root")})]),
         (["--log-level=verbose", "-y", "-w", "feature/login:main", "-s", "--", "--model", "x"], [
             ("apply_global_flags", {"assume_yes": True, "quiet": False, "log_level": "verbose", "runtime": None}),
             ("run_project", {"worktree": "feature/login:main", "rebuild": False, "dry_run": False, "cpus": None,
-                             "memory": None, "network": None, "serve_only": True, "opencode_args": ("--model", "x")})]),
+                             "memory": None, "network": None, "publish": (), "serve_only": True,
+                             "opencode_args": ("--model", "x")})]),
     ],
 )
 def test_the_common_lines_take_the_fast_path_and_match_click(

@@ -66,7 +66,7 @@ def test_an_option_added_to_the_table_is_read_by_click_and_the_fast_path_alike()
     readings = json.loads(result.stdout)
     global_options = {"assume_yes": False, "quiet": False, "log_level": None, "runtime": None, "zed": True}
     shell_options = {"root": False, "rebuild": False, "dry_run": False, "cpus": None, "memory": None, "network": None,
-                     "colours": 3}
+                     "publish": [], "colours": 3}
     expected = [global_options, {**shell_options, "command": ["ls"]}]
     assert readings["--zed shell --colours 3 -- ls (fast path)"] == expected
     assert readings["--zed shell --colours 3 -- ls (click)"] == expected

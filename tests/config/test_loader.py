@@ -73,6 +73,8 @@ egress-deny: ["*.example.com", "[fd00::/8]:443"]
 secrets:
   OPENAI_API_KEY: [api.openai.com]
   ANTHROPIC_API_KEY: {hosts: [api.anthropic.com, "*.anthropic.example"], headers: [X-Api-Key]}
+mounts: ["data:/mnt/data", "~/.gitconfig:/etc-copy/gitconfig:rw"]
+ports: [3000, "8080:80"]
 """)
     settings = load_settings(files(layout), {}, {})
     assert settings.runtime is RuntimeKind.DOCKER
@@ -97,7 +99,10 @@ secrets:
     ]
     assert settings.egress_policy == EgressPolicy(Profile.NONE, settings.egress_allow, settings.egress_deny,
                                                   settings.secrets)
-    assert len(KEYS) == 17
+    assert [(mount.source, mount.target, mount.readonly) for mount in settings.mounts] == [
+        (user_dir / "data", "/mnt/data", True), (Path.home() / ".gitconfig", "/etc-copy/gitconfig", False)]
+    assert [(port.guest, port.host) for port in settings.ports] == [(3000, None), (80, 8080)]
+    assert len(KEYS) == 19
     assert all(source.startswith(str(user_dir / "config.yaml")) for source in settings.sources.values())
 
 
@@ -332,3 +337,62 @@ def test_invalid_utf8(layout: tuple[Path, Path]) -> None:
     with pytest.raises(ConfigError) as caught:
         load_settings(files(layout), {}, {})
     assert caught.value.message.startswith(f"{path}: cannot read the configuration file: ")
+
+
+def test_a_relative_mount_source_is_read_from_the_file_s_folder(layout: tuple[Path, Path]) -> None:
+    user_dir, _ = layout
+    write(user_dir / SLUG / "config.yaml", "mounts: ['../shared:/mnt/shared:rw', '~/data:/mnt/data']\n")
+    settings = load_settings(files(layout), {}, {})
+    assert [(mount.source, mount.readonly) for mount in settings.mounts] == [
+        (user_dir / SLUG / "../shared", False), (Path.home() / "data", True)]
+
+
+def test_mounts_are_never_taken_from_the_checkout(layout: tuple[Path, Path]) -> None:
+    """The agent in the VM writes the checkout: a mount of ~ there would give it the user's home."""
+    user_dir, project = layout
+    checkout_file = write(project / ".opencode-sandbox" / "config.yaml", "mounts: ['~:/mnt/home:rw']\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(files(layout), {}, {})
+    assert caught.value.message == (f"{checkout_file}:1: 'mounts' cannot be set in the project's checkout, "
+                                    "which the agent in the VM can write")
+    assert caught.value.hint is not None and str(user_dir / SLUG / "config.yaml") in caught.value.hint
+
+
+def test_the_checkout_may_publish_guest_ports_but_not_choose_host_ports(layout: tuple[Path, Path]) -> None:
+    user_dir, project = layout
+    checkout_file = write(project / ".opencode-sandbox" / "config.yaml", "ports: [3000, '5432:5432']\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(files(layout), {}, {})
+    assert caught.value.message.startswith(
+        f"{checkout_file}:1: 'ports' in the project's checkout, which the agent in the VM can write: "
+        "5432:5432 names a host port")
+    assert caught.value.hint is not None and str(user_dir / SLUG / "config.yaml") in caught.value.hint
+    write(checkout_file, "ports: [3000, 5173]\n")
+    assert [port.written for port in load_settings(files(layout), {}, {}).ports] == ["3000", "5173"]
+
+
+def test_published_flags_add_to_the_configured_ports(layout: tuple[Path, Path]) -> None:
+    user_dir, _ = layout
+    write(user_dir / "config.yaml", "ports: [3000]\n")
+    settings = load_settings(files(layout), {}, {"ports": ["8080:80", "3000"]})
+    assert [port.written for port in settings.ports] == ["3000", "8080:80"]
+    assert settings.sources["ports"] == f"{user_dir / 'config.yaml'}:1 and flag --publish"
+    assert [port.written for port in load_settings(files(layout), {}, {"ports": None}).ports] == ["3000"]
+    with pytest.raises(ConfigError) as caught:
+        load_settings(files(layout), {}, {"ports": ["8080:3000"]})
+    assert caught.value.message.startswith("flag --publish: invalid value for 'ports': guest port 3000 is published "
+                                           "twice")
+
+
+@pytest.mark.parametrize(("variable", "text", "message"), [
+    ("OPENCODE_SANDBOX_MOUNTS", "/srv:/workspace", "'/srv:/workspace': /workspace is the tool's own"),
+    ("OPENCODE_SANDBOX_MOUNTS", "/a:/mnt/x;/b:/mnt/x", "both mount on /mnt/x"),
+    ("OPENCODE_SANDBOX_PORTS", "4096", "guest port 4096 is opencode serve's"),
+    ("OPENCODE_SANDBOX_PORTS", "99999", "'99999': 99999 is outside 1 to 65535"),
+])
+def test_bad_mounts_and_ports_name_the_entry(layout: tuple[Path, Path], variable: str, text: str,
+                                             message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(files(layout), {variable: text}, {})
+    assert message in caught.value.message
+    assert caught.value.message.startswith(f"environment {variable}: invalid value")

@@ -249,8 +249,8 @@ class FakeRuntime:
         labels.setdefault(LABEL_SLUG, slug)
         files = {path: replace(node) for path, node in image.files.items()}
         sandbox = FakeSandbox(spec.name, labels, spec, files, secret_values=values)
-        self.sandboxes[spec.name] = sandbox
         self._boot(sandbox)
+        self.sandboxes[spec.name] = sandbox
         return self._info(sandbox)
 
     def start_sandbox(self, name: str, *, secret_values: Mapping[str, str] | None = None) -> None:
@@ -288,6 +288,10 @@ class FakeRuntime:
         self._call("refusals", name)
         sandbox = self._owned(name)
         return list(sandbox.refusals) if sandbox.status is SandboxStatus.RUNNING else []
+
+    def port_map(self, name: str) -> dict[int, int]:
+        self._call("port_map", name)
+        return {guest: int(listener.getsockname()[1]) for guest, listener in self._owned(name).listeners.items()}
 
     def host_port(self, name: str, guest_port: int) -> int:
         self._call("host_port", name)
@@ -479,7 +483,13 @@ class FakeRuntime:
     def _boot(self, sandbox: FakeSandbox) -> None:
         for port in sandbox.spec.published_ports if sandbox.spec else ():
             listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            listener.bind(("127.0.0.1", 0))
+            try:
+                listener.bind(("127.0.0.1", sandbox.spec.host_ports.get(port, 0)))
+            except OSError as error:
+                listener.close()
+                self._close_ports(sandbox)
+                raise BootFailed(f"cannot start {sandbox.name}: 127.0.0.1:{sandbox.spec.host_ports[port]}: "
+                                 f"{error.strerror}", hint="Free the port.") from None
             listener.listen()
             sandbox.listeners[port] = listener
         sandbox.status = SandboxStatus.RUNNING

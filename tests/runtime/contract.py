@@ -150,6 +150,12 @@ def _local_address() -> str | None:
     return None if address.startswith("127.") else address
 
 
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def _connects(host: str, port: int) -> bool:
     try:
         with socket.create_connection((host, port), timeout=3):
@@ -256,6 +262,8 @@ class RuntimeContract:
                 operation(name)
         with pytest.raises(NotFound):
             runtime.host_port(name, GUEST_PORT)
+        with pytest.raises(NotFound):
+            runtime.port_map(name)
         with pytest.raises(NotFound):
             runtime.refusals(name)
 
@@ -493,6 +501,21 @@ class RuntimeContract:
             assert not _connects(address, port)
         with pytest.raises(NotFound):
             runtime.host_port(spec.name, GUEST_PORT + 1)
+
+    @pytest.mark.needs_boot
+    def test_a_chosen_host_port_and_the_port_map(
+        self, runtime: Runtime, contract_image: str, created: Created, workspace: Path
+    ) -> None:
+        chosen = _free_port()
+        spec = self.spec(new_slug(), contract_image, workspace, ports=(GUEST_PORT, GUEST_PORT + 1))._replace(
+            host_ports={GUEST_PORT + 1: chosen})
+        created.sandbox(spec)
+        ports = runtime.port_map(spec.name)
+        assert ports[GUEST_PORT + 1] == chosen
+        assert ports == {GUEST_PORT: runtime.host_port(spec.name, GUEST_PORT), GUEST_PORT + 1: chosen}
+        assert _connects("127.0.0.1", chosen)
+        runtime.stop_sandbox(spec.name)
+        assert runtime.port_map(spec.name) == {}
 
     # --- volumes -------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from opencode_sandbox.runtime.docker_parse import (
     container_status,
     parse_time,
     published_host_port,
+    published_port_map,
     sandbox_info,
 )
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec, SandboxStatus
@@ -88,6 +89,7 @@ def test_only_loopback_bindings_count() -> None:
     assert published_host_port(document, 4096) is None
     assert published_host_port(document, 5000) == 2222
     assert published_host_port(document, 6000) is None
+    assert published_port_map(document) == {5000: 2222}
 
 
 def test_run_args() -> None:
@@ -117,6 +119,18 @@ def test_run_args() -> None:
     assert "org.opencode-sandbox.managed=true" in args
     assert "org.opencode-sandbox.slug=a-0123456789abcd" in args
     assert "--privileged" not in run_args(spec, labels, privileged=False)
+
+
+def test_a_chosen_host_port_and_a_read_only_file_mount() -> None:
+    spec = SandboxSpec(name="opencode-sandbox-vm-a-0123456789abcd", image="img:1", cpus=1, memory_mib=512,
+                       mounts=(Mount(MountKind.BIND, "/home/u/.gitconfig", "/mnt/gitconfig", readonly=True),
+                               Mount(MountKind.BIND, "/srv/out", "/mnt/out")),
+                       published_ports=(4096, 3000), host_ports={3000: 8080})
+    args = run_args(spec, sandbox_labels({}, "a-0123456789abcd"), privileged=False)
+    assert [args[index + 1] for index, arg in enumerate(args) if arg == "--publish"] == [
+        "127.0.0.1::4096/tcp", "127.0.0.1:8080:3000/tcp"]
+    assert "type=bind,source=/home/u/.gitconfig,target=/mnt/gitconfig,readonly" in args
+    assert "type=bind,source=/srv/out,target=/mnt/out" in args
 
 
 def test_a_vm_on_its_own_network_runs_without_net_raw() -> None:

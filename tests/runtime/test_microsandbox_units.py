@@ -83,6 +83,7 @@ def test_inspect_output_becomes_sandbox_info() -> None:
 
 
 def test_published_ports_and_named_volumes_are_read_from_the_config() -> None:
+    assert msb_parse.published_port_map(INSPECTED) == {4096: 40123}
     assert msb_parse.published_host_port(INSPECTED, 4096) == 40123
     assert msb_parse.published_host_port(INSPECTED, 53) is None
     assert msb_parse.published_host_port(INSPECTED, 22) is None
@@ -204,13 +205,36 @@ def test_the_checkout_mirrors_its_modes_to_the_host_and_the_home_volume_stays_pr
     ]
 
 
+def test_a_host_file_is_mounted_as_a_file_and_a_chosen_host_port_is_kept(tmp_path: Path) -> None:
+    gitconfig = tmp_path / "gitconfig"
+    gitconfig.write_text("[user]\n")
+    spec = SandboxSpec(
+        name="opencode-sandbox-vm-mounts-0123456789abcd", image="opencode-sandbox/runner-nothere:latest", cpus=1,
+        memory_mib=512, mounts=(Mount(MountKind.BIND, str(gitconfig), "/mnt/gitconfig", readonly=True),
+                                Mount(MountKind.BIND, str(tmp_path), "/mnt/out")),
+        published_ports=(4096, 3000), host_ports={3000: 8080},
+    )
+    args = MicrosandboxRuntime()._create_args(spec)
+    pairs = list(itertools.pairwise(args))
+    assert ("--mount-file", f"{gitconfig}:/mnt/gitconfig:ro,host-perms=mirror") in pairs
+    assert ("--mount-dir", f"{tmp_path}:/mnt/out:host-perms=mirror") in pairs
+    ports = [value for flag, value in pairs if flag == "--port"]
+    assert ports[1] == "127.0.0.1:8080:3000"
+    assert ports[0].startswith("127.0.0.1:") and ports[0].endswith(":4096") and ports[0] != "127.0.0.1:8080:4096"
+
+
 @pytest.mark.msb
 def test_msb_takes_the_mount_options(tmp_path: Path) -> None:
     """msb reads the whole command line before it looks for the image: a misspelt mount option
     would be reported instead of the missing image."""
+    gitconfig = tmp_path / "gitconfig"
+    gitconfig.write_text("[user]\n")
     spec = SandboxSpec(
         name="opencode-sandbox-vm-mounts-0123456789abcd", image="opencode-sandbox/runner-nothere:latest", cpus=1,
-        memory_mib=512, mounts=(Mount(MountKind.BIND, str(tmp_path), "/workspace", readonly=True),),
+        memory_mib=512, mounts=(Mount(MountKind.BIND, str(tmp_path), "/workspace", readonly=True),
+                                Mount(MountKind.BIND, str(gitconfig), "/mnt/gitconfig", readonly=True),
+                                Mount(MountKind.BIND, str(tmp_path), "/mnt/out")),
+        published_ports=(4096, 3000), host_ports={3000: 8080},
     )
     created = MsbCli().run(MicrosandboxRuntime()._create_args(spec))
     assert not created.ok

@@ -260,3 +260,40 @@ def test_a_vm_that_does_not_boot_leaves_the_project_as_it_was(flow: Flow) -> Non
         flow.prepare(flow.app(interactive=True))
     assert flow.volumes() == [volume]  # the volume made for the failed VM is gone, the old one kept
     assert flow.state() == before and before.image_reference == first
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_a_port_change_recreates_the_vm_keeping_its_own_host_port_and_a_busy_one_keeps_the_old_vm(
+    flow: Flow,
+) -> None:
+    import socket
+
+    from opencode_sandbox.config.loader import load_settings
+    from opencode_sandbox.errors import UsageError
+
+    def app_with(*ports: str) -> App:
+        app = flow.app()
+        app.settings = load_settings([], {}, {"ports": list(ports)})
+        return app
+
+    chosen = _free_port()
+    first = flow.prepare(app_with(f"{chosen}:3000"))
+    assert first.ports[3000] == chosen and set(first.ports) == {3000, 4096}
+    second = flow.prepare(app_with(f"{chosen}:3000", "5173"))  # the VM's own port is no obstacle
+    assert flow.calls("remove_sandbox") == ["remove_sandbox"]
+    assert second.ports[3000] == chosen and set(second.ports) == {3000, 4096, 5173}
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        busy = int(squatter.getsockname()[1])
+        with pytest.raises(UsageError, match=f"host port {busy} .* is already in use on 127.0.0.1"):
+            flow.prepare(app_with(f"{chosen}:3000", f"{busy}:8000"))
+    assert flow.calls("remove_sandbox") == ["remove_sandbox"]  # the old VM was left as it was
+    assert flow.status() is SandboxStatus.RUNNING

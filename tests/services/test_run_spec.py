@@ -13,7 +13,7 @@ from opencode_sandbox.core import naming
 from opencode_sandbox.core.egress import EgressPolicy, Profile
 from opencode_sandbox.core.lifecycle import VmAction, fingerprint, plan_vm
 from opencode_sandbox.errors import UsageError
-from opencode_sandbox.runtime.types import RuntimeKind, SandboxInfo, SandboxStatus
+from opencode_sandbox.runtime.types import Mount, MountKind, RuntimeKind, SandboxInfo, SandboxSpec, SandboxStatus
 from opencode_sandbox.services.image_step import ReadyImage
 from opencode_sandbox.services.run import RunLifecycle
 from tests.fakes.runtime import FakeRuntime
@@ -122,3 +122,40 @@ def test_the_extra_certificates_go_to_the_runtime_only_when_it_intercepts_the_vm
         assert intercepted.ca_certificate_files == (str(extra),)
         direct = lifecycle(runtime, tmp_path, network="public", **flags)._spec(IMAGE, HOME)
         assert (direct.ca_certificates, direct.ca_certificate_files) == ((), ())
+
+
+def test_mounts_and_ports_reach_the_spec_and_a_change_of_either_recreates_the_vm(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (tmp_path / "link").symlink_to(shared)
+
+    def spec(**flags: object) -> SandboxSpec:
+        run = lifecycle(RuntimeKind.DOCKER, tmp_path)
+        run.app.settings = load_settings([], {}, {"runtime": "docker", **flags})
+        run._doctor()
+        return run._spec(IMAGE, HOME)
+
+    plain = spec()
+    assert plain.published_ports == (4096,) and plain.host_ports == {}
+    assert plain.labels[naming.LABEL_FINGERPRINT] == fingerprint(
+        {**labelled_values_before_mirrored_modes(lifecycle(RuntimeKind.DOCKER, tmp_path), tmp_path),
+         "network": EgressPolicy(Profile.PUBLIC).fingerprint_value()})  # unchanged without mounts or ports
+    mounted = spec(mounts=[f"{tmp_path / 'link'}:/mnt/shared"], ports=["3000", "8080:80"])
+    assert mounted.mounts[2:] == (Mount(MountKind.BIND, str(shared), "/mnt/shared", True),)  # the link resolved
+    assert mounted.published_ports == (4096, 3000, 80) and mounted.host_ports == {80: 8080}
+    labels = [plain, mounted, spec(mounts=[f"{shared}:/mnt/shared:rw"], ports=["3000", "8080:80"]),
+              spec(mounts=[f"{shared}:/mnt/shared"], ports=["3000", "8081:80"]),
+              spec(mounts=[f"{shared}:/mnt/shared"], ports=["3000"])]
+    fingerprints = [each.labels[naming.LABEL_FINGERPRINT] for each in labels]
+    assert len(set(fingerprints)) == len(fingerprints)
+    assert spec(mounts=[f"{shared}:/mnt/shared"], ports=["3000", "8080:80"]).labels == mounted.labels
+
+
+def test_a_missing_mount_source_stops_the_start_before_anything_runs(tmp_path: Path) -> None:
+    run = lifecycle(RuntimeKind.DOCKER, tmp_path)
+    run.app.settings = load_settings([], {}, {"runtime": "docker", "mounts": [f"{tmp_path}/absent:/mnt/x"]})
+    with pytest.raises(UsageError) as caught:
+        run._doctor()
+    assert caught.value.message == (f"mount '{tmp_path}/absent:/mnt/x' (flag --mounts): {tmp_path}/absent does not "
+                                    "exist on this host")
+    assert run.app.runtime.calls == []  # type: ignore[attr-defined]

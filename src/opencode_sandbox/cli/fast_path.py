@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from opencode_sandbox import TYPE_CHECKING
-from opencode_sandbox.cli.option_table import COMMANDS, FLAG, GLOBAL, INTEGER, CommandLine, Option
+from opencode_sandbox.cli.option_table import COMMANDS, FLAG, GLOBAL, INTEGER, REPEATED, CommandLine, Option
 from opencode_sandbox.core.records import Record
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def _read_options(words: list[str], position: int, command_line: CommandLine,
     With `stop_at_word` (the global options) the first word that is not one of them ends
     the reading, as click's group hands it and the rest to the command.
     """
-    values = {option.parameter: option.default for option in command_line.options}
+    values: dict[str, Any] = {option.parameter: option.default for option in command_line.options}
     spelled = command_line.by_spelling()
     while position < len(words):
         word = words[position]
@@ -82,7 +82,8 @@ def _read_options(words: list[str], position: int, command_line: CommandLine,
                 value, position = words[position + 1], position + 2
             else:
                 raise _Declined  # the value is missing
-            values[option.parameter] = _checked_value(option, value)
+            checked = _checked_value(option, value)
+            values[option.parameter] = (*values[option.parameter], checked) if option.kind == REPEATED else checked
         else:
             raise _Declined
     return values, position

@@ -70,11 +70,13 @@ def _register() -> None:
         commands_info,
         commands_manage,
         commands_network,
+        commands_ports,
         commands_run,
         commands_secrets,
     )
 
-    for module in (commands_run, commands_build, commands_manage, commands_network, commands_secrets, commands_info):
+    for module in (commands_run, commands_build, commands_manage, commands_network, commands_ports, commands_secrets,
+                   commands_info):
         module.register(cli)
 
 

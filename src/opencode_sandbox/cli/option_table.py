@@ -16,6 +16,8 @@ FLAG = "flag"
 """The option takes no value: present means True, absent False."""
 TEXT = "text"
 INTEGER = "integer"
+REPEATED = "repeated"
+"""A text option that may be given several times: its values in order, a tuple."""
 
 
 class Option(Record):
@@ -24,14 +26,14 @@ class Option(Record):
     spellings: tuple[str, ...]
     help: str
     kind: str = TEXT
-    """FLAG, TEXT or INTEGER."""
+    """FLAG, TEXT, INTEGER or REPEATED."""
     choices: tuple[str, ...] = ()
     """The only values accepted, when not empty."""
     metavar: str | None = None
 
     @property
-    def default(self) -> bool | None:
-        return False if self.kind == FLAG else None
+    def default(self) -> bool | tuple[str, ...] | None:
+        return False if self.kind == FLAG else () if self.kind == REPEATED else None
 
 
 class CommandLine(Record):
@@ -64,6 +66,9 @@ _NETWORK = Option("network", ("--network",),
                   "Where the VM may connect: public (default: the internet, no private ranges, not the host), "
                   "allowlist, none or all (default: config 'network').",
                   choices=tuple(profile.value for profile in Profile))
+_PUBLISH = Option("publish", ("-p", "--publish"),
+                  "Publish a guest TCP port on the host's 127.0.0.1, on HOST_PORT or a free port; repeatable, "
+                  "added to config 'ports'.", REPEATED, metavar="[HOST_PORT:]GUEST_PORT")
 
 RUN = CommandLine(
     (
@@ -77,8 +82,10 @@ RUN = CommandLine(
         _CPUS,
         _MEMORY,
         _NETWORK,
+        _PUBLISH,
         Option("serve_only", ("-s", "--serve-only"),
-               "Start the opencode server, print its URL and credentials, and wait instead of attaching.", FLAG),
+               "Start the opencode server, print its URL, its credentials and the published ports, and wait "
+               "instead of attaching.", FLAG),
     ),
     rest="opencode_args",
     rest_metavar="[-- OPENCODE_ARGS]...",
@@ -93,6 +100,7 @@ SHELL = CommandLine(
         _CPUS,
         _MEMORY,
         _NETWORK,
+        _PUBLISH,
     ),
     rest="command",
     rest_metavar="[-- CMD...]",

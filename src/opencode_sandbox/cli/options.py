@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from opencode_sandbox.cli.option_table import FLAG, INTEGER, CommandLine, Option
+from opencode_sandbox.cli.option_table import FLAG, INTEGER, REPEATED, CommandLine, Option
 
 AGE_HELP = ("Artifacts unused for longer than this are pruned: 30d, 24h, 90m, 45s "
             "(default: config 'manual-prune-age', 7d).")
@@ -31,6 +31,8 @@ def _click_option(option: Option) -> Callable[[Callable[..., Any]], Callable[...
     settings: dict[str, Any] = {"help": option.help}
     if option.kind == FLAG:
         settings["is_flag"] = True
+    elif option.kind == REPEATED:
+        settings["multiple"] = True
     else:
         settings["default"] = None
     if option.kind == INTEGER:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.egress import EgressRule, Profile, parse_profile, parse_rule
+from opencode_sandbox.core.host_mounts import HostMount, parse_mounts
+from opencode_sandbox.core.ports import PublishedPort, checkout_refusal, merged, parse_ports
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.secrets import SecretRule, parse_secrets
 from opencode_sandbox.core.units import parse_duration, parse_size
@@ -75,6 +77,18 @@ def _read_paths(value: Any) -> tuple[Path, ...]:
     return tuple(Path(item).expanduser() for item in items)
 
 
+def _paths_relative_to(paths: tuple[Path, ...], base: Path) -> tuple[Path, ...]:
+    return tuple(path if path.is_absolute() else base / path for path in paths)
+
+
+def _mounts_relative_to(mounts: tuple[HostMount, ...], base: Path) -> tuple[HostMount, ...]:
+    return tuple(mount.relative_to(base) for mount in mounts)
+
+
+def _joined_ports(earlier: tuple[PublishedPort, ...], given: tuple[PublishedPort, ...]) -> tuple[PublishedPort, ...]:
+    return merged([*earlier, *given])
+
+
 def _read_url(value: Any) -> str:
     if not isinstance(value, str) or not value.startswith(("http://", "https://")):
         raise ValueError(f"'{value}' is not an http(s) URL")
@@ -102,10 +116,18 @@ class Key(Record):
     default: Any
     read: Callable[[Any], Any]
     help: str
-    relative_paths: bool = False
-    """Paths in a file are read relative to that file's folder."""
+    relative_to: Callable[[Any, Path], Any] | None = None
+    """Turns the relative paths of a read value into paths from the folder of the file that set it
+    (for a variable or a flag, the current folder)."""
     in_checkout: bool = True
     """May be set in the checkout's own file, which the agent in the VM can write."""
+    checkout_refusal: Callable[[Any], str | None] | None = None
+    """For a key the checkout's file may set: why a read value may not come from there, or None."""
+    flag: str = ""
+    """The command line's option for the key, where it is not `--NAME`."""
+    join_flag: Callable[[Any, Any], Any] | None = None
+    """How a value given on the command line joins that of the files and the environment (ValueError
+    when it cannot); None: it replaces it."""
 
     @property
     def attribute(self) -> str:
@@ -135,7 +157,7 @@ KEYS: tuple[Key, ...] = (
     Key("dind", False, _read_bool, "use the Docker-in-Docker base image"),
     Key("extra-ca-certificates", (), _read_paths,
         "PEM files trusted by the tool's HTTPS requests, in image builds and in the VM",
-        relative_paths=True),
+        relative_to=_paths_relative_to),
     Key("trust-host-ca", True, _read_bool,
         "trust the host's locally added CA certificates in builds and the VM"),
     Key("network", Profile.PUBLIC, parse_profile,
@@ -150,6 +172,14 @@ KEYS: tuple[Key, ...] = (
         "environment variables whose value the VM never holds, each with the hosts (host or *.domain) "
         "it may be sent to, and optionally the request headers it may be put in; the VM sees a placeholder",
         in_checkout=False),
+    Key("mounts", (), parse_mounts,
+        "host folders or files mounted into the VM, each HOST_PATH:GUEST_PATH, read-only unless it ends "
+        "in :rw; not on /workspace, /home/dev, /tmp or system folders",
+        relative_to=_mounts_relative_to, in_checkout=False),
+    Key("ports", (), parse_ports,
+        "guest TCP ports published on the host's 127.0.0.1, each GUEST_PORT (a free host port is "
+        "picked) or HOST_PORT:GUEST_PORT",
+        checkout_refusal=checkout_refusal, flag="--publish", join_flag=_joined_ports),
     Key("releases-url", DEFAULT_RELEASES_URL, _read_url,
         "where the opencode update check looks for the latest release"),
 )

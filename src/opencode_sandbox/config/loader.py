@@ -117,20 +117,36 @@ def _convert(key: Key, raw: RawValue) -> Any:
             f"{raw.source}: invalid value for '{key.name}': {error}",
             hint=f"'{key.name}' is {key.help}; default: {describe_default(key)}",
         ) from None
-    if key.relative_paths and raw.base_dir is not None:
-        value = tuple(path if path.is_absolute() else raw.base_dir / path for path in value)
+    if key.relative_to is not None and raw.base_dir is not None:
+        value = key.relative_to(value, raw.base_dir)
     return value
 
 
 def _refuse_in_checkout(layer: Mapping[str, RawValue], user_files: list[Path]) -> None:
     """A key that would let the agent in the VM loosen its own limits is the user's alone to set."""
+    instead = " or ".join(str(path) for path in reversed(user_files)) or "your own configuration file"
     for name, raw in layer.items():
-        if not KEYS_BY_NAME[name].in_checkout:
-            instead = " or ".join(str(path) for path in reversed(user_files)) or "your own configuration file"
+        key = KEYS_BY_NAME[name]
+        if not key.in_checkout:
             raise ConfigError(
                 f"{raw.source}: '{name}' cannot be set in the project's checkout, which the agent in the VM can write",
                 hint=f"remove it there and set it in {instead}",
             )
+        refusal = key.checkout_refusal(_convert(key, raw)) if key.checkout_refusal is not None else None
+        if refusal is not None:
+            raise ConfigError(
+                f"{raw.source}: '{name}' in the project's checkout, which the agent in the VM can write: {refusal}",
+                hint=f"move that entry to {instead}",
+            )
+
+
+def _joined(key: Key, earlier: Any, flag: RawValue) -> Any:
+    assert key.join_flag is not None
+    try:
+        return key.join_flag(earlier, _convert(key, flag))
+    except ValueError as error:
+        raise ConfigError(f"{flag.source}: invalid value for '{key.name}': {error}",
+                          hint=f"'{key.name}' is {key.help}") from None
 
 
 def describe_default(key: Key) -> str:
@@ -151,7 +167,7 @@ def load_settings(
             _refuse_in_checkout(layer, [other for other in files if other.parent.name != CHECKOUT_FOLDER])
     layers.append(read_environment(environ))
     layers.append({
-        name: RawValue(value, f"flag --{name}", Path.cwd())
+        name: RawValue(value, f"flag {KEYS_BY_NAME[name].flag or '--' + name}", Path.cwd())
         for name, value in flags.items()
         if value is not None
     })
@@ -160,8 +176,15 @@ def load_settings(
     for key in KEYS:
         values[key.attribute] = key.default
         sources[key.name] = "default"
-        for layer in layers:
+        for layer in layers[:-1]:
             if key.name in layer:
                 values[key.attribute] = _convert(key, layer[key.name])
                 sources[key.name] = layer[key.name].source
+        flag = layers[-1].get(key.name)
+        if flag is not None and key.join_flag is not None and sources[key.name] != "default":
+            values[key.attribute] = _joined(key, values[key.attribute], flag)
+            sources[key.name] += f" and {flag.source}"
+        elif flag is not None:
+            values[key.attribute] = _convert(key, flag)
+            sources[key.name] = flag.source
     return Settings(**values, sources=sources)

@@ -8,6 +8,8 @@ from typing import Any
 
 from opencode_sandbox.config.keys import Key
 from opencode_sandbox.core.egress import EgressRule
+from opencode_sandbox.core.host_mounts import HostMount
+from opencode_sandbox.core.ports import PublishedPort
 from opencode_sandbox.core.secrets import SecretRule
 from opencode_sandbox.core.units import format_duration
 
@@ -25,5 +27,15 @@ def render_value(key: Key, value: Any) -> str:
     if isinstance(value, tuple) and all(isinstance(item, SecretRule) for item in value) and key.name == "secrets":
         return "{" + ", ".join(f"{item.name}: [{', '.join(item.host_texts)}]" for item in value) + "}"
     if isinstance(value, tuple):
-        return "[" + ", ".join(item.text if isinstance(item, EgressRule) else str(item) for item in value) + "]"
+        return "[" + ", ".join(_item_text(item) for item in value) + "]"
     return str(value)
+
+
+def _item_text(item: Any) -> str:
+    if isinstance(item, EgressRule):
+        return item.text
+    if isinstance(item, HostMount):
+        return f"{item.source}:{item.target}:{'ro' if item.readonly else 'rw'}"
+    if isinstance(item, PublishedPort):
+        return item.written
+    return str(item)

@@ -6,6 +6,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from opencode_sandbox.core.egress import EgressPolicy, EgressRule, Profile
+from opencode_sandbox.core.host_mounts import HostMount
+from opencode_sandbox.core.ports import PublishedPort
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.secrets import SecretRule
 from opencode_sandbox.runtime.kind import RuntimeKind
@@ -30,6 +32,8 @@ class Settings(Record):
     egress_allow: tuple[EgressRule, ...]
     egress_deny: tuple[EgressRule, ...]
     secrets: tuple[SecretRule, ...]
+    mounts: tuple[HostMount, ...]
+    ports: tuple[PublishedPort, ...]
     releases_url: str
     sources: dict[str, str]
     """Key name -> `default`, a file with its line, an environment variable or a flag."""

@@ -53,6 +53,9 @@ class Runtime(Protocol):
         """Remove a stopped sandbox (stopping it first if needed); volumes are kept."""
     def host_port(self, name: str, guest_port: int) -> int:
         """The 127.0.0.1 port on the host that a published guest port is reachable on."""
+    def port_map(self, name: str) -> dict[int, int]:
+        """Every published guest TCP port of a running sandbox and the 127.0.0.1 port it is
+        reachable on; empty while it is stopped."""
     def refusals(self, name: str) -> list[Refusal]:
         """What the sandbox's network policy refused recently; empty while it is stopped (the
         record goes with each run). `UsageError` where the runtime cannot tell."""

@@ -82,7 +82,7 @@ def run_args(spec: SandboxSpec, labels: Mapping[str, str], privileged: bool, net
     for mount in spec.mounts:
         args += ["--mount", mount_arg(mount)]
     for port in spec.published_ports:
-        args += ["--publish", f"127.0.0.1::{port}/tcp"]
+        args += ["--publish", f"127.0.0.1:{spec.host_ports.get(port, '')}:{port}/tcp"]
     args += [spec.image, *KEEP_ALIVE[1:]]
     return args
 

@@ -58,6 +58,7 @@ from opencode_sandbox.runtime.docker_parse import (
     image_info,
     labels_of,
     published_host_port,
+    published_port_map,
     sandbox_info,
     volume_info,
 )
@@ -298,6 +299,9 @@ class DockerRuntime:
         if _proxy_policy(document) is not None and slug is not None:
             found += docker_proxy.denials(self.cli, slug)
         return found
+
+    def port_map(self, name: str) -> dict[int, int]:
+        return published_port_map(self._owned_container(name))
 
     def host_port(self, name: str, guest_port: int) -> int:
         port = published_host_port(self._owned_container(name), guest_port)

@@ -120,9 +120,17 @@ def image_info(document: Mapping[str, Any], reference: str) -> ImageInfo:
 
 def published_host_port(document: Mapping[str, Any], guest_port: int) -> int | None:
     """The host port bound on 127.0.0.1 for a guest TCP port of a running container."""
+    return published_port_map(document).get(guest_port)
+
+
+def published_port_map(document: Mapping[str, Any]) -> dict[int, int]:
+    """Each guest TCP port of a running container bound on 127.0.0.1, and its host port."""
     settings = document.get("NetworkSettings") or {}
-    ports = settings.get("Ports") or {}
-    for binding in ports.get(f"{guest_port}/tcp") or []:
-        if binding.get("HostIp") == "127.0.0.1" and str(binding.get("HostPort", "")).isdigit():
-            return int(binding["HostPort"])
-    return None
+    found: dict[int, int] = {}
+    for port, bindings in sorted((settings.get("Ports") or {}).items()):
+        guest, _, protocol = str(port).partition("/")
+        for binding in bindings or []:
+            if (protocol == "tcp" and guest.isdigit() and binding.get("HostIp") == "127.0.0.1"
+                    and str(binding.get("HostPort", "")).isdigit()):
+                found.setdefault(int(guest), int(binding["HostPort"]))
+    return found

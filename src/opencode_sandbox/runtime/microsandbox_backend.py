@@ -51,6 +51,7 @@ from opencode_sandbox.runtime.types import (
     RuntimeKind,
     SandboxInfo,
     SandboxSpec,
+    SandboxStatus,
     VolumeInfo,
 )
 
@@ -166,10 +167,10 @@ class MicrosandboxRuntime:
         for mount in spec.mounts:
             if mount.kind is MountKind.VOLUME:
                 self._our_volume_path(mount.source)
-            elif not Path(mount.source).is_dir():
+            elif not Path(mount.source).is_dir() and not Path(mount.source).is_file():
                 raise BootFailed(
-                    f"sandbox {spec.name} cannot boot: folder {mount.source} does not exist",
-                    hint="run from inside the project's checkout",
+                    f"sandbox {spec.name} cannot boot: {mount.source} is neither a folder nor a file",
+                    hint="run from inside the project's checkout, and check the paths of the setting 'mounts'",
                 )
         env = _without_secrets(spec)
         result = self._cli.run(self._create_args(spec), timeout_s=_BOOT_TIMEOUT_S,
@@ -192,7 +193,7 @@ class MicrosandboxRuntime:
         for mount in spec.mounts:
             args += _mount_flag(mount)
         for guest_port in spec.published_ports:
-            args += ["--port", f"127.0.0.1:{_free_local_port()}:{guest_port}"]
+            args += ["--port", f"127.0.0.1:{spec.host_ports.get(guest_port) or _free_local_port()}:{guest_port}"]
         if spec.network is not None:
             from opencode_sandbox.runtime.host_addresses import host_public_addresses
             from opencode_sandbox.runtime.msb_network import msb_network_args, upstream_trust_args
@@ -259,6 +260,12 @@ class MicrosandboxRuntime:
         result = self._cli.run(["remove", "--force", "--quiet", name], timeout_s=180.0)
         if not result.ok and not result.not_found:
             raise SandboxError(f"cannot remove sandbox {name}: {result.error_text}", hint=_DOCTOR_HINT)
+
+    def port_map(self, name: str) -> dict[int, int]:
+        inspected = self._inspect_ours(name)
+        if msb_parse.parse_status(inspected.get("status")) is not SandboxStatus.RUNNING:
+            return {}
+        return msb_parse.published_port_map(inspected)
 
     def host_port(self, name: str, guest_port: int) -> int:
         port = msb_parse.published_host_port(self._inspect_ours(name), guest_port)
@@ -513,15 +520,15 @@ class MicrosandboxRuntime:
 
 
 def _mount_flag(mount: Mount) -> list[str]:
-    """A host folder is shared with `host-perms=mirror`: what the guest creates or chmods there
-    keeps its permission bits on the host too (msb's default keeps them in the folder's
+    """A host folder or file is shared with `host-perms=mirror`: what the guest creates or chmods
+    there keeps its permission bits on the host too (msb's default keeps them in the folder's
     `user.msb.override_stat` attribute only, leaving the host files at 0600 and 0700). A home
     volume keeps the default: the host never reads it, and its modes stay private."""
     options = ["ro"] if mount.readonly else []
     if mount.kind is MountKind.VOLUME:
         flag = "--mount-named"
     else:
-        flag = "--mount-dir"
+        flag = "--mount-file" if Path(mount.source).is_file() else "--mount-dir"
         options.append("host-perms=mirror")
     suffix = ":" + ",".join(options) if options else ""
     return [flag, f"{mount.source}:{mount.target}{suffix}"]

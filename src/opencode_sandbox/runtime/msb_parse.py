@@ -62,19 +62,23 @@ def sandbox_info(inspected: Mapping[str, Any]) -> SandboxInfo:
 
 def published_host_port(inspected: Mapping[str, Any], guest_port: int) -> int | None:
     """The host port a guest TCP port is published on, from the running or stored config."""
+    return published_port_map(inspected).get(guest_port)
+
+
+def published_port_map(inspected: Mapping[str, Any]) -> dict[int, int]:
+    """Each published guest TCP port and its host port, from the running config, else the stored one."""
     for key in ("active_config", "config"):
         config = inspected.get(key)
         if not isinstance(config, Mapping):
             continue
         network = config.get("network") or {}
+        found: dict[int, int] = {}
         for port in network.get("ports") or []:
-            if (
-                int(port.get("guest_port", -1)) == guest_port
-                and str(port.get("protocol", "tcp")) == "tcp"
-                and int(port.get("host_port", 0)) > 0
-            ):
-                return int(port["host_port"])
-    return None
+            if str(port.get("protocol", "tcp")) == "tcp" and int(port.get("host_port", 0)) > 0:
+                found.setdefault(int(port.get("guest_port", -1)), int(port["host_port"]))
+        if found:
+            return found
+    return {}
 
 
 def named_volumes_of(inspected: Mapping[str, Any]) -> set[str]:

@@ -22,7 +22,8 @@ class MountKind(StrEnum):
 class Mount(Record):
     kind: MountKind
     source: str
-    """A volume name for VOLUME, an absolute host path for BIND."""
+    """A volume name for VOLUME, an absolute host path for BIND: a folder, or a file where the
+    runtime can mount one."""
     target: str
     readonly: bool = False
 
@@ -38,7 +39,10 @@ class SandboxSpec(Record):
     mounts: tuple[Mount, ...] = ()
     workdir: str = "/workspace"
     published_ports: tuple[int, ...] = ()
-    """Guest TCP ports published on the host's 127.0.0.1 only, on a free host port."""
+    """Guest TCP ports published on the host's 127.0.0.1 only, on a free host port unless
+    `host_ports` names one."""
+    host_ports: Mapping[int, int] = {}
+    """The 127.0.0.1 port of a published guest port, where the user chose it."""
     dev_identity: tuple[int, int] | None = None
     """The host uid and gid that `dev` acts as: what it creates in a bind mount belongs to
     them on the host, and it can write what they own. None leaves the image's `dev` as it is."""

@@ -156,9 +156,13 @@ def run_attached(app: App, rebuild: bool, worktree: str | None, serve_only: bool
     with client_of_vm(app, rebuild) as ready:
         directory = resolve_worktree(app, ready, worktree) if worktree else None
         if serve_only:
+            from opencode_sandbox.services.published_ports import user_ports
+
             print(f"URL:      {ready.host_url}", flush=True)
             print("user:     opencode", flush=True)
             print(f"password: {ready.password}", flush=True)
+            for guest, host in user_ports(ready.ports).items():
+                print(f"port:     http://127.0.0.1:{host} (guest port {guest})", flush=True)
             app.console.info("Serving; press Ctrl-C to detach (the VM then stops when idle).")
             wait_forever()
             return 0

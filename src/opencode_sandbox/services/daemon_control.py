@@ -9,13 +9,13 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from opencode_sandbox import TYPE_CHECKING
+from opencode_sandbox.core.ports import DAEMON_PORT
 from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.state.files import ensure_private_dir, write_atomic
 
 if TYPE_CHECKING:
     from opencode_sandbox.runtime.base import Runtime
 
-DAEMON_PORT = 4096
 GUEST_URL = f"http://127.0.0.1:{DAEMON_PORT}"
 DAEMON_LOG = "/home/dev/.local/state/opencode-sandbox/daemon.log"
 _SERVE = f"opencode serve --hostname 0.0.0.0 --port {DAEMON_PORT}"

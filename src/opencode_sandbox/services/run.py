@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 
 from opencode_sandbox import TYPE_CHECKING
@@ -22,6 +22,7 @@ from opencode_sandbox.core.lifecycle import (
     plan_home_volume,
     plan_vm,
 )
+from opencode_sandbox.core.ports import DAEMON_PORT
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.units import format_duration
 from opencode_sandbox.errors import BootFailed, SandboxError, UsageError
@@ -56,6 +57,8 @@ class ReadyVm(Record):
     password: str
     daemon_start: daemon_control.BackgroundStart | None = None
     """For `shell`: `opencode serve` still starting while the command runs."""
+    ports: Mapping[int, int] = {}
+    """The VM's published guest ports and their 127.0.0.1 ports, opencode serve's included."""
 
 
 class RunLifecycle:
@@ -72,6 +75,8 @@ class RunLifecycle:
         """The home volume this run created, until the VM that mounts it is up."""
         self.secret_values: dict[str, str] = {}
         """The secrets' values, for the runtime alone: msb reads them at create and every start."""
+        self.host_mounts: tuple[Mount, ...] = ()
+        """The `mounts` setting, each source resolved on this host."""
 
     # the whole sequence -------------------------------------------------------------------
 
@@ -114,14 +119,16 @@ class RunLifecycle:
                 state = state._replace(image_reference=image.reference, image_digest=image.digest)
             if state != recorded_state:
                 self.store.save(self.slug, state)
-            host_url = f"http://127.0.0.1:{self.app.runtime.host_port(self.vm, daemon_control.DAEMON_PORT)}"
+            ports = self.app.runtime.port_map(self.vm)
+            # host_port raises the runtime's own error for a VM whose daemon port is not published
+            host_url = f"http://127.0.0.1:{ports.get(DAEMON_PORT) or self.app.runtime.host_port(self.vm, DAEMON_PORT)}"
             config_fingerprint = self._provision(home_volume)
             booted = vm_plan.action is not VmAction.CONNECT
             start = self._ensure_daemon(state, host_url, password, config_fingerprint, other_clients, booted,
                                         wait_for_daemon)
             if start is None:
-                return ReadyVm(self.vm, host_url, password)
-            return ReadyVm(self.vm, host_url, password, daemon_control.BackgroundStart(start, held.pop_all()))
+                return ReadyVm(self.vm, host_url, password, ports=ports)
+            return ReadyVm(self.vm, host_url, password, daemon_control.BackgroundStart(start, held.pop_all()), ports)
 
     # steps ---------------------------------------------------------------------------------
 
@@ -142,6 +149,9 @@ class RunLifecycle:
         auto_prune(self.app)
 
     def _doctor(self) -> None:
+        from opencode_sandbox.services.host_mounts import resolved_mounts
+
+        self.host_mounts = resolved_mounts(self.app.settings)
         self.app.runtime.check_available()
         policy = self.app.settings.egress_policy
         if self.app.runtime.kind is RuntimeKind.DOCKER:
@@ -178,17 +188,19 @@ class RunLifecycle:
         settings = self.app.settings
         certificates = self._intercepting_certificates()
         dev_identity = (os.getuid(), os.getgid())
-        mounts = (
+        own_mounts = (
             Mount(MountKind.VOLUME, home_volume, "/home/dev"),
             Mount(MountKind.BIND, str(self.app.project.root), "/workspace"),
         )
+        ports = (DAEMON_PORT, *(port.guest for port in settings.ports))
         values = {
             "runtime": settings.runtime.value,
             "cpus": settings.cpus,
             "memory_mib": settings.memory_mib,
             "env": image.env,
-            "mounts": [[m.kind.value, m.source, m.target] for m in mounts],
-            "ports": [daemon_control.DAEMON_PORT],
+            "mounts": [*([m.kind.value, m.source, m.target] for m in own_mounts),
+                       *([m.kind.value, m.source, m.target, "ro" if m.readonly else "rw"] for m in self.host_mounts)],
+            "ports": [DAEMON_PORT, *(port.written for port in settings.ports)],
             "dev_identity": list(dev_identity),
             "network": settings.egress_policy.fingerprint_value(),
         }
@@ -208,9 +220,10 @@ class RunLifecycle:
             memory_mib=settings.memory_mib,
             env=image.env,
             labels=labels,
-            mounts=mounts,
+            mounts=(*own_mounts, *self.host_mounts),
             workdir="/workspace",
-            published_ports=(daemon_control.DAEMON_PORT,),
+            published_ports=ports,
+            host_ports={port.guest: port.host for port in settings.ports if port.host is not None},
             dev_identity=dev_identity,
             network=settings.egress_policy,
             ca_certificates=tuple(certificate.pem for certificate in certificates),
@@ -325,9 +338,16 @@ class RunLifecycle:
             return False
         if plan.action is VmAction.WAIT and self._wait_running():
             return False
+        from opencode_sandbox.services.published_ports import refuse_busy_host_ports
+
+        where = self.app.settings.sources.get("ports", "")
         if plan.action in (VmAction.START, VmAction.WAIT):
+            refuse_busy_host_ports(self.app.settings.ports, where)
             vm_boot.start(runtime, self.console, self.vm, self.secret_values)
             return False
+        # Before the old VM goes, which frees only the host ports it holds itself.
+        held = set(runtime.port_map(self.vm).values()) if existing is not None else set()
+        refuse_busy_host_ports([port for port in self.app.settings.ports if port.host not in held], where)
         if plan.action is VmAction.RECREATE and existing is not None:
             with slow_step(self.console, f"Recreating {self.vm} ({plan.reason})"):
                 if existing.status.is_active:
@@ -442,6 +462,11 @@ def describe_plan(app: App, worktree: tuple[str, str | None] | None = None) -> l
     lines = [f"auto-prune: remove artifacts unused for {format_duration(app.settings.auto_prune_age)}"]
     lines.append(f"doctor: check the {app.settings.runtime.value} runtime")
     lines.append(f"network: {app.settings.egress_policy.describe()}")
+    from opencode_sandbox.services.host_mounts import resolved_mounts
+
+    lines += [f"mount: {mount.source} -> {mount.target} ({'read-only' if mount.readonly else 'read-write'})"
+              for mount in resolved_mounts(app.settings)]
+    lines += [f"port: guest {port.guest} -> 127.0.0.1:{port.host or 'a free port'}" for port in app.settings.ports]
     lines += [f"secret: {line}" for line in secret_lines(app)]
     if app.settings.runtime is RuntimeKind.DOCKER:
         from opencode_sandbox.runtime.docker_proxy import proxy_name
