@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,9 @@ class TestMicrosandboxContract(RuntimeContract):
         check = probe_kvm()
         return None if check.ok else f"microVMs cannot boot here: {check.cause}"
 
+    def address_refusals_unrecorded_reason(self) -> str | None:
+        return "msb answers a connection its policy refuses by address with a reset and records nothing"
+
     def network_records(self, name: str) -> str:
         records = subprocess.run([str(locate_msb()), "logs", "--source", "system", "--json", "--trace", name],
                                  capture_output=True, text=True, timeout=120)
@@ -79,8 +83,14 @@ class TestMicrosandboxContract(RuntimeContract):
         lookup = runtime.exec(spec.name, ["getent", "hosts", "denied.example.org"], timeout_s=60)
         records = self.network_records(spec.name)
         assert connect.exit_code != 0 and lookup.exit_code != 0, (connect, lookup, records)
-        found = {(refusal.destination, refusal.protocol) for refusal in runtime.refusals(spec.name)}
-        assert ("denied.example.org", "dns") in found, records
+        before = datetime.now(UTC) - timedelta(minutes=5)
+        found = {refusal.destination: refusal for refusal in runtime.refusals(spec.name)}
+        assert found["denied.example.org"].protocol == "dns", records
+        assert found["denied.example.org"].attempts >= 1
+        last_seen = found["denied.example.org"].last_seen
+        assert last_seen is not None and before <= last_seen <= datetime.now(UTC) + timedelta(minutes=5)
+        runtime.stop_sandbox(spec.name, timeout_s=5)
+        assert runtime.refusals(spec.name) == []
 
     def test_check_available(self, runtime: MicrosandboxRuntime) -> None:  # type: ignore[override]
         reason = self.boot_unavailable_reason()

@@ -1,107 +1,83 @@
-"""What msb's policy engine refused, read back from the sandbox's own log
-(`msb logs --source system --json --debug`): one JSON entry per line, whose text names the
-refusal and whose fields name the destination."""
+"""What msb's policy engine refused, read back from the sandbox's own log.
+
+`msb logs --source system --json --debug NAME` prints one JSON object per line: `t`, the time, and
+`d`, a log line such as `DEBUG microsandbox_network::engine::dns::forwarder: DNS query denied by
+network policy domain=example.org`. msb records what it refuses by name (DNS answers, host names
+it checks on intercepted or plain HTTP, secrets); a connection it refuses by address alone gets a
+TCP reset and no record.
+"""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
 
 from opencode_sandbox.runtime.types import Refusal
 
-_REFUSALS = (
-    ("secret violation", "tcp", "a secret's placeholder, to a host it is not for"),
-    ("DNS query denied", "dns", "the name is not allowed"),
-    ("DNS resolver denied", "dns", "the resolver is not allowed"),
-    ("denied by strict hostname policy", "tcp", "the host name could not be checked"),
-    ("denied by domain policy", "tcp", "the host name is not allowed"),
-    ("denied by default policy", "tcp", "not allowed"),
-    ("ICMP echo denied", "icmp", "not allowed"),
-    ("ICMPv6 echo denied", "icmp", "not allowed"),
-    ("denied by network policy", "tcp", "not allowed"),
-    ("denied by policy", "tcp", "not allowed"),
+_NETWORK_TARGET = "microsandbox_network::"
+_REFUSALS = (  # a phrase of msb's log line, the protocol refused, the reason when the policy cannot tell
+    ("secret violation", "tcp", "a secret's placeholder, sent where it may not go"),
+    ("DNS query denied by network policy", "dns", ""),
+    ("DNS resolver denied by network policy", "dns", ""),
+    ("denied by strict hostname policy", "tcp", "its host name could not be read to be checked"),
+    ("egress denied by domain policy", "tcp", ""),
+    ("egress denied by default policy", "tcp", ""),
 )
-_NAME_FIELDS = ("domain", "host", "hostname", "sni", "authority", "qname", "query", "name")
-_ADDRESS_FIELDS = ("dst", "dst_addr", "destination", "remote", "remote_addr", "addr", "ip")
-_PORT_FIELDS = ("dst_port", "port")
-_TIME_FIELDS = ("ts", "timestamp", "time")
-_TEXT_FIELDS = ("body", "message", "msg", "line", "text")
-_ADDRESS_AND_PORT = re.compile(r"\[?((?:\d{1,3}\.){3}\d{1,3}|[0-9a-fA-F:]*:[0-9a-fA-F:]+)\]?:(\d{1,5})\b")
+_FIELD = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
+_ADDRESS_AND_PORT = re.compile(r"\[?([0-9A-Fa-f:.]+?)\]?:(\d{1,5})")
 
 
 def refusals_of_log(text: str) -> list[Refusal]:
-    """The refusals in msb's log lines, one per destination, protocol and port."""
+    """The refusals in msb's log, one per destination, protocol and port, with how many times."""
     found: dict[tuple[str, str, int | None], Refusal] = {}
-    for entry in _entries(text):
-        refusal = _refusal(entry)
+    for moment, line in _lines(text):
+        refusal = _refusal(line, moment)
         if refusal is None:
             continue
         key = (refusal.destination, refusal.protocol, refusal.port)
         earlier = found.get(key)
         if earlier is not None:
-            last_seen = max((moment for moment in (earlier.last_seen, refusal.last_seen) if moment), default=None)
-            refusal = earlier._replace(attempts=earlier.attempts + 1, last_seen=last_seen)
+            refusal = refusal._replace(attempts=earlier.attempts + 1)
         found[key] = refusal
     return list(found.values())
 
 
-def _entries(text: str) -> Iterator[dict[str, Any]]:
-    for line in text.splitlines():
+def _lines(text: str) -> Iterator[tuple[datetime | None, str]]:
+    for raw in text.splitlines():
         try:
-            entry = json.loads(line)
+            entry = json.loads(raw)
         except json.JSONDecodeError:
             continue
-        if isinstance(entry, dict):
-            yield _flattened(entry)
+        if isinstance(entry, dict) and _NETWORK_TARGET in str(entry.get("d", "")):
+            yield _moment(entry.get("t")), str(entry["d"]).strip()
 
 
-def _flattened(entry: Mapping[str, Any], into: dict[str, Any] | None = None) -> dict[str, Any]:
-    flat = {} if into is None else into
-    for key, value in entry.items():
-        if isinstance(value, Mapping):
-            _flattened(value, flat)
-        else:
-            flat.setdefault(key, value)
-    return flat
-
-
-def _refusal(entry: Mapping[str, Any]) -> Refusal | None:
-    text = " ".join(str(entry[field]) for field in _TEXT_FIELDS if field in entry)
-    matched = next(((protocol, reason) for phrase, protocol, reason in _REFUSALS if phrase in text), None)
+def _refusal(line: str, moment: datetime | None) -> Refusal | None:
+    matched = next(((phrase, protocol, reason) for phrase, protocol, reason in _REFUSALS if phrase in line), None)
     if matched is None:
         return None
-    protocol, reason = matched
-    destination, port = _destination(entry, text)
-    if destination is None:
+    _, protocol, reason = matched
+    fields = {key: value.strip('"') for key, value in _FIELD.findall(line)}
+    name = fields.get("domain") or fields.get("sni") or fields.get("host") or fields.get("authority")
+    address, port = _address_and_port(fields.get("dst", ""))
+    destination = name or address
+    if not destination:
         return None
-    return Refusal(destination, protocol, port, 1, _moment(entry), reason)
+    return Refusal(destination, protocol, None if protocol == "dns" else port, 1, moment, reason)
 
 
-def _destination(entry: Mapping[str, Any], text: str) -> tuple[str | None, int | None]:
-    port = next((int(entry[field]) for field in _PORT_FIELDS if str(entry.get(field, "")).isdigit()), None)
-    name = next((str(entry[field]) for field in _NAME_FIELDS if entry.get(field)), None)
-    address = next((str(entry[field]) for field in _ADDRESS_FIELDS if entry.get(field)), None)
-    if address is not None:
-        match = _ADDRESS_AND_PORT.fullmatch(address)
-        if match:
-            address, port = match.group(1), port or int(match.group(2))
-    elif name is None:
-        match = _ADDRESS_AND_PORT.search(text)
-        if match:
-            address, port = match.group(1), port or int(match.group(2))
-    return name or address, port
+def _address_and_port(text: str) -> tuple[str | None, int | None]:
+    match = _ADDRESS_AND_PORT.fullmatch(text)
+    return (match.group(1), int(match.group(2))) if match else (None, None)
 
 
-def _moment(entry: Mapping[str, Any]) -> datetime | None:
-    for field in _TIME_FIELDS:
-        value = entry.get(field)
-        if isinstance(value, str):
-            try:
-                moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-            except ValueError:
-                continue
-            return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-    return None
+def _moment(text: object) -> datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
