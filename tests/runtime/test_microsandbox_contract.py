@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
+from opencode_sandbox.core.egress import EgressPolicy, Profile
 from opencode_sandbox.errors import RuntimeUnavailable
 from opencode_sandbox.runtime.kvm import probe_kvm
 from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
 from opencode_sandbox.runtime.msb_cli import locate_msb
 from opencode_sandbox.runtime.msb_sdk_worker import call_sdk
 from tests.fixtures.msb_store import MsbImageStore, seeded_msb_home
-from tests.runtime.contract import RuntimeContract
+from tests.runtime.contract import PRIVATE_ADDRESS, Created, RuntimeContract, new_slug
 
 pytestmark = [pytest.mark.msb, pytest.mark.docker]
 
@@ -58,12 +61,36 @@ class TestMicrosandboxContract(RuntimeContract):
         check = probe_kvm()
         return None if check.ok else f"microVMs cannot boot here: {check.cause}"
 
-    def network_log_unavailable_reason(self) -> str | None:
-        return "the network log does not read microsandbox's records yet"
+    def address_refusals_unrecorded_reason(self) -> str | None:
+        return "msb answers a connection its policy refuses by address with a reset and records nothing"
+
+    def network_records(self, name: str) -> str:
+        records = subprocess.run([str(locate_msb()), "logs", "--source", "system", "--json", "--trace", name],
+                                 capture_output=True, text=True, timeout=120)
+        lines = [line for line in records.stdout.splitlines() if "microsandbox_network" in line]
+        return "\n".join(lines)[-30000:] + records.stderr[-2000:]
 
     def dev_identity_ignored_reason(self) -> str | None:
         return ("msb maps the invoking host user to dev and ignores SandboxSpec.dev_identity: "
                 "the lab's run as an ordinary user (`kvm-lab.sh --user`) covers another host user")
+
+    @pytest.mark.needs_boot
+    def test_refused_names_are_listed_under_none(self, runtime: MicrosandboxRuntime, contract_image: str,
+                                                 created: Created, workspace: Path) -> None:
+        spec = self.spec(new_slug(), contract_image, workspace)._replace(network=EgressPolicy(Profile.NONE))
+        created.sandbox(spec)
+        connect = runtime.exec(spec.name, ["bash", "-c", f"exec 3<>/dev/tcp/{PRIVATE_ADDRESS}/9"], timeout_s=60)
+        lookup = runtime.exec(spec.name, ["getent", "hosts", "denied.example.org"], timeout_s=60)
+        records = self.network_records(spec.name)
+        assert connect.exit_code != 0 and lookup.exit_code != 0, (connect, lookup, records)
+        before = datetime.now(UTC) - timedelta(minutes=5)
+        found = {refusal.destination: refusal for refusal in runtime.refusals(spec.name)}
+        assert found["denied.example.org"].protocol == "dns", records
+        assert found["denied.example.org"].attempts >= 1
+        last_seen = found["denied.example.org"].last_seen
+        assert last_seen is not None and before <= last_seen <= datetime.now(UTC) + timedelta(minutes=5)
+        runtime.stop_sandbox(spec.name, timeout_s=5)
+        assert runtime.refusals(spec.name) == []
 
     def test_check_available(self, runtime: MicrosandboxRuntime) -> None:  # type: ignore[override]
         reason = self.boot_unavailable_reason()

@@ -33,9 +33,10 @@ SECRET_ARGS = [
 HOST = (ipaddress.ip_address("192.0.2.2"), ipaddress.ip_address("2001:db8::2"), ipaddress.ip_address("192.0.2.1"))
 
 CASES = {
-    "public": (EgressPolicy(), [], ["--net-default-egress", "deny", "--net-rule", "allow@dns,allow@public"]),
+    "public": (EgressPolicy(), [],
+               ["--net-default-egress", "deny", "--log-level", "debug", "--net-rule", "allow@dns,allow@public"]),
     "public with rules and host addresses": (RULES, HOST, [
-        "--net-default-egress", "deny", "--net-rule",
+        "--net-default-egress", "deny", "--log-level", "debug", "--net-rule",
         "deny@paste.example.com,deny@[2001:db8::1],deny@192.0.2.1,deny@192.0.2.2,deny@[2001:db8::2],"
         "allow@10.0.0.5:tcp:5432,allow@*.corp.example,allow@[fd00::/8]:tcp:443,allow@dns,allow@public",
     ]),
@@ -49,7 +50,8 @@ CASES = {
     "none": (RULES._replace(profile=Profile.NONE), HOST, ["--net-default-egress", "deny", "--log-level", "debug"]),
     "all": (EgressPolicy(Profile.ALL), HOST, ["--net", "all"]),
     "public with secrets": (EgressPolicy(secrets=SECRETS), [],
-                            ["--net-default-egress", "deny", "--net-rule", "allow@dns,allow@public", *SECRET_ARGS]),
+                            ["--net-default-egress", "deny", "--log-level", "debug", "--net-rule",
+                             "allow@dns,allow@public", *SECRET_ARGS]),
     "allowlist with secrets": (RULES._replace(profile=Profile.ALLOWLIST, secrets=SECRETS), HOST, [
         "--net-default-egress", "deny", "--tls-intercept", "--log-level", "debug", "--net-rule",
         "deny@paste.example.com,deny@[2001:db8::1],allow@10.0.0.5:tcp:5432,allow@*.corp.example,"

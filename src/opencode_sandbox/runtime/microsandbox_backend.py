@@ -28,10 +28,9 @@ from opencode_sandbox.errors import (
     NotOurs,
     RuntimeUnavailable,
     SandboxError,
-    UsageError,
     VmDidNotBoot,
 )
-from opencode_sandbox.runtime import msb_boot_log, msb_parse
+from opencode_sandbox.runtime import msb_boot_log, msb_parse, msb_refusals
 from opencode_sandbox.runtime.env_passing import child_environment, env_flags
 from opencode_sandbox.runtime.held_signals import signals_held
 from opencode_sandbox.runtime.kvm import KvmCheck, probe_kvm
@@ -278,9 +277,14 @@ class MicrosandboxRuntime:
         return port
 
     def refusals(self, name: str) -> list[Refusal]:
-        self._inspect_ours(name)
-        raise UsageError("the network log does not read microsandbox's records yet",
-                         hint=f"msb keeps them in its own log: `msb logs --source system --debug {name}`")
+        if not msb_parse.parse_status(self._inspect_ours(name).get("status")).is_active:
+            return []
+        result = self._cli.run(["logs", "--source", "system", "--json", "--debug", "--since", "1h", name],
+                               timeout_s=120.0)
+        if not result.ok:
+            raise SandboxError(f"cannot read the network records of {name}: {result.error_text}",
+                               hint=f"Check `msb logs --source system --debug {name}`, then try again.")
+        return msb_refusals.refusals_of_log(result.stdout)
 
     # processes
     def _exec_args(self, user: str, workdir: str, env: Mapping[str, str] | None) -> list[str]:

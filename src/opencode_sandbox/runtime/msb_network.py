@@ -68,7 +68,8 @@ def _policy_args(policy: EgressPolicy, host_public_addresses: Iterable[IpAddress
         rules = [*deny, *allow, *secret_hosts]
         return [*arguments, "--net-rule", ",".join(rules)] if rules else arguments
     host = [f"deny@{_address_target(address)}" for address in sorted(set(host_public_addresses), key=_order)]
-    return ["--net-default-egress", "deny", "--net-rule", ",".join([*deny, *host, *allow, "allow@dns", "allow@public"])]
+    return ["--net-default-egress", "deny", "--log-level", "debug",
+            "--net-rule", ",".join([*deny, *host, *allow, "allow@dns", "allow@public"])]
 
 
 def _host_target(rule: EgressRule) -> str:

@@ -14,7 +14,7 @@ from opencode_sandbox.runtime.types import Refusal
 from opencode_sandbox.services.listing import iso_time, json_list
 from opencode_sandbox.ui.table import local_time, render
 
-KEPT = "what the policy refused in the last hour while the VM ran (TCP and UDP; the record starts empty at each start)"
+KEPT = "what the policy refused in the last hour while the VM ran"
 
 
 def refusals(app: App) -> tuple[str, list[Refusal] | None]:
