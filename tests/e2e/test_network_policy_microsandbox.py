@@ -237,3 +237,34 @@ def test_the_agent_works_through_a_secret_under_an_allowlist(msb_project: Projec
         finally:
             steps[1].release.set()
             client.detach()
+
+
+def test_a_streamed_answer_comes_whole_through_a_secret(msb_project: Project, tmp_path: Path) -> None:
+    """What opencode's model client does, with curl: a streamed chat completion over HTTPS that msb
+    intercepts to put the secret in. The stream ends when the server closes the connection."""
+    project = msb_project
+    ca = trustme.CA()
+    ca_file = tmp_path / "model-ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("model.lab.test").configure_cert(tls)
+    with ModelServer.start([], bind=LAB_SIDE, advertised_host="model.lab.test", tls=tls, port=8443) as model:
+        project.env.update({
+            "OPENCODE_SANDBOX_NETWORK": "allowlist",
+            "OPENCODE_SANDBOX_SECRETS": "OPENAI_API_KEY=model.lab.test",
+            "OPENAI_API_KEY": KEY,
+            "OPENCODE_SANDBOX_EXTRA_CA_CERTIFICATES": str(ca_file),
+        })
+        request = json.dumps({"model": "scripted-model", "messages": [{"role": "user", "content": "hi"}],
+                              "tools": [], "stream": True})
+        script = ("start=$(date +%s); curl -sS -N --max-time 120 -H \"Authorization: Bearer $OPENAI_API_KEY\" "
+                  f"-H 'Content-Type: application/json' -d {shlex.quote(request)} "
+                  "https://model.lab.test/v1/chat/completions; status=$?; echo; "
+                  "echo exit $status took $(( $(date +%s) - start ))")
+        streamed = project.shell(script)
+        lines = streamed.stdout.strip().splitlines()
+        assert lines and lines[-1].startswith("exit "), (streamed.stdout, streamed.stderr)
+        _, status, _, took = lines[-1].split()
+        assert "data: [DONE]" in streamed.stdout, f"{streamed.stdout}\n{msb_records(project)}"
+        assert model.authorizations == [f"Bearer {KEY}"], model.authorizations
+        assert status == "0" and int(took) < 60, f"the stream did not end: {lines[-1]}\n{msb_records(project)}"
