@@ -177,14 +177,21 @@ def in_vm(project: Project, script: str, user: str = "dev") -> str:
     return result.stdout + result.stderr
 
 
-def test_the_agent_works_through_a_secret_under_an_allowlist(msb_project: Project, internet_site: Site,
-                                                             tmp_path: Path) -> None:
-    project = msb_project
+def model_tls(folder: Path) -> tuple[Path, ssl.SSLContext]:
+    """A CA of the test's own (its file, for `extra-ca-certificates`) and the model server's TLS
+    context under it, for `model.lab.test`."""
     ca = trustme.CA()
-    ca_file = tmp_path / "model-ca.pem"
+    ca_file = folder / "model-ca.pem"
     ca.cert_pem.write_to_path(str(ca_file))
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("model.lab.test").configure_cert(tls)
+    return ca_file, tls
+
+
+def test_the_agent_works_through_a_secret_under_an_allowlist(msb_project: Project, internet_site: Site,
+                                                             tmp_path: Path) -> None:
+    project = msb_project
+    ca_file, tls = model_tls(tmp_path)
     steps = [
         step(ToolCall("write", {"filePath": f"/workspace/{NOTE}", "content": NOTE_TEXT})),
         step(Reply(f"I wrote {NOTE}."), held=True),
@@ -241,13 +248,9 @@ def test_the_agent_works_through_a_secret_under_an_allowlist(msb_project: Projec
 
 def test_a_streamed_answer_comes_whole_through_a_secret(msb_project: Project, tmp_path: Path) -> None:
     """What opencode's model client does, with curl: a streamed chat completion over HTTPS that msb
-    intercepts to put the secret in. The stream ends when the server closes the connection."""
+    intercepts to put the secret in, streamed in chunked transfer encoding as providers do."""
     project = msb_project
-    ca = trustme.CA()
-    ca_file = tmp_path / "model-ca.pem"
-    ca.cert_pem.write_to_path(str(ca_file))
-    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("model.lab.test").configure_cert(tls)
+    ca_file, tls = model_tls(tmp_path)
     with ModelServer.start([], bind=LAB_SIDE, advertised_host="model.lab.test", tls=tls, port=8443) as model:
         project.env.update({
             "OPENCODE_SANDBOX_NETWORK": "allowlist",
