@@ -269,7 +269,7 @@ for ports in 443:8443 8080:8080; do
   ip netns exec internet socat "TCP-LISTEN:${ports%%:*},bind=$LAB_INTERNET,reuseaddr,fork" \
     "TCP:10.200.0.1:${ports##*:}" &
 done
-if dnsmasq --no-resolv --no-hosts --server=10.0.2.3 --address=/lab.test/$LAB_INTERNET \
+if dnsmasq --no-resolv --no-hosts --server=10.0.2.3 --address=/lab.test/$LAB_INTERNET --local-ttl=300 \
     --listen-address=127.0.0.1 --bind-interfaces --user=root; then
   printf 'nameserver 127.0.0.1\n' > /etc/resolv.conf
   export OPENCODE_SANDBOX_LAB_INTERNET=$LAB_INTERNET
