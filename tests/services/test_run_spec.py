@@ -161,23 +161,39 @@ def test_a_missing_mount_source_stops_the_start_before_anything_runs(tmp_path: P
     assert run.app.runtime.calls == []  # type: ignore[attr-defined]
 
 
-def test_on_docker_the_guarded_paths_that_exist_are_read_only_and_part_of_the_fingerprint(tmp_path: Path) -> None:
+@pytest.mark.parametrize("runtime", [RuntimeKind.DOCKER, RuntimeKind.MICROSANDBOX])
+def test_the_guarded_paths_that_exist_are_read_only_and_part_of_the_fingerprint(
+    runtime: RuntimeKind, tmp_path: Path,
+) -> None:
     from opencode_sandbox.runtime.types import Mount, MountKind
 
     (tmp_path / ".git" / "hooks").mkdir(parents=True)
     (tmp_path / ".git" / "config").write_text("[core]\n")
-    run = lifecycle(RuntimeKind.DOCKER, tmp_path)
+    run = lifecycle(runtime, tmp_path)
     before = run._spec(IMAGE, HOME)
     assert [mount for mount in before.mounts if mount.readonly] == [
         Mount(MountKind.BIND, str(tmp_path / ".git/hooks"), "/workspace/.git/hooks", True),
         Mount(MountKind.BIND, str(tmp_path / ".git/config"), "/workspace/.git/config", True),
     ]
     (tmp_path / ".envrc").write_text("export A=1\n")
-    after = lifecycle(RuntimeKind.DOCKER, tmp_path)._spec(IMAGE, HOME)  # the next run
+    after = lifecycle(runtime, tmp_path)._spec(IMAGE, HOME)  # the next run
     assert after.labels[naming.LABEL_FINGERPRINT] != before.labels[naming.LABEL_FINGERPRINT]
 
 
-def test_on_microsandbox_the_guarded_paths_stay_as_the_checkout_is(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("runtime", "flags", "trusted"), [
+    (RuntimeKind.DOCKER, {}, True),
+    (RuntimeKind.DOCKER, {"dind": "true", "network": "all"}, False),  # privileged: root lifts mounts
+    (RuntimeKind.MICROSANDBOX, {}, False),  # root in a microVM holds every capability of its kernel
+])
+def test_changes_beneath_read_only_paths_are_the_hosts_only_where_root_in_the_vm_cannot_lift_them(
+    runtime: RuntimeKind, flags: dict[str, str], trusted: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from opencode_sandbox.core.lifecycle import VmAction, VmPlan
+    from opencode_sandbox.services import guard
+
+    noted: list[list[str]] = []
+    monkeypatch.setattr(guard, "note_read_only", lambda app, paths: noted.append(list(paths)))
     (tmp_path / ".git" / "hooks").mkdir(parents=True)
-    run = lifecycle(RuntimeKind.MICROSANDBOX, tmp_path)
-    assert not any(mount.readonly for mount in run._spec(IMAGE, HOME).mounts)
+    run = lifecycle(runtime, tmp_path, **flags)
+    run._note_read_only(VmPlan(VmAction.CREATE, "new"))
+    assert noted == [[".git/hooks"] if trusted else []]

@@ -145,14 +145,14 @@ class RunLifecycle:
 
         if review(self.app, vm_may_write_after=True).touched_tool_folder:
             self.app.reload_settings()
-        if self._trusts_read_only_mounts():
-            # Git keeps no empty folder: made now, the VM sees it read-only from its creation on.
-            with contextlib.suppress(OSError):
-                (self.app.project.root / GUARDED_TOOL_FOLDER).mkdir(exist_ok=True)
+        # Git keeps no empty folder: made now, the VM sees it read-only from its creation on.
+        with contextlib.suppress(OSError):
+            (self.app.project.root / GUARDED_TOOL_FOLDER).mkdir(exist_ok=True)
 
     def _trusts_read_only_mounts(self) -> bool:
         """Docker stacks read-only bind mounts that root in the VM cannot lift, unless the VM is
-        privileged (Docker-in-Docker)."""
+        privileged (Docker-in-Docker). Root in a microVM holds every capability of its own kernel
+        and can unmount them."""
         return self.app.settings.runtime is RuntimeKind.DOCKER and not self.app.settings.dind
 
     def _note_read_only(self, plan: VmPlan) -> None:
@@ -265,10 +265,7 @@ class RunLifecycle:
         )
 
     def _read_only_guarded(self) -> list[Mount]:
-        """The guarded files and folders that exist, read-only over the checkout, where the
-        runtime can stack bind mounts (docker); on microsandbox the review is the protection."""
-        if self.app.settings.runtime is not RuntimeKind.DOCKER:
-            return []
+        """The guarded files and folders that exist, mounted read-only over the checkout."""
         if self._guard_mounts is None:  # read once: every spec of one run mounts the same
             from opencode_sandbox.services.guard import guarded_paths, read_only_paths
 
