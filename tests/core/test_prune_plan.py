@@ -8,9 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from opencode_sandbox.core.naming import (
+    KIND_PROXY,
     LABEL_IMAGE_DIGEST,
+    LABEL_KIND,
     LABEL_MANAGED,
     LABEL_SLUG,
+    PROXY_REPOSITORY,
     home_volume_name,
     managed_labels,
     runner_image,
@@ -280,6 +283,22 @@ def test_a_dangling_image_a_remaining_vm_runs_on_stays() -> None:
     inventory = Inventory(sandboxes=(vm(SLUG_A, when=RECENT, image=image_id),), docker_images=(dangling("ee"),),
                           projects=KNOWN)
     assert plan(inventory) == []
+
+
+def test_egress_proxy_images_no_container_runs_on_go_once_old_enough() -> None:
+    proxy_labels = {LABEL_MANAGED: "true", LABEL_KIND: KIND_PROXY}
+    unused = DockerImageFact("sha256:" + "1" * 64, f"{PROXY_REPOSITORY}:0ld", OLD, proxy_labels)
+    by_tag = DockerImageFact("sha256:" + "2" * 64, f"{PROXY_REPOSITORY}:running", OLD, proxy_labels)
+    by_id = DockerImageFact("sha256:" + "3" * 64, f"{PROXY_REPOSITORY}:retagged", OLD, proxy_labels)
+    fresh = DockerImageFact("sha256:" + "4" * 64, f"{PROXY_REPOSITORY}:fresh", RECENT, proxy_labels)
+    unlabelled = DockerImageFact("sha256:" + "5" * 64, f"{PROXY_REPOSITORY}:theirs", OLD, {})
+    inventory = Inventory(proxy_images=(unused, by_tag, by_id, fresh, unlabelled), projects=KNOWN,
+                          foreign_images=frozenset({by_tag.name, by_id.image_id}))
+    removals = plan(inventory)
+    assert [(r.kind, r.name, r.reason) for r in removals] == [
+        (ArtifactKind.DOCKER_IMAGE, unused.name, "no egress proxy runs on it")]
+    assert plan(inventory, scope=Scope.SANDBOXES) == [] and plan(inventory, scope=Scope.VOLUMES) == []
+    assert [r.name for r in plan(inventory, scope=Scope.IMAGES)] == [unused.name]
 
 
 def test_base_images_and_foreign_images_are_never_planned() -> None:

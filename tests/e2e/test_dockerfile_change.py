@@ -9,9 +9,12 @@ import pytest
 from opencode_sandbox.state.store import StateStore
 from tests.e2e.harness import Project, Tmux, cli_command
 
-pytestmark = [pytest.mark.docker, pytest.mark.e2e, pytest.mark.timeout(3600)]
+pytestmark = [pytest.mark.docker, pytest.mark.e2e, pytest.mark.timeout(5400)]
 
 FROM_BASE = "FROM opencode-sandbox/runner-base:latest\n"
+LOADED = 1800
+"""Seconds until the question shows: the new image is built and, on microsandbox, loaded into msb
+first, which took more than 15 minutes once in the emulated lab with two guests running."""
 REPORT = ("(cat ~/mine 2>/dev/null || echo no-mine; cat ~/from-image 2>/dev/null || echo no-image-file;"
           " test -e ~/{new} && echo has-{new} || echo no-{new}) > /workspace/answer.txt")
 
@@ -27,11 +30,11 @@ def answer_the_change(project: Project, terminal_name: str, answer: str, image_t
     report = REPORT.format(new=image_text)
     terminal = Tmux(terminal_name, cli_command("shell", "--", "sh", "-c", report), project.root, project.env)
     try:
-        screen = terminal.wait_for(r"\(keep, reset, migrate\) \[keep\]|Revert them\?", timeout=900)
+        screen = terminal.wait_for(r"\(keep, reset, migrate\) \[keep\]|Revert them\?", timeout=LOADED)
         if "(keep, reset, migrate)" not in screen:
             # microsandbox: the VM could write the Dockerfile, so the user's own edit is asked about
             terminal.send("n", "Enter")
-            terminal.wait_for(r"\(keep, reset, migrate\) \[keep\]", timeout=900)
+            terminal.wait_for(r"\(keep, reset, migrate\) \[keep\]", timeout=LOADED)
         terminal.send(answer, "Enter")
         terminal.wait_for(r"EXIT-CODE=0", timeout=900)
     finally:

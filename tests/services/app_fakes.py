@@ -9,7 +9,15 @@ from pathlib import Path
 
 from opencode_sandbox.app import App
 from opencode_sandbox.config.loader import load_settings
-from opencode_sandbox.core.naming import home_volume_name, managed_labels, runner_image, vm_name
+from opencode_sandbox.core.naming import (
+    KIND_PROXY,
+    LABEL_KIND,
+    PROXY_REPOSITORY,
+    home_volume_name,
+    managed_labels,
+    runner_image,
+    vm_name,
+)
 from opencode_sandbox.core.prune_plan import DockerImageFact
 from opencode_sandbox.errors import NotFound
 from opencode_sandbox.paths import ToolPaths
@@ -59,13 +67,21 @@ class FakeDockerImages:
 
     def list_images(self, include_tagged: bool) -> list[DockerImageFact]:
         self.listed += 1
-        return [image for image in self.images.values() if include_tagged or image.tag is None]
+        return [image for image in self.images.values()
+                if (include_tagged or image.tag is None) and not _is_proxy(image)]
+
+    def list_proxy_images(self) -> list[DockerImageFact]:
+        return [image for image in self.images.values() if _is_proxy(image)]
 
     def remove(self, name: str) -> None:
         if name not in self.images:
             raise NotFound(f"docker image {name} does not exist", hint="-")
         del self.images[name]
         self.removed.append(name)
+
+
+def _is_proxy(image: DockerImageFact) -> bool:
+    return image.labels.get(LABEL_KIND) == KIND_PROXY and (image.tag or "").startswith(PROXY_REPOSITORY + ":")
 
 
 def plant_project(runtime: FakeRuntime, slug: str, *, volume_time: datetime, image_tag: str = "c0ffee",

@@ -17,6 +17,9 @@ from pathlib import Path
 import pytest
 
 from opencode_sandbox.core.naming import (
+    KIND_PROXY,
+    LABEL_KIND,
+    PROXY_REPOSITORY,
     home_volume_name,
     managed_labels,
     runner_image,
@@ -108,6 +111,24 @@ def test_docker_runtime_prune_removes_exactly_the_plan(token: str, tmp_path: Pat
     assert volume_exists(live_volume) and image_exists(live_new) and image_exists(rebuilt)
     assert container_exists(vm_name(foreign)) and volume_exists(foreign_volume) and volume_exists(bare_prefix_volume)
     assert image_exists(foreign_image) and image_exists(foreign_dangling)
+
+
+@pytest.mark.docker
+def test_egress_proxy_images_go_when_no_container_runs_on_them(token: str, tmp_path: Path) -> None:
+    kind = f"LABEL {LABEL_KIND}={KIND_PROXY}\n"
+    unused, running = f"{PROXY_REPOSITORY}:{token}-old", f"{PROXY_REPOSITORY}:{token}-new"
+    build_image(unused, tmp_path / "old", token, home_text="old", extra=kind)
+    build_image(running, tmp_path / "new", token, home_text="new", extra=kind)
+    docker("create", "--name", f"{token}-proxy", running, check=True)
+
+    app = make_app(ScopedRuntime(DockerRuntime(), token), tmp_path)  # type: ignore[arg-type]
+    lines: list[str] = []
+    outcome = prune(app, "0", Scope.IMAGES, dry_run=False, force=True,
+                    docker=DockerEngineImages(labels=run_labels(token)), echo=lines.append)
+
+    assert [(removal.kind, removal.name) for removal in outcome.plan] == [(ArtifactKind.DOCKER_IMAGE, unused)]
+    assert outcome.failed == [] and lines[-1] == "Pruned 0 VMs, 0 home volumes, 1 docker images, 0 msb images"
+    assert not image_exists(unused) and image_exists(running)
 
 
 @pytest.mark.docker

@@ -8,11 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from opencode_sandbox.core.naming import home_volume_name, managed_labels, runner_image, vm_name
+from opencode_sandbox.core.naming import (
+    KIND_PROXY,
+    LABEL_KIND,
+    PROXY_REPOSITORY,
+    home_volume_name,
+    managed_labels,
+    runner_image,
+    vm_name,
+)
 from opencode_sandbox.core.prune_plan import ArtifactKind, DockerImageFact, Scope, plan_prune
 from opencode_sandbox.errors import SandboxError, UsageError
 from opencode_sandbox.paths import ToolPaths
-from opencode_sandbox.runtime.types import RuntimeKind, SandboxStatus
+from opencode_sandbox.runtime.types import RuntimeKind, SandboxInfo, SandboxStatus
 from opencode_sandbox.services import prune as prune_service
 from opencode_sandbox.services.inventory import gather_inventory
 from opencode_sandbox.services.prune import (
@@ -351,3 +359,44 @@ def test_an_image_a_foreign_sandbox_runs_on_stays(fake: FakeRuntime, tmp_path: P
     outcome = prune(make_app(fake, tmp_path), "0s", Scope.IMAGES, dry_run=True, force=False,
                     docker=FakeDockerImages(), echo=lambda _line: None)
     assert [(removal.name, removal.reason) for removal in outcome.plan] == [(spare, "its project has no VM")]
+
+
+@pytest.mark.parametrize("kind", [RuntimeKind.DOCKER, RuntimeKind.MICROSANDBOX])
+def test_egress_proxy_images_go_when_no_container_of_the_docker_engine_runs_on_them(
+    kind: RuntimeKind, tmp_path: Path,
+) -> None:
+    labels = {**OURS, LABEL_KIND: KIND_PROXY}
+    unused = DockerImageFact("sha256:" + "1" * 64, f"{PROXY_REPOSITORY}:old", OLD, labels)
+    running = DockerImageFact("sha256:" + "2" * 64, f"{PROXY_REPOSITORY}:new", OLD, labels)
+    chosen, other = FakeRuntime(kind), FakeRuntime(RuntimeKind.DOCKER if kind is RuntimeKind.MICROSANDBOX
+                                                   else RuntimeKind.MICROSANDBOX)
+    engine = chosen if kind is RuntimeKind.DOCKER else other
+    engine.add_foreign_sandbox("opencode-sandbox-proxy-p-0123456789abcd", image=running.name)
+    try:
+        app = make_app(chosen, tmp_path, other=other)
+        docker = FakeDockerImages([unused, running])
+        outcome = prune(app, "7d", Scope.IMAGES, dry_run=False, force=True, docker=docker, echo=lambda _line: None)
+        assert [(r.kind, r.name) for r in outcome.plan] == [(ArtifactKind.DOCKER_IMAGE, unused.name)]
+        assert docker.removed == [unused.name] and running.name in docker.images
+    finally:
+        chosen.close()
+        other.close()
+
+
+def test_egress_proxy_images_stay_when_the_docker_engines_containers_cannot_be_listed(
+    fake: FakeRuntime, tmp_path: Path,
+) -> None:
+    unused = DockerImageFact("sha256:" + "1" * 64, f"{PROXY_REPOSITORY}:old", OLD, {**OURS, LABEL_KIND: KIND_PROXY})
+
+    class Unanswering(FakeRuntime):
+        def list_sandboxes(self) -> list[SandboxInfo]:
+            raise SandboxError("docker is not answering", hint="-")
+
+    other = Unanswering(RuntimeKind.DOCKER)
+    try:
+        app = make_app(fake, tmp_path, other=other)
+        outcome = prune(app, "7d", Scope.IMAGES, dry_run=True, force=False, docker=FakeDockerImages([unused]),
+                        echo=lambda _line: None)
+        assert outcome.plan == []
+    finally:
+        other.close()

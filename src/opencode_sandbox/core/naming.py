@@ -14,6 +14,8 @@ IMAGE_REPOSITORY_PREFIX = f"{TOOL}/runner-"
 BASE_IMAGE = f"{TOOL}/runner-base:latest"
 BASE_IMAGE_DIND = f"{TOOL}/runner-base-dind:latest"
 BASE_IMAGES = (BASE_IMAGE, BASE_IMAGE_DIND)
+PROXY_REPOSITORY = f"{TOOL}/egress-proxy"
+KIND_PROXY = "proxy"
 
 LABEL_PREFIX = "org.opencode-sandbox."
 LABEL_MANAGED = LABEL_PREFIX + "managed"

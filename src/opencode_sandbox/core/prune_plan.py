@@ -35,6 +35,11 @@ Rules, in the order they are decided:
    unless a remaining sandbox or a foreign container uses them (a build running right now
    may leave a fresh one for a moment). Untagged, they cannot be any project's current
    image. Tagged base images are never runner images: they stay.
+10. The egress proxy's images (docker runtime) go when no container runs on them, stopped
+   ones included, and they were created at or before `now - age`: a proxy container is made
+   from the current one at every start of its project's VM, so an image no container uses is
+   one a tool upgrade or a change of CAs replaced, or one whose projects are gone. They are
+   listed only when every container that could use them was listed too.
 
 Scope narrows what is removed, not how it is judged: `sandboxes` removes stale VMs and task
 sandboxes; `volumes` removes the home volumes of stale projects together with their VM
@@ -145,6 +150,8 @@ class Inventory(Record):
     foreign_images: frozenset[str] = frozenset()
     """References and IDs of the images that sandboxes and containers not of this tool run
     on, on either runtime."""
+    proxy_images: tuple[DockerImageFact, ...] = ()
+    """The egress proxy's images, each tag a fact."""
 
 
 class Removal(Record):
@@ -257,6 +264,9 @@ def plan_prune(inventory: Inventory, now: datetime, age: timedelta, scope: Scope
                 verdict = judge.verdict(tagged.tag, tagged.image_id, tagged.created_at, tagged.labels)
             if verdict is not None:
                 removals.append(Removal(ArtifactKind.DOCKER_IMAGE, tagged.name, *verdict))
+        for proxy in sorted(inventory.proxy_images, key=lambda item: item.name):
+            if judge.unused(proxy):
+                removals.append(Removal(ArtifactKind.DOCKER_IMAGE, proxy.name, "no egress proxy runs on it"))
     return removals
 
 
@@ -346,11 +356,13 @@ class _ImageJudge:
         return "older than the image of its project's VM", slug
 
     def dangling_verdict(self, image: DockerImageFact) -> tuple[str, str | None] | None:
+        return ("dangling (untagged by a rebuild)", None) if self.unused(image) else None
+
+    def unused(self, image: DockerImageFact) -> bool:
+        """Ours, used by no container (by tag or ID), and old enough."""
         if image.labels.get(LABEL_MANAGED) != "true" or image.image_id in self.referenced:
-            return None
-        if not _older(image.created_at, self.cutoff):
-            return None
-        return "dangling (untagged by a rebuild)", None
+            return False
+        return image.tag not in self.referenced and _older(image.created_at, self.cutoff)
 
 
 def _references_of(sandbox: SandboxFact) -> set[str]:

@@ -23,7 +23,16 @@ from pathlib import Path
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.digest import sha256
 from opencode_sandbox.core.egress import EgressPolicy, IpAddress
-from opencode_sandbox.core.naming import LABEL_CONTENT_HASH, LABEL_KIND, LABEL_MANAGED, LABEL_PREFIX, LABEL_SLUG, TOOL
+from opencode_sandbox.core.naming import (
+    KIND_PROXY,
+    LABEL_CONTENT_HASH,
+    LABEL_KIND,
+    LABEL_MANAGED,
+    LABEL_PREFIX,
+    LABEL_SLUG,
+    PROXY_REPOSITORY,
+    TOOL,
+)
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.engine.command import DockerCli, DockerFailed, first_line
 from opencode_sandbox.errors import BootFailed
@@ -36,7 +45,6 @@ if TYPE_CHECKING:
 
     from opencode_sandbox.engine.docker import DockerImageEngine
 
-PROXY_REPOSITORY = f"{TOOL}/egress-proxy"
 PROXY_BASE = "debian:trixie-slim"
 MITMPROXY_VERSION = "12.3.1"
 PROXY_HOST = f"{TOOL}-proxy"
@@ -176,7 +184,7 @@ def ensure_proxy_image(images: DockerImageEngine, certificates: Sequence[bytes])
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
         outcome = images.build(Path(folder), tag=reference, labels={
-            LABEL_MANAGED: "true", LABEL_KIND: "proxy", LABEL_CONTENT_HASH: reference.rsplit(":", 1)[1],
+            LABEL_MANAGED: "true", LABEL_KIND: KIND_PROXY, LABEL_CONTENT_HASH: reference.rsplit(":", 1)[1],
         }, build_args={}, no_cache=False, on_line=log.append)
     if outcome.exit_code != 0:
         raise BootFailed(f"cannot build the egress proxy image {reference}: {(log or ['no output'])[-1]}",

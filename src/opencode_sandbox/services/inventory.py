@@ -59,16 +59,19 @@ def gather_inventory(
         volumes = tuple(VolumeFact(v.name, aware(v.created_at), dict(v.labels)) for v in runtime.list_volumes())
     runtime_images: tuple[ImageFact, ...] = ()
     docker_images: tuple[DockerImageFact, ...] = ()
+    proxy_images: tuple[DockerImageFact, ...] = ()
     other_sandboxes: tuple[SandboxFact, ...] | None = ()
     foreign: set[str] = set()
     if include_images:
         runtime_images = tuple(
             ImageFact(i.reference, i.digest, aware(i.created_at), dict(i.labels)) for i in runtime.list_images()
         )
+        docker_images_listed = False
         if docker is not None:
             try:
                 listed_images = docker.list_images(include_tagged=runtime.kind is not RuntimeKind.DOCKER)
                 docker_images = tuple(image._replace(created_at=aware(image.created_at)) for image in listed_images)
+                docker_images_listed = True
             except SandboxError as error:
                 if runtime.kind is RuntimeKind.DOCKER:
                     raise
@@ -83,11 +86,16 @@ def gather_inventory(
                 warn(f"images of projects without a VM are kept: the {elsewhere.kind.value} runtime's "
                      f"sandboxes cannot be listed: {error.message}")
                 other_sandboxes = None
+        containers_known = runtime.kind is RuntimeKind.DOCKER or (elsewhere is not None and other_sandboxes is not None)
+        if docker is not None and docker_images_listed and containers_known:
+            proxy_images = tuple(image._replace(created_at=aware(image.created_at))
+                                 for image in docker.list_proxy_images())
     projects = {}
     for slug in store.project_slugs():
         state = store.load(slug)
         projects[slug] = ProjectRecord(state.home_volume, state.image_reference, state.image_digest)
-    return Inventory(sandboxes, volumes, runtime_images, docker_images, projects, other_sandboxes, frozenset(foreign))
+    return Inventory(sandboxes, volumes, runtime_images, docker_images, projects, other_sandboxes, frozenset(foreign),
+                     proxy_images)
 
 
 def foreign_images(runtime: Runtime, ours: Sequence[SandboxInfo]) -> set[str]:
