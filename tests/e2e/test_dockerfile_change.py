@@ -32,7 +32,7 @@ def answer_the_change(project: Project, terminal_name: str, answer: str, image_t
     try:
         screen = terminal.wait_for(r"\(keep, reset, migrate\) \[keep\]|Revert them\?", timeout=LOADED)
         if "(keep, reset, migrate)" not in screen:
-            # microsandbox: the VM could write the Dockerfile, so the user's own edit is asked about
+            # microsandbox: root in the VM could lift the read-only mount, so the user's own edit is asked about
             terminal.send("n", "Enter")
             terminal.wait_for(r"\(keep, reset, migrate\) \[keep\]", timeout=LOADED)
         terminal.send(answer, "Enter")
