@@ -108,6 +108,7 @@ def vm_resolves(project: Project, name: str) -> tuple[bool, int]:
     script = (f"start=$(date +%s%3N); getent hosts {shlex.quote(name)} >/dev/null; found=$?; "
               "echo $found $(( $(date +%s%3N) - start ))")
     result = project.shell(script)
+    assert result.returncode == 0 and len(result.stdout.split()) >= 2, (result.stdout, result.stderr)
     found, took = result.stdout.split()[-2:]
     return found == "0", int(took)
 

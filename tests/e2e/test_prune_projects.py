@@ -2,8 +2,9 @@
 look-alike that is not this tool's stay.
 
 The Docker engine is shared with other users: a full `prune --force` would also take their
-dangling runner images (rule 9 of core/prune_plan.py), so the whole plan is checked with a dry
-run and the removal runs in the volumes scope, which touches this user's projects only."""
+dangling runner images and the egress proxy images no container runs on (rules 9 and 10 of
+core/prune_plan.py), so the whole plan is checked with a dry run and the removal runs in the
+volumes scope, which touches this user's projects only."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from opencode_sandbox.core.naming import home_volume_name, runner_image, runner_repository
+from opencode_sandbox.core.naming import PROXY_REPOSITORY, home_volume_name, runner_image, runner_repository
 from opencode_sandbox.runtime.msb_cli import locate_msb
 from tests.e2e.conftest import seed_runner_layers
 from tests.e2e.harness import Project, docker, project_on
@@ -104,8 +105,9 @@ def test_prune_plans_and_removes_exactly_the_stopped_project(runtime: str, two_p
             expected |= {("msb image", i) for i in stale_images}
         assert {entry for entry in plan if stale.slug in entry[1]} == expected
         others = plan - expected
-        # other users' dangling runner images on the shared engine: never anything of this test
-        assert all(kind == "docker image" and name.startswith("sha256:") for kind, name in others), others
+        # images of the shared engine no container runs on: never anything of this test
+        assert all(kind == "docker image" and name.startswith(("sha256:", PROXY_REPOSITORY + ":"))
+                   for kind, name in others), others
         assert not any(live.slug in name or f"{unique}-foreign" in name for _, name in plan)
 
         removed = stale.cli("volume", "prune", "-a", "0", "--force")
