@@ -73,7 +73,12 @@ def test_serve_only_and_attach_then_the_vm_stops_after_the_last_client(
         assert project.vm_running(), "the serve-only client still holds the VM"
         detached = time.monotonic()
         served.detach()
-        assert wait_until(project.vm_stopped, timeout=STOP_SLACK_S, interval=2)
+        if not wait_until(project.vm_stopped, timeout=STOP_SLACK_S, interval=2):
+            reaper_log = project.state_dir / "reaper.log"
+            decisions = reaper_log.read_text()[-4000:] if reaper_log.exists() else "(no reaper.log)"
+            raise AssertionError(f"the VM still runs {STOP_SLACK_S} s after the last client left: "
+                                 f"{project.vm_info()}\nthe reaper's log:\n{decisions}\non this host:\n"
+                                 f"{host_processes('opencode', 'msb')}")
         assert time.monotonic() - detached >= IDLE_TIMEOUT_S
         assert "stopping" in (project.state_dir / "reaper.log").read_text()
     finally:
