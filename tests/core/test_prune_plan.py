@@ -21,10 +21,12 @@ from opencode_sandbox.core.naming import (
     vm_name,
 )
 from opencode_sandbox.core.prune_plan import (
+    POLICY_PIECES,
     ArtifactKind,
     DockerImageFact,
     ImageFact,
     Inventory,
+    PolicyPieceFact,
     ProjectRecord,
     Removal,
     SandboxFact,
@@ -71,6 +73,12 @@ def docker_tag(slug: str, tag: str, created: datetime = OLD) -> DockerImageFact:
 
 def dangling(hexdigits: str, created: datetime = OLD, labels: dict[str, str] | None = None) -> DockerImageFact:
     return DockerImageFact("sha256:" + hexdigits.ljust(64, "0"), None, created, labels if labels is not None else OURS)
+
+
+def pieces(slug: str, created: datetime | None = OLD) -> tuple[PolicyPieceFact, ...]:
+    """One of each, in the reverse of the order they go."""
+    return tuple(PolicyPieceFact(kind, f"{kind.name.lower()}-{slug}", slug, created)
+                 for kind in reversed(POLICY_PIECES))
 
 
 def names(removals: list[Removal], kind: ArtifactKind | None = None) -> set[str]:
@@ -299,6 +307,31 @@ def test_egress_proxy_images_no_container_runs_on_go_once_old_enough() -> None:
         (ArtifactKind.DOCKER_IMAGE, unused.name, "no egress proxy runs on it")]
     assert plan(inventory, scope=Scope.SANDBOXES) == [] and plan(inventory, scope=Scope.VOLUMES) == []
     assert [r.name for r in plan(inventory, scope=Scope.IMAGES)] == [unused.name]
+
+
+def test_policy_pieces_of_a_vm_removed_outside_the_tool_go_once_old_enough() -> None:
+    inventory = Inventory(sandboxes=(vm(SLUG_C, when=RECENT, active=True),),
+                          policy_pieces=pieces(SLUG_A) + pieces(SLUG_B, RECENT) + pieces(SLUG_C), projects=KNOWN)
+    removals = plan(inventory)
+    assert [(r.kind, r.name, r.reason, r.slug) for r in removals] == [
+        (kind, f"{kind.name.lower()}-{SLUG_A}", "its project has no VM", SLUG_A) for kind in POLICY_PIECES]
+    assert [r.kind for r in plan(inventory, scope=Scope.SANDBOXES)] == list(POLICY_PIECES)
+    assert plan(inventory, scope=Scope.IMAGES) == [] and plan(inventory, scope=Scope.VOLUMES) == []
+    assert [r.name for r in plan(inventory, age=timedelta(0))] == [
+        f"{kind.name.lower()}-{slug}" for slug in (SLUG_A, SLUG_B) for kind in POLICY_PIECES]
+
+
+def test_policy_pieces_of_a_pruned_vm_are_listed_with_it_however_young() -> None:
+    inventory = Inventory(sandboxes=(vm(SLUG_A),), policy_pieces=pieces(SLUG_A, RECENT), projects=KNOWN)
+    removals = plan(inventory)
+    assert [(r.kind, r.reason) for r in removals] == [(ArtifactKind.VM, "not active for more than 7d")] + [
+        (kind, "its project's VM is pruned") for kind in POLICY_PIECES]
+
+
+def test_policy_pieces_stay_beside_a_live_task_and_for_an_unknown_project() -> None:
+    inventory = Inventory(sandboxes=(task(SLUG_A, 1, when=RECENT),), policy_pieces=pieces(SLUG_A) + pieces(SLUG_B),
+                          projects={SLUG_A: ProjectRecord()})
+    assert plan(inventory) == []
 
 
 def test_base_images_and_foreign_images_are_never_planned() -> None:
@@ -558,6 +591,10 @@ _images = st.builds(
     lambda slug, tag, when, ours: ImageFact(runner_image(slug, f"t{tag}"), f"sha256:{tag}", when, OURS if ours else {}),
     _slugs, st.integers(0, 3), _times, st.booleans(),
 )
+_pieces = st.builds(
+    lambda slug, kind, when: PolicyPieceFact(kind, f"{kind.name.lower()}-{slug}", slug, when),
+    _slugs, st.sampled_from(POLICY_PIECES), _times,
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -567,19 +604,28 @@ _images = st.builds(
     images=st.lists(_images, max_size=6, unique_by=lambda i: i.reference),
     known=st.sets(_slugs),
     elsewhere=st.one_of(st.none(), st.lists(_sandboxes, max_size=3, unique_by=lambda s: s.name)),
+    policy_pieces=st.lists(_pieces, max_size=4, unique_by=lambda p: p.name),
     foreign=st.sets(st.sampled_from([runner_image(slug, f"t{tag}") for slug in (SLUG_A, SLUG_B) for tag in range(4)])),
     age_days=st.integers(0, 40),
     scope=st.sampled_from(list(Scope)),
 )
 def test_properties_hold_for_any_inventory(
     sandboxes: list[SandboxFact], volumes: list[VolumeFact], images: list[ImageFact], known: set[str],
-    elsewhere: list[SandboxFact] | None, foreign: set[str], age_days: int, scope: Scope
+    elsewhere: list[SandboxFact] | None, policy_pieces: list[PolicyPieceFact], foreign: set[str], age_days: int,
+    scope: Scope
 ) -> None:
     inventory = Inventory(tuple(sandboxes), tuple(volumes), tuple(images),
                           projects={slug: ProjectRecord() for slug in known},
-                          elsewhere=None if elsewhere is None else tuple(elsewhere), foreign_images=frozenset(foreign))
+                          elsewhere=None if elsewhere is None else tuple(elsewhere), foreign_images=frozenset(foreign),
+                          policy_pieces=tuple(policy_pieces))
     removals = plan_prune(inventory, NOW, timedelta(days=age_days), scope)
     by_name = {s.name: s for s in sandboxes} | {v.name: v for v in volumes} | {i.reference: i for i in images}
+    removed = {r.name for r in removals}
+    for removal in removals:
+        if removal.kind in POLICY_PIECES:  # only beside no sandbox of its project that stays
+            assert scope in (Scope.ALL, Scope.SANDBOXES) and removal.slug in known
+            assert all(s.name in removed for s in sandboxes if sandbox_slug(s) == removal.slug)
+    removals = [r for r in removals if r.kind not in POLICY_PIECES]
     assert len({(r.kind, r.name) for r in removals}) == len(removals)
     pruned_vm_slugs = {r.slug for r in removals if r.kind is ArtifactKind.VM}
     used_elsewhere = {sandbox.image for sandbox in elsewhere or () if sandbox_slug(sandbox)}

@@ -33,6 +33,7 @@ from tests.fixtures.images import RunnerBase
 FAST_S = 8.0
 """A refused connection fails at once; a hang would take curl's whole --max-time, and a lookup
 nobody answers the resolver's 5 s timeout twice. The slack is for a loaded machine."""
+PIECE_LINE = re.compile(r"^  (egress proxy|proxy CA volume|project network)\s+(\S+)\s+\((.+)\)$", re.MULTILINE)
 SERVER = "require('http').createServer((q, s) => s.end('hello')).listen(8080)"
 
 
@@ -381,6 +382,22 @@ def test_allowlist_goes_through_the_proxy_and_lets_out_only_what_it_names(
     volumes = docker("volume", "ls", "--format", "{{.Name}}", "--filter", labelled).stdout.split()
     assert ca_volume_name(project.slug) not in volumes
     assert all(volume.startswith(f"opencode-sandbox-home-{project.slug}-") for volume in volumes), volumes
+
+    # A VM removed outside the tool leaves its proxy, CA volume and network: pruning finds them.
+    assert project.shell("true").returncode == 0
+    docker("rm", "--force", project.vm, check=True)
+    pieces = [("egress proxy", proxy_name(project.slug)), ("proxy CA volume", ca_volume_name(project.slug)),
+              ("project network", network_name(project.slug))]
+    preview = project.cli("sandbox", "prune", "--dry-run", "-a", "0")
+    assert preview.returncode == 0, preview.stderr
+    assert PIECE_LINE.findall(preview.stdout) == [(kind, name, "its project has no VM") for kind, name in pieces], \
+        preview.stdout
+    pruned = project.cli("sandbox", "prune", "-a", "0", "--force")
+    assert pruned.returncode == 0, pruned.stderr
+    assert docker("ps", "--all", "--quiet", "--filter", labelled).stdout.strip() == ""
+    assert docker("network", "ls", "--quiet", "--filter", labelled).stdout.strip() == ""
+    assert ca_volume_name(project.slug) not in docker("volume", "ls", "--format", "{{.Name}}").stdout.split()
+    assert project.home_volumes(), "a project without a VM keeps its home volume"
 
 
 TLS_SERVER = ("require('https').createServer({key: require('fs').readFileSync('/tls/key.pem'), "

@@ -17,7 +17,7 @@ from opencode_sandbox.core.naming import (
     runner_image,
     vm_name,
 )
-from opencode_sandbox.core.prune_plan import ArtifactKind, DockerImageFact, Scope, plan_prune
+from opencode_sandbox.core.prune_plan import POLICY_PIECES, ArtifactKind, DockerImageFact, Scope, plan_prune
 from opencode_sandbox.errors import SandboxError, UsageError
 from opencode_sandbox.paths import ToolPaths
 from opencode_sandbox.runtime.types import RuntimeKind, SandboxInfo, SandboxStatus
@@ -73,7 +73,8 @@ def test_dry_run_prints_the_plan_and_removes_nothing(fake: FakeRuntime, tmp_path
     for name in (vm_name(STALE), names["stale_volume"], names["stale_image"], "sha256:" + "d" * 64):
         assert name in body
     assert vm_name(LIVE) not in body and names["live_volume"] not in body
-    assert {r.kind for r in outcome.plan} == set(ArtifactKind) - {ArtifactKind.TASK_SANDBOX}
+    # the policy pieces are the docker runtime's only (tests/e2e/test_network_policy_docker.py)
+    assert {r.kind for r in outcome.plan} == set(ArtifactKind) - {ArtifactKind.TASK_SANDBOX} - set(POLICY_PIECES)
     assert vm_name(STALE) in fake.sandboxes and names["stale_volume"] in fake.volumes
     assert not docker.removed
     assert not [call for call in fake.calls if call[0].startswith("remove")]

@@ -40,11 +40,18 @@ Rules, in the order they are decided:
    from the current one at every start of its project's VM, so an image no container uses is
    one a tool upgrade or a change of CAs replaced, or one whose projects are gone. They are
    listed only when every container that could use them was listed too.
+11. What the docker runtime keeps beside a project's VM for its network policy (the egress
+   proxy container, the proxy's CA volume, the project's network) goes when the project is
+   known and none of its sandboxes remains after this plan: with its VM pruned here, or, for
+   the pieces of a VM removed outside the tool, when they were created at or before
+   `now - age` (a run may be making them for a new VM right now). Removing a VM takes these
+   pieces too; listing them shows the user all that goes.
 
 Scope narrows what is removed, not how it is judged: `sandboxes` removes stale VMs and task
 sandboxes; `volumes` removes the home volumes of stale projects together with their VM
 (a VM cannot keep a removed home volume); `images` removes images only, judging projects
-whose stale VM stays as live; `all` does everything.
+whose stale VM stays as live; `all` does everything. The policy pieces of rule 11 go with
+`sandboxes` and `all`.
 """
 
 from __future__ import annotations
@@ -76,6 +83,14 @@ class ArtifactKind(StrEnum):
     HOME_VOLUME = "home volume"
     RUNTIME_IMAGE = "runtime image"
     DOCKER_IMAGE = "docker image"
+    EGRESS_PROXY = "egress proxy"
+    PROXY_CA_VOLUME = "proxy CA volume"
+    PROJECT_NETWORK = "project network"
+
+
+POLICY_PIECES = (ArtifactKind.EGRESS_PROXY, ArtifactKind.PROXY_CA_VOLUME, ArtifactKind.PROJECT_NETWORK)
+"""What the docker runtime keeps beside a VM for its network policy, in the order they go: the
+proxy container uses the volume, and both the proxy and the VM use the network."""
 
 
 NO_LABELS: Mapping[str, str] = MappingProxyType({})
@@ -128,6 +143,15 @@ class DockerImageFact(Record):
         return self.tag or self.image_id
 
 
+class PolicyPieceFact(Record):
+    """One of the `POLICY_PIECES` of a project on the docker runtime."""
+
+    kind: ArtifactKind
+    name: str
+    slug: str
+    created_at: datetime | None
+
+
 class ProjectRecord(Record):
     """What a project's state file says."""
 
@@ -152,6 +176,8 @@ class Inventory(Record):
     on, on either runtime."""
     proxy_images: tuple[DockerImageFact, ...] = ()
     """The egress proxy's images, each tag a fact."""
+    policy_pieces: tuple[PolicyPieceFact, ...] = ()
+    """This tool's policy pieces on the docker runtime, whose slug label matches their name."""
 
 
 class Removal(Record):
@@ -241,6 +267,9 @@ def plan_prune(inventory: Inventory, now: datetime, age: timedelta, scope: Scope
             for task in sorted(tasks[slug], key=lambda item: item.name):
                 removals.append(Removal(ArtifactKind.TASK_SANDBOX, task.name, _stale_reason(task, age), slug))
 
+    if removes_sandboxes:
+        removals += _policy_piece_removals(inventory, recent, pruned_vms, cutoff)
+
     if scope in (Scope.ALL, Scope.VOLUMES):
         removals += _volume_removals(inventory.volumes, pruned_vms, cutoff)
 
@@ -286,6 +315,21 @@ def _volume_removals(volumes: Iterable[VolumeFact], pruned_vms: set[str], cutoff
         if created is not None and created > cutoff:
             continue
         removals.append(Removal(ArtifactKind.HOME_VOLUME, volume.name, "its project's VM is pruned", slug))
+    return removals
+
+
+def _policy_piece_removals(
+    inventory: Inventory, recent: set[str], pruned_vms: set[str], cutoff: datetime
+) -> list[Removal]:
+    removals: list[Removal] = []
+    order = {kind: index for index, kind in enumerate(POLICY_PIECES)}
+    for piece in sorted(inventory.policy_pieces, key=lambda item: (item.slug, order[item.kind], item.name)):
+        if piece.slug not in inventory.projects or piece.slug in recent:
+            continue
+        if piece.slug in pruned_vms:
+            removals.append(Removal(piece.kind, piece.name, "its project's VM is pruned", piece.slug))
+        elif _older(piece.created_at, cutoff):
+            removals.append(Removal(piece.kind, piece.name, "its project has no VM", piece.slug))
     return removals
 
 

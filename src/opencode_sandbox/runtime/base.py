@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
+from opencode_sandbox.core.prune_plan import ArtifactKind, PolicyPieceFact
 from opencode_sandbox.runtime.types import (
     ExecResult,
     ImageInfo,
@@ -102,3 +103,14 @@ class Runtime(Protocol):
         """Make a Docker engine image runnable here; skip when the same digest is loaded."""
     def list_images(self) -> list[ImageInfo]: ...
     def remove_image(self, reference: str) -> None: ...
+
+
+@runtime_checkable
+class KeepsPolicyPieces(Protocol):
+    """A runtime that keeps pieces beside a VM for its network policy (the docker runtime: the
+    egress proxy, its CA volume, the project's network). Removing the VM removes them; pruning
+    finds those of a VM removed another way."""
+
+    def list_policy_pieces(self) -> list[PolicyPieceFact]: ...
+    def remove_policy_piece(self, kind: ArtifactKind, name: str) -> None:
+        """`NotFound` when it is gone; `SandboxError` when it is not this tool's or still in use."""

@@ -43,7 +43,13 @@ from opencode_sandbox.engine.command import (
 from opencode_sandbox.engine.docker import DockerImageEngine
 from opencode_sandbox.engine.socket_client import ApiUnavailable, DockerApi
 from opencode_sandbox.errors import BootFailed, NotFound, NotOurs, RuntimeUnavailable, SandboxError
-from opencode_sandbox.runtime import docker_exec, docker_netfilter, docker_policy_marks, docker_proxy
+from opencode_sandbox.runtime import (
+    docker_exec,
+    docker_netfilter,
+    docker_policy_marks,
+    docker_policy_pieces,
+    docker_proxy,
+)
 from opencode_sandbox.runtime.docker_args import (
     DIND_LABEL,
     exec_args,
@@ -80,6 +86,8 @@ from opencode_sandbox.runtime.types import (
 
 if TYPE_CHECKING:
     from typing import Any
+
+    from opencode_sandbox.core.prune_plan import ArtifactKind, PolicyPieceFact
 
 FALLBACK_HELPER_IMAGE = "debian:trixie-slim"
 _RUNNING_STATES = (SandboxStatus.RUNNING, SandboxStatus.STARTING, SandboxStatus.PAUSED)
@@ -287,6 +295,12 @@ class DockerRuntime:
         if slug is not None:
             docker_proxy.remove_proxy(self.cli, slug)
             docker_netfilter.remove_network(self.cli, slug)
+
+    def list_policy_pieces(self) -> list[PolicyPieceFact]:
+        return docker_policy_pieces.list_policy_pieces(self.cli)
+
+    def remove_policy_piece(self, kind: ArtifactKind, name: str) -> None:
+        docker_policy_pieces.remove_policy_piece(self.cli, kind, name)
 
     def refusals(self, name: str) -> list[Refusal]:
         document = self._owned_container(name)

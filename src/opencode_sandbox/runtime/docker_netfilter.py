@@ -39,6 +39,8 @@ LABEL_NETWORK_POLICY = LABEL_PREFIX + "network-policy"
 NETFILTER_IMAGE = f"{TOOL}/netfilter:latest"
 NETFILTER_BASE = "debian:trixie-slim"
 NETWORK_PREFIX = f"{TOOL}-net-"
+NETWORK_KIND = "network"
+"""The `kind` label of a project's network."""
 DOCKERFILE = f"""FROM {NETFILTER_BASE}
 RUN apt-get update && apt-get install -y --no-install-recommends nftables && rm -rf /var/lib/apt/lists/*
 ENTRYPOINT ["nft"]
@@ -80,7 +82,7 @@ def ensure_network(cli: DockerCli, slug: str) -> str:
         return name
     try:
         cli.run(["network", "create", "--label", f"{LABEL_MANAGED}=true", "--label", f"{LABEL_SLUG}={slug}",
-                 "--label", f"{LABEL_KIND}=network", name])
+                 "--label", f"{LABEL_KIND}={NETWORK_KIND}", name])
     except DockerFailed as failure:
         if "already exists" not in failure.stderr:
             raise BootFailed(f"cannot create the network {name}: {first_line(failure.stderr)}",

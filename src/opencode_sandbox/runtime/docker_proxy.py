@@ -56,6 +56,8 @@ SECRET_VALUES_FILE = RUN_DIR + "/secret-values.json"
 LIB_DIR = "/opt/opencode-sandbox/lib"
 LABEL_PROXY_CONFIG = LABEL_PREFIX + "proxy-config"
 LABEL_PROXY_IMAGE = LABEL_PREFIX + "proxy-image"
+CA_VOLUME_KIND = "proxy-ca"
+"""The `kind` label of the volume that keeps a project's proxy CA."""
 POLICY_VARIABLE = "OPENCODE_SANDBOX_EGRESS_POLICY"
 READY_TIMEOUT_S = 60.0
 VM_CA_FILE = "/usr/local/share/ca-certificates/opencode-sandbox-proxy.crt"
@@ -253,7 +255,7 @@ def _ensure_ca_volume(cli: DockerCli, slug: str) -> None:
                              hint=f"Rename or remove it with `docker volume rm {volume}`.")
         return
     cli.run(["volume", "create", "--label", f"{LABEL_MANAGED}=true", "--label", f"{LABEL_SLUG}={slug}",
-             "--label", f"{LABEL_KIND}=proxy-ca", volume])
+             "--label", f"{LABEL_KIND}={CA_VOLUME_KIND}", volume])
 
 
 def _run_args(slug: str, image: str, network: str, config: str) -> list[str]:
@@ -263,7 +265,7 @@ def _run_args(slug: str, image: str, network: str, config: str) -> list[str]:
         "--tmpfs", "/tmp:size=64m",
         "--tmpfs", f"{RUN_DIR}:mode=0700,uid={PROXY_UID},gid={PROXY_UID},size=1m",
         "--mount", f"type=volume,source={ca_volume_name(slug)},target={CONFDIR}",
-        "--label", f"{LABEL_MANAGED}=true", "--label", f"{LABEL_SLUG}={slug}", "--label", f"{LABEL_KIND}=proxy",
+        "--label", f"{LABEL_MANAGED}=true", "--label", f"{LABEL_SLUG}={slug}", "--label", f"{LABEL_KIND}={KIND_PROXY}",
         "--label", f"{LABEL_PROXY_CONFIG}={config}",
         "--env", POLICY_VARIABLE,
         image,

@@ -9,12 +9,13 @@ from opencode_sandbox.core.prune_plan import (
     DockerImageFact,
     ImageFact,
     Inventory,
+    PolicyPieceFact,
     ProjectRecord,
     SandboxFact,
     VolumeFact,
 )
 from opencode_sandbox.errors import SandboxError
-from opencode_sandbox.runtime.base import Runtime
+from opencode_sandbox.runtime.base import KeepsPolicyPieces, Runtime
 from opencode_sandbox.runtime.types import RuntimeKind, SandboxInfo
 from opencode_sandbox.services.docker_images import DockerImageStore
 from opencode_sandbox.state.store import StateStore
@@ -46,12 +47,14 @@ def gather_inventory(
     include_images: bool = True,
     include_volumes: Callable[[tuple[SandboxFact, ...]], bool] = lambda _sandboxes: True,
     elsewhere: Runtime | None = None,
+    include_policy_pieces: bool = True,
 ) -> Inventory:
     """Ask each source once. The runtime must answer; the Docker engine may be missing (under
     microsandbox it only holds build caches), which leaves its images out with a warning.
     Volumes are listed only when `include_volumes` says the sandboxes make them matter.
     `elsewhere` is the other runtime installed here: its sandboxes keep their projects' images,
-    and when it does not answer, no project counts as having no VM (with a warning)."""
+    and when it does not answer, no project counts as having no VM (with a warning).
+    `include_policy_pieces` lists what the runtime keeps beside its VMs for their network policy."""
     listed = runtime.list_sandboxes()
     sandboxes = tuple(sandbox_fact(info) for info in listed)
     volumes: tuple[VolumeFact, ...] = ()
@@ -90,12 +93,16 @@ def gather_inventory(
         if docker is not None and docker_images_listed and containers_known:
             proxy_images = tuple(image._replace(created_at=aware(image.created_at))
                                  for image in docker.list_proxy_images())
+    policy_pieces: tuple[PolicyPieceFact, ...] = ()
+    if include_policy_pieces and isinstance(runtime, KeepsPolicyPieces):
+        policy_pieces = tuple(piece._replace(created_at=aware(piece.created_at))
+                              for piece in runtime.list_policy_pieces())
     projects = {}
     for slug in store.project_slugs():
         state = store.load(slug)
         projects[slug] = ProjectRecord(state.home_volume, state.image_reference, state.image_digest)
     return Inventory(sandboxes, volumes, runtime_images, docker_images, projects, other_sandboxes, frozenset(foreign),
-                     proxy_images)
+                     proxy_images, policy_pieces)
 
 
 def foreign_images(runtime: Runtime, ours: Sequence[SandboxInfo]) -> set[str]:

@@ -15,11 +15,18 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from opencode_sandbox import TYPE_CHECKING
-from opencode_sandbox.core.prune_plan import ArtifactKind, Removal, Scope, plan_prune, stale_vm_possible
+from opencode_sandbox.core.prune_plan import (
+    POLICY_PIECES,
+    ArtifactKind,
+    Removal,
+    Scope,
+    plan_prune,
+    stale_vm_possible,
+)
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.units import format_duration, parse_duration
 from opencode_sandbox.errors import NotFound, SandboxError, UsageError
-from opencode_sandbox.runtime.base import Runtime
+from opencode_sandbox.runtime.base import KeepsPolicyPieces, Runtime
 from opencode_sandbox.runtime.types import RuntimeKind
 from opencode_sandbox.services.docker_images import DockerEngineImages, DockerImageStore
 from opencode_sandbox.services.inventory import gather_inventory
@@ -97,6 +104,10 @@ def remove_one(runtime: Runtime, docker: DockerImageStore | None, removal: Remov
             runtime.remove_volume(removal.name)
         elif removal.kind is ArtifactKind.RUNTIME_IMAGE:
             runtime.remove_image(removal.name)
+        elif removal.kind in POLICY_PIECES:
+            if not isinstance(runtime, KeepsPolicyPieces):
+                raise SandboxError(f"the {runtime.kind.value} runtime keeps no {removal.kind.value}", hint=None)
+            runtime.remove_policy_piece(removal.kind, removal.name)
         elif docker is not None:
             docker.remove(removal.name)
     except NotFound:
@@ -157,6 +168,7 @@ def prune(app: App, age_text: str | None, scope: Scope, dry_run: bool, force: bo
         include_volumes=lambda sandboxes: scope in (Scope.ALL, Scope.VOLUMES)
         and stale_vm_possible(sandboxes, now, age),
         elsewhere=app.other_runtime if scope in (Scope.ALL, Scope.IMAGES) else None,
+        include_policy_pieces=scope in (Scope.ALL, Scope.SANDBOXES),
     )
     plan = plan_prune(inventory, now, age, scope)
     if plan:
