@@ -73,17 +73,25 @@ fi
 passes=${passes:-$as_user}
 [ "$(id -u)" = 0 ] || die "run me as root: I install packages, run debootstrap and chroot"
 
+missing_host_packages() {
+  command -v qemu-system-x86_64 >/dev/null || echo qemu-system-x86
+  command -v debootstrap >/dev/null || echo debootstrap
+  command -v mkfs.ext4 >/dev/null || echo e2fsprogs
+  command -v socat >/dev/null || echo socat
+  python3 -c 'import ensurepip, venv' 2>/dev/null || echo python3-venv
+}
+
 ensure_host_packages() {
-  local missing=()
-  command -v qemu-system-x86_64 >/dev/null || missing+=(qemu-system-x86)
-  command -v debootstrap >/dev/null || missing+=(debootstrap)
-  command -v mkfs.ext4 >/dev/null || missing+=(e2fsprogs)
-  command -v socat >/dev/null || missing+=(socat)
-  python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3 python3-venv)
-  if [ ${#missing[@]} -gt 0 ]; then
-    say "installing ${HOST_PACKAGES[*]}"
-    apt-get update -q >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${HOST_PACKAGES[@]}" >/dev/null
+  if [ -n "$(missing_host_packages)" ]; then
+    # Two lab runs started together would both run apt, and apt refuses a second one.
+    exec 7>/var/lock/opencode-sandbox-lab-install.lock
+    flock 7
+    if [ -n "$(missing_host_packages)" ]; then
+      say "installing ${HOST_PACKAGES[*]}"
+      apt-get update -q >/dev/null
+      DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q "${HOST_PACKAGES[@]}" >/dev/null
+    fi
+    flock -u 7
   fi
   docker info >/dev/null 2>&1 || die "the Docker engine does not answer: start it (scripts/test.sh does)"
 }
