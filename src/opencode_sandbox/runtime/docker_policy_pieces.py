@@ -23,6 +23,7 @@ from opencode_sandbox.runtime.docker_proxy import CA_VOLUME_KIND, ca_volume_name
 if TYPE_CHECKING:
     from typing import Any
 
+
 class _Sort(Record):
     """How Docker lists, inspects and removes one kind of piece, and how this tool names and labels it."""
 
