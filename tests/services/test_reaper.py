@@ -480,3 +480,31 @@ def test_the_settings_never_show_the_password(setup: Setup) -> None:
     shown = repr(setup.settings)
     assert "secret" not in shown
     assert "password='***'" in shown and f"slug='{SLUG}'" in shown
+
+
+def test_the_stop_record_is_written_before_a_waiting_start_may_take_its_lease(
+        setup: Setup, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A start takes its lease under the stop guard, then records the guarded files as a VM may
+    write them: the idle stop's record must come first, never on top of the start's."""
+    import fcntl
+    import os
+
+    from opencode_sandbox.services import guard
+    from opencode_sandbox.state.leases import STOP_GUARD
+
+    guard_held: list[bool] = []
+
+    def note(state_root: Path, slug: str) -> None:
+        descriptor = os.open(state_root / slug / STOP_GUARD, os.O_RDWR)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            guard_held.append(False)
+        except BlockingIOError:
+            guard_held.append(True)
+        finally:
+            os.close(descriptor)
+
+    monkeypatch.setattr(guard, "note_vm_stopped", note)
+
+    assert setup.run() is ReaperOutcome.STOPPED
+    assert guard_held == [True]

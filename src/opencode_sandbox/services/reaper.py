@@ -236,8 +236,10 @@ class Reaper:
             except SandboxError as error:
                 self._log(f"stopping {current.vm_name} failed: {error.message}")
                 return ReaperOutcome.FAILED
-        self._log(f"stopped {current.vm_name}")
-        self._note_guarded_files(current)
+            self._log(f"stopped {current.vm_name}")
+            # Still under the guard: a start waits for it, so this record of where the VM left
+            # the files never lands on top of the record a start that came after made.
+            self._note_guarded_files(current)
         return ReaperOutcome.STOPPED
 
     def _note_guarded_files(self, current: ReaperSettings) -> None:
