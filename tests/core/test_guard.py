@@ -102,3 +102,10 @@ def test_a_file_name_or_link_target_cannot_drive_the_terminal() -> None:
 def test_tabs_and_ordinary_text_are_shown_as_they_are() -> None:
     assert shown("\tfsmonitor = /tmp/x  é 漢 \\x1b") == "\tfsmonitor = /tmp/x  é 漢 \\x1b"
     assert shown("a\nb\x85c\u2028d\x7f") == "a\\x0ab\\x85c\\u2028d\\x7f"
+
+
+def test_a_file_name_that_is_not_utf8_is_shown_by_its_bytes() -> None:
+    import os
+
+    name = os.fsdecode(b".git/hooks/a\x9b2Jb\xff")  # as os.listdir gives it back
+    assert shown(name) == ".git/hooks/a\\x9b2Jb\\xff"

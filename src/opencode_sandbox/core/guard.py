@@ -161,10 +161,13 @@ def _lines(text: str) -> list[str]:
 
 _INVISIBLE = {**{code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F, *range(0x80, 0xA0))},
               ord("\t"): "\t",
+              **{code: f"\\x{code - 0xDC00:02x}" for code in range(0xDC80, 0xDD00)},
               **{code: f"\\u{code:04x}" for code in (0x061C, 0x200E, 0x200F, 0x2028, 0x2029,
                                                       *range(0x202A, 0x202F), *range(0x2066, 0x206A))}}
-"""Control characters, which a terminal obeys (`\\x1b[2K` erases the line shown before it), and
-the marks that reorder or break what is shown, each written as its escape; a tab stays."""
+"""Control characters, which a terminal obeys (`\\x1b[2K` erases the line shown before it), the
+bytes of a file name that are not UTF-8 (which Python keeps as lone surrogates and would write
+back raw: `\\x9b` starts a control sequence too), and the marks that reorder or break what is
+shown, each written as its escape; a tab stays."""
 
 
 def shown(text: str) -> str:
