@@ -191,7 +191,8 @@ KEYS: tuple[Key, ...] = (
         checkout_refusal=checkout_refusal, flag="--publish", join_flag=_joined_ports),
     Key("guarded-paths", (), _read_guarded_paths,
         "files and folders of the checkout the host runs, guarded on top of the default list "
-        "(.git/hooks, .git/config, .envrc, editor tasks, .opencode-sandbox)",
+        "(.envrc, editor tasks, git hook managers' files, the host's core.hooksPath, .opencode-sandbox); "
+        "any git directory below the checkout is guarded too",
         in_checkout=False),
     Key("releases-url", DEFAULT_RELEASES_URL, _read_url,
         "where the opencode update check looks for the latest release"),

@@ -11,15 +11,21 @@ from collections.abc import Mapping
 from opencode_sandbox.core.records import Record
 
 DEFAULT_GUARDED = (
-    ".git/hooks",
-    ".git/config",
     ".envrc",
     ".vscode/tasks.json",
     ".vscode/settings.json",
     ".idea/workspace.xml",
     ".opencode-sandbox",
+    ".pre-commit-config.yaml",
+    ".husky",
+    "lefthook.yml",
+    ".lefthook.yml",
+    "lefthook-local.yml",
+    ".lefthook-local.yml",
 )
-"""Paths the host executes or applies on the user's behalf, relative to the checkout."""
+"""Paths the host executes or applies on the user's behalf, relative to the checkout: shell
+and editor set-ups, and what the usual git hook managers run from the work tree. The host's
+`.git` is not among them: the VM never reaches it (docs/git.md)."""
 REVIEW_FOLDER = ".opencode-sandbox/guard"
 """Where the VM's versions of reverted files are kept for review; never guarded itself."""
 COPY_LIMIT = 1024 * 1024

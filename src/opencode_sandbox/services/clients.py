@@ -57,6 +57,9 @@ def client_of_vm(app: App, rebuild: bool, wait_for_daemon: bool = True) -> Itera
             if ready is not None:
                 try:
                     _finish_daemon_start(app, ready)
+                    from opencode_sandbox.services.stopping import sync_git
+
+                    sync_git(app)
                     _review_guarded_files(app)
                 finally:  # a closed terminal can fail the warning; the reaper restarts its wait
                     _hand_to_reaper(app, ready, leaving=True)
@@ -90,7 +93,7 @@ def _review_guarded_files(app: App) -> None:
     """At detach: the VM keeps running for other clients, or until the idle reaper stops it."""
     from opencode_sandbox.services.guard import review
 
-    review(app, vm_may_write_after=True, keep_read_only=True)
+    review(app, vm_may_write_after=True)
 
 
 def _finish_daemon_start(app: App, ready: ReadyVm) -> None:
@@ -120,6 +123,7 @@ def _hand_to_reaper(app: App, ready: ReadyVm, leaving: bool = False) -> None:
         password=ready.password,
         # A serve still coming up on a slow host cannot answer yet either.
         unreadable_grace_s=max(UNREADABLE_GRACE_S, settings.daemon_start_timeout.total_seconds()),
+        project_root=str(app.project.root) if app.project.is_git else "",
     )
     try:
         spawn_reaper(reaper)

@@ -59,9 +59,10 @@ class GuardRecord(Record):
     """A VM of the project may have run since: changes from `entries` may be the VM's."""
     at_stop: Mapping[str, Entry] | None = None
     """The guarded files as the tool stopped the VM, until the next review."""
-    read_only: tuple[str, ...] = ()
-    """Guarded paths the VM that ran sees read-only: what changed beneath them was changed on
-    the host. Empty until a start knows the VM's mounts."""
+    git_entries: tuple[str, ...] = ()
+    """The git directories below the checkout when the record was taken (`git_dir_entries`)."""
+    host_git: bool = False
+    """The checkout's own `.git` is the host's repository, out of the VM's reach."""
 
 
 class Review(Record):
@@ -81,12 +82,35 @@ class GuardStatus(Record):
     vm_may_write: bool = False
     by_vm: tuple[Change, ...] = ()
     on_host: tuple[Change, ...] = ()
-    """Changes made on the host (while no VM ran, or beneath a path the VM sees read-only): the
-    user's, recorded at the next start."""
+    """Changes made on the host while no VM ran: the user's, recorded at the next start."""
+    moved: tuple[str, ...] = ()
+    """Git directories the VM made, moved out of the way while it ran, not yet told at a review."""
+    git: tuple[str, ...] = ()
+    """How the host's branches and the VM's stand (docs/git.md)."""
 
 
-def guarded_paths(settings: Settings) -> tuple[str, ...]:
-    return tuple(dict.fromkeys((*DEFAULT_GUARDED, *settings.guarded_paths)))
+def guarded_paths(settings: Settings, root: Path | None = None) -> tuple[str, ...]:
+    """The default list, the `guarded-paths` setting, and the host's `core.hooksPath` when it
+    lies in the checkout (`root`): the hooks the host's git runs."""
+    hooks = _hooks_path_in(root) if root is not None else None
+    return tuple(dict.fromkeys((*DEFAULT_GUARDED, *settings.guarded_paths, *([hooks] if hooks else []))))
+
+
+def _hooks_path_in(root: Path) -> str | None:
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", "config", "--path", "core.hooksPath"], cwd=root, capture_output=True,
+                              text=True, check=False, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    value = done.stdout.strip()
+    if done.returncode != 0 or not value:
+        return None
+    inside = os.path.relpath(os.path.normpath(os.path.join(root, value)), root)
+    if inside == "." or inside.startswith("..") or inside == ".git" or inside.startswith(".git/"):
+        return None
+    return inside
 
 
 class GuardStore:
@@ -119,7 +143,8 @@ class GuardStore:
                 entries=_entries(data["entries"]),
                 vm_may_write=bool(data.get("vm_may_write")),
                 at_stop=_entries(at_stop) if at_stop is not None else None,
-                read_only=tuple(str(path) for path in data.get("read_only", ())),
+                git_entries=tuple(str(path) for path in data.get("git_entries", ())),
+                host_git=bool(data.get("host_git")),
             )
         except (UnreadableState, KeyError, TypeError, ValueError, AttributeError):
             return None  # recorded afresh: nothing to compare with
@@ -141,7 +166,8 @@ class GuardStore:
             "vm_may_write": record.vm_may_write,
             "at_stop": None if record.at_stop is None else {
                 path: entry.as_mapping() for path, entry in record.at_stop.items()},
-            "read_only": list(record.read_only),
+            "git_entries": list(record.git_entries),
+            "host_git": record.host_git,
         })
         for copy in copies.iterdir():
             if copy.name not in wanted:
@@ -175,38 +201,101 @@ def ask_on_the_terminal(question: str) -> bool:
     return confirm(question, default=True, interactive=True)
 
 
-def review(app: App, *, vm_may_write_after: bool, keep_read_only: bool = False,
-           ask: Callable[[str], bool] | None = None) -> Review:
+def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | None = None) -> Review:
     """Compare the guarded files with the record, show what the VM changed, keep or revert it
-    (asked on a terminal; reverted without one), and record the result. `keep_read_only`: the
-    same VM runs on (a detach)."""
+    (asked on a terminal; reverted without one), and record the result."""
     store = GuardStore(app.state.project_dir(app.project.slug))
-    paths = guarded_paths(app.settings)
+    paths = guarded_paths(app.settings, app.project.root)
     root = app.project.root
+    host_git = app.project.is_git
     with store.lock():
         record = store.load()
-        now = guard_files.take_snapshot(root, paths)
+        if record is not None and record.root == str(root) and record.vm_may_write:
+            _move_new_git_dirs(store, record, app.console.verbose)
+        _tell_moved(app, store)
+        found = guard_files.git_dir_entries(root, host_git)
+        earlier = record.git_entries if record is not None and record.root == str(root) else ()
+        now = guard_files.take_snapshot(root, (*paths, *found, *earlier))
         outcome = Review()
         if record is not None and record.root == str(root) and (record.vm_may_write or record.at_stop is not None):
-            common = set(record.paths) & set(paths)
+            common = (set(record.paths) & set(paths)) | set(found) | set(earlier)
             by_vm, later = vm_changes(
                 _covered(record.entries, common),
                 None if record.at_stop is None else _covered(record.at_stop, common),
                 _covered(now.entries, common),
             )
-            by_vm = [change for change in by_vm if not _beneath(change.path, record.read_only)]
             if later:
                 app.console.warn("changed on the host after the VM stopped, kept as they are: "
                                  + ", ".join(shown(change.path) for change in later))
             if by_vm:
                 outcome = _decide(app, store, now, by_vm, ask or ask_on_the_terminal)
-        # At a start the VM's mounts are not known yet (`note_read_only` says them); at a
-        # detach they stay those of the running VM.
-        read_only = record.read_only if record is not None and keep_read_only else ()
-        recorded = GuardRecord(str(root), paths, now.entries, vm_may_write_after, None, read_only)
+                if outcome.reverted:
+                    found = guard_files.git_dir_entries(root, host_git)
+        recorded = GuardRecord(str(root), paths, now.entries, vm_may_write_after, None, tuple(found), host_git)
         if recorded != record:  # a warm start whose files did not change writes nothing
             store.save(recorded, now.contents)
     return outcome
+
+
+MOVED_FILE = "moved.yaml"
+
+
+def catch_while_running(state_root: Path, slug: str, log: Callable[[str], None]) -> list[str]:
+    """While the VM runs: every git directory that appeared below the checkout since the record
+    (a nested repository, a `.git` file, a bare repository's shape) is moved into the review
+    folder before the host's git or an editor runs git there; each is told at the next review.
+    The paths moved."""
+    store = GuardStore(state_root / slug)
+    with store.lock():
+        record = store.load()
+        if record is None or not record.vm_may_write or not Path(record.root).is_dir():
+            return []
+        return _move_new_git_dirs(store, record, log)
+
+
+def _move_new_git_dirs(store: GuardStore, record: GuardRecord, log: Callable[[str], None]) -> list[str]:
+    """Each whole, so nothing of one stays behind to be read; noted for `_tell_moved`."""
+    from datetime import UTC, datetime
+
+    root = Path(record.root)
+    new = [path for path in guard_files.git_dir_entries(root, record.host_git) if path not in record.git_entries]
+    if not new:
+        return []
+    folder = guard_files.new_review_folder(root, REVIEW_FOLDER, datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"))
+    moved: list[str] = []
+    for path in new:
+        try:
+            kept = guard_files.move_aside(root, path, folder)
+        except OSError as error:
+            log(f"cannot move the VM's git directory {shown(path)} aside: {error}")
+            continue
+        if kept is not None:
+            moved.append(f"{path} -> {kept}")
+            log(f"moved the git directory the VM made at {shown(path)} to {shown(kept)}")
+    if moved:
+        write_yaml(store.folder / MOVED_FILE, {"moved": [*_read_moved(store), *moved]})
+    return moved
+
+
+def _read_moved(store: GuardStore) -> list[str]:
+    try:
+        data = read_yaml_mapping(store.folder / MOVED_FILE) or {}
+    except UnreadableState:
+        return []
+    listed = data.get("moved")
+    return [str(item) for item in listed] if isinstance(listed, list) else []
+
+
+def _tell_moved(app: App, store: GuardStore) -> None:
+    moved = _read_moved(store)
+    if not moved:
+        return
+    app.console.warn(f"{len(moved)} git director(y/ies) the VM made below the checkout were moved aside while it "
+                     "ran, before git on this host could read their configuration or hooks:",
+                     hint="look at them there; move one back only if you trust every file in it")
+    for line in moved:
+        app.console.note(f"  {shown(line)}")
+    (store.folder / MOVED_FILE).unlink(missing_ok=True)
 
 
 def _decide(app: App, store: GuardStore, now: guard_files.Snapshot, by_vm: Sequence[Change],
@@ -274,19 +363,6 @@ def show_change(console: Console, store: GuardStore, now: guard_files.Snapshot, 
         console.note(f"    {line}")
 
 
-def _beneath(path: str, folders: Iterable[str]) -> bool:
-    return any(path == folder or path.startswith(folder + "/") for folder in folders)
-
-
-def note_read_only(app: App, paths: Sequence[str]) -> None:
-    """The VM now running sees `paths` read-only (none where its mounts may differ)."""
-    store = GuardStore(app.state.project_dir(app.project.slug))
-    with store.lock():
-        record = store.load()
-        if record is not None and record.read_only != tuple(paths):
-            store.save(record._replace(read_only=tuple(paths)), {})
-
-
 def note_vm_stopped(state_root: Path, slug: str) -> None:
     """The tool stopped the VM: what the guarded files hold now is where the VM left them."""
     store = GuardStore(state_root / slug)
@@ -294,26 +370,35 @@ def note_vm_stopped(state_root: Path, slug: str) -> None:
         record = store.load()
         if record is None or not record.vm_may_write or not Path(record.root).is_dir():
             return
-        now = guard_files.take_snapshot(Path(record.root), record.paths)
+        now = guard_files.take_snapshot(Path(record.root), (*record.paths, *record.git_entries))
         store.save(record._replace(vm_may_write=False, at_stop=now.entries), {})
 
 
 def status(app: App) -> GuardStatus:
     store = GuardStore(app.state.project_dir(app.project.slug))
-    paths = guarded_paths(app.settings)
+    paths = guarded_paths(app.settings, app.project.root)
     record = store.load()
+    git = _git_lines(app)
     if record is None or record.root != str(app.project.root):
-        return GuardStatus(False, paths)
-    now = guard_files.take_snapshot(app.project.root, paths)
-    common = set(record.paths) & set(paths)
+        return GuardStatus(False, paths, git=git)
+    found = guard_files.git_dir_entries(app.project.root, app.project.is_git)
+    now = guard_files.take_snapshot(app.project.root, (*paths, *found, *record.git_entries))
+    common = (set(record.paths) & set(paths)) | set(found) | set(record.git_entries)
     baseline, current = _covered(record.entries, common), _covered(now.entries, common)
+    moved = tuple(_read_moved(store))
     if not record.vm_may_write and record.at_stop is None:
-        return GuardStatus(True, paths, False, (), tuple(changes(baseline, current)))
+        return GuardStatus(True, paths, False, (), tuple(changes(baseline, current)), moved, git)
     at_stop = None if record.at_stop is None else _covered(record.at_stop, common)
     by_vm, later = vm_changes(baseline, at_stop, current)
-    on_host = [change for change in by_vm if _beneath(change.path, record.read_only)]
-    by_vm = [change for change in by_vm if not _beneath(change.path, record.read_only)]
-    return GuardStatus(True, paths, record.vm_may_write, tuple(by_vm), (*later, *on_host))
+    return GuardStatus(True, paths, record.vm_may_write, tuple(by_vm), tuple(later), moved, git)
+
+
+def _git_lines(app: App) -> tuple[str, ...]:
+    if not app.project.is_git:
+        return ()
+    from opencode_sandbox.services.vm_git import standing
+
+    return tuple(standing(app.project.root))
 
 
 def render_status(found: GuardStatus, output_format: str) -> str:
@@ -322,24 +407,32 @@ def render_status(found: GuardStatus, output_format: str) -> str:
 
         return json.dumps({
             "recorded": found.recorded,
-            "state": "changed" if found.by_vm else "clean",
+            "state": "changed" if found.by_vm or found.moved else "clean",
             "vm_may_write": found.vm_may_write,
             "guarded": list(found.paths),
             "changed": [change.as_mapping() for change in found.by_vm],
             "changed_on_host": [change.as_mapping() for change in found.on_host],
+            "moved_aside": list(found.moved),
+            "git": list(found.git),
         }, indent=2)
-    lines = [f"guarded: {', '.join(found.paths)}"]
+    lines = [f"guarded: {', '.join(found.paths)}, and any git directory below the checkout"]
+    git = [f"git: {line}" for line in found.git]
     if not found.recorded:
-        return "\n".join([*lines, "state: not recorded yet (the next run, shell or serve records it)"])
-    if not found.by_vm:
+        return "\n".join([*lines, "state: not recorded yet (the next run, shell or serve records it)", *git])
+    if not found.by_vm and not found.moved:
         lines.append("state: clean")
+    elif not found.by_vm:
+        lines.append("state: the VM made git directories below the checkout (moved aside, listed below)")
     else:
         lines.append("state: changed while a VM ran (the next run, shell, detach or stop asks to keep or revert):")
         lines += [f"  {change.headline()}" for change in found.by_vm]
     if found.on_host:
         lines.append("changed on the host (yours, kept; recorded as they are at the next start):")
         lines += [f"  {change.headline()}" for change in found.on_host]
-    return "\n".join(lines)
+    if found.moved:
+        lines.append("git directories the VM made, moved aside while it ran:")
+        lines += [f"  {shown(line)}" for line in found.moved]
+    return "\n".join([*lines, *git])
 
 
 def read_only_paths(root: Path, paths: Sequence[str]) -> list[str]:

@@ -291,3 +291,46 @@ def _without_execute_bits(folder: int, name: str) -> None:
                 _without_execute_bits(inner, item)
         finally:
             os.close(inner)
+
+
+_GIT_DIR_SHAPE = ("HEAD", "objects", "refs")
+
+
+def git_dir_entries(root: Path, host_git: bool) -> list[str]:
+    """Every place below the checkout that git run there would take as a git directory: a
+    `.git` folder, file or link anywhere (but the checkout's own when `host_git`: the VM never
+    reaches it), and any folder shaped like a bare repository (HEAD, objects, refs). Walked
+    without following a link; the review folder is left out."""
+    found: list[str] = []
+    root_fd = os.open(root, _DIRECTORY)
+    try:
+        _find_git_dirs(root_fd, "", found, host_git)
+    finally:
+        os.close(root_fd)
+    return found
+
+
+def _find_git_dirs(folder: int, path: str, found: list[str], host_git: bool) -> None:
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    if path and all(name in names for name in _GIT_DIR_SHAPE):
+        found.append(path)
+        return
+    for name in sorted(names):
+        child = f"{path}/{name}" if path else name
+        if is_reviewed(child):
+            continue
+        if name == ".git":
+            if not (host_git and not path):
+                found.append(child)
+            continue
+        try:
+            opened = os.open(name, _DIRECTORY, dir_fd=folder)
+        except OSError:
+            continue  # a file, a link, or gone meanwhile
+        try:
+            _find_git_dirs(opened, child, found, host_git)
+        finally:
+            os.close(opened)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
+from typing import Protocol
 
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.collector import collect_from_now_on
@@ -54,6 +55,13 @@ _STILL_UP = (SandboxStatus.RUNNING, SandboxStatus.STARTING, SandboxStatus.DRAINI
 
 ActivityReader = Callable[[ReaperSettings], DaemonActivity]
 """Everything the daemon is doing; raises `DaemonError` when its API cannot be read."""
+
+
+class Watch(Protocol):
+    """What runs every few seconds while the VM runs (`LiveWatch`), and once before a stop."""
+
+    def due(self) -> bool: ...
+    def __call__(self, settings: ReaperSettings) -> None: ...
 
 
 class ReaperOutcome(StrEnum):
@@ -104,7 +112,9 @@ class Reaper:
         timing: Timing = DEFAULT_TIMING,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        watch: Watch | None = None,
     ) -> None:
+        self._watch = watch
         self._settings = settings
         self._runtime = runtime
         self._read_activity = read_activity
@@ -138,6 +148,8 @@ class Reaper:
                     self._log("a client left again; the idle timer starts over")
                 idle_since, decision, held_for = None, None, ""
                 self._unreadable_since = None
+            if self._watch is not None and self._watch.due():
+                self._watch(current)
             clients = count_live_leases(current.state_root, current.slug)
             # While clients are attached the VM is theirs; a stop by other means cuts them off.
             if not clients and now >= next_vm_check:
@@ -228,6 +240,8 @@ class Reaper:
                 self._log("a client attached; the stop is cancelled")
                 return None
             self._log(f"stopping {current.vm_name}: {decision.reason}")
+            if self._watch is not None:
+                self._watch(current)  # the last commits reach the host before the VM goes
             try:
                 self._runtime(current.runtime_kind).stop_sandbox(current.vm_name)
             except NotFound as error:
@@ -353,7 +367,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = ReaperLog(state_root / slug / LOG_FILE)
     reader = DaemonActivityReader(log)
     try:
-        reaper = Reaper(SettingsFile(state_root, slug, log), RuntimeCache(), reader, log)
+        from opencode_sandbox.services.live_watch import LiveWatch
+
+        runtimes = RuntimeCache()
+        reaper = Reaper(SettingsFile(state_root, slug, log), runtimes, reader, log, watch=LiveWatch(runtimes, log))
         outcome = run_exclusively(state_root, slug, log, reaper.run)
     except SandboxError as error:
         log(f"giving up: {error.message}")

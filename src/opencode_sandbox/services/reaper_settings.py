@@ -43,6 +43,8 @@ class ReaperSettings(Record):
     """New for every detach: a reaper that sees it change restarts its idle timer."""
     unreadable_grace_s: float = UNREADABLE_GRACE_S
     """How long a running `opencode serve` whose API cannot be read still holds the VM."""
+    project_root: str = ""
+    """The checkout, whose branches the reaper keeps in step with the VM's."""
 
     def __repr__(self) -> str:
         shown = self._asdict() | {"password": "***" if self.password else None}
@@ -72,6 +74,7 @@ def save_settings(settings: ReaperSettings) -> None:
             "max_retries": settings.max_retries,
             "generation": settings.generation,
             "unreadable_grace_s": settings.unreadable_grace_s,
+            "project_root": settings.project_root,
         },
         durable=False,  # rewritten at every detach; a crash that could tear it ends the reaper too
     )
@@ -95,6 +98,7 @@ def load_settings(state_root: Path, slug: str) -> ReaperSettings | None:
             password=str(data.get("password") or "") or None,
             generation=str(data.get("generation") or ""),
             unreadable_grace_s=float(data.get("unreadable_grace_s", UNREADABLE_GRACE_S)),
+            project_root=str(data.get("project_root") or ""),
         )
     except (KeyError, TypeError, ValueError) as error:
         raise UnreadableState(f"{settings_path(state_root, slug)}: {error}") from None

@@ -81,6 +81,10 @@ class RunLifecycle:
         self.host_mounts: tuple[Mount, ...] = ()
         """The `mounts` setting, each source resolved on this host."""
         self._guard_mounts: list[Mount] | None = None
+        from opencode_sandbox.services import vm_git
+
+        self.git_layout = vm_git.layout(app.project.root, self.project_dir, app.project.is_git)
+        """Where the VM's own git directory is; None outside a git checkout."""
 
     # the whole sequence -------------------------------------------------------------------
 
@@ -107,6 +111,7 @@ class RunLifecycle:
                 # the boot leaves a project whose next run uses it, not a second, orphaned one.
                 state = state._replace(home_volume=home_volume)
                 self.store.save(self.slug, state)
+            seeded = self._seed_git_dir()
             try:
                 recreated = self._apply_vm(vm_plan, existing, image, home_volume or "")
             except BaseException:
@@ -114,7 +119,6 @@ class RunLifecycle:
                     vm_boot.remove_made_volume(self.app.runtime, self.console, self.made_volume)
                     self.store.save(self.slug, state._replace(home_volume=recorded_volume))
                 raise
-            self._note_read_only(vm_plan)
             if recreated:
                 state = state._replace(config_fingerprint=None)  # no daemon runs in a new VM yet
             if image.dind and vm_plan.action is not VmAction.CONNECT:
@@ -129,6 +133,8 @@ class RunLifecycle:
             # host_port raises the runtime's own error for a VM whose daemon port is not published
             host_url = f"http://127.0.0.1:{ports.get(DAEMON_PORT) or self.app.runtime.host_port(self.vm, DAEMON_PORT)}"
             config_fingerprint = self._provision(home_volume)
+            if vm_plan.reason != DEFERRED:
+                self._sync_git(seeded)
             booted = vm_plan.action is not VmAction.CONNECT
             start = self._ensure_daemon(state, host_url, password, config_fingerprint, other_clients, booted,
                                         wait_for_daemon)
@@ -148,22 +154,6 @@ class RunLifecycle:
         # Git keeps no empty folder: made now, the VM sees it read-only from its creation on.
         with contextlib.suppress(OSError):
             (self.app.project.root / GUARDED_TOOL_FOLDER).mkdir(exist_ok=True)
-
-    def _trusts_read_only_mounts(self) -> bool:
-        """Docker stacks read-only bind mounts that root in the VM cannot lift, unless the VM is
-        privileged (Docker-in-Docker). Root in a microVM holds every capability of its own kernel
-        and can unmount them."""
-        return self.app.settings.runtime is RuntimeKind.DOCKER and not self.app.settings.dind
-
-    def _note_read_only(self, plan: VmPlan) -> None:
-        """Which guarded paths the VM now running sees read-only: a change there is the host's.
-        A deferred change keeps a VM whose mounts may differ: none then."""
-        from opencode_sandbox.services.guard import note_read_only
-
-        trusted = self._trusts_read_only_mounts() and plan.reason != DEFERRED
-        prefix = "/workspace/"
-        note_read_only(self.app, [mount.target[len(prefix):] for mount in self._read_only_guarded()
-                                  if trusted and mount.target.startswith(prefix)])
 
     def _auto_prune(self) -> None:
         """At most once an hour: nothing turns stale in a way that matters faster than that."""
@@ -224,6 +214,7 @@ class RunLifecycle:
         own_mounts = (
             Mount(MountKind.VOLUME, home_volume, "/home/dev"),
             Mount(MountKind.BIND, str(self.app.project.root), "/workspace"),
+            *self._git_mounts(),
             *self._read_only_guarded(),
         )
         ports = (DAEMON_PORT, *(port.guest for port in settings.ports))
@@ -243,6 +234,7 @@ class RunLifecycle:
             values["checkout_modes"] = "mirrored"
         labels = {
             **naming.managed_labels(self.slug),
+            **({naming.LABEL_GIT: naming.GIT_OWN} if self.git_layout is not None else {}),
             naming.LABEL_IMAGE: image.reference,
             naming.LABEL_IMAGE_DIGEST: image.digest,
             naming.LABEL_FINGERPRINT: fingerprint(values),
@@ -264,14 +256,53 @@ class RunLifecycle:
             ca_certificate_files=tuple(dict.fromkeys(str(certificate.source) for certificate in certificates)),
         )
 
+    def _git_mounts(self) -> list[Mount]:
+        from opencode_sandbox.services import vm_git
+
+        return vm_git.mounts(self.git_layout) if self.git_layout is not None else []
+
+    def _seed_git_dir(self) -> bool:
+        """The VM's own git directory, made from the host's repository when there is none (a
+        new project, or one that ran before VMs had their own); True when made now."""
+        if self.git_layout is None:
+            return False
+        from opencode_sandbox.services import vm_git
+
+        try:
+            made = vm_git.ensure_seeded(self.git_layout)
+        except (vm_git.GitSyncError, OSError) as error:
+            raise SandboxError(f"cannot make the VM's git directory: {error}",
+                               hint="check that `git status` works in this checkout, then run again") from None
+        if made:
+            self.console.verbose(f"made the VM's git directory {self.git_layout.state}")
+        return made
+
+    def _sync_git(self, seeded: bool) -> None:
+        """The VM's commits to the host and the host's to the VM, before anyone works."""
+        if self.git_layout is None:
+            return
+        from opencode_sandbox.services import vm_git
+
+        if seeded:
+            try:
+                vm_git.finish_seed(self.app.runtime, self.vm, self.git_layout)
+            except (vm_git.GitSyncError, SandboxError) as error:
+                self.console.warn(str(getattr(error, "message", error)),
+                                  hint="run `git reset` in `opencode-sandbox shell` to rebuild it")
+        vm_git.sync_project(self.app.runtime, self.vm, self.app.project.root, self.project_dir,
+                            lambda line: self.console.verbose(f"git: {line}"))
+
     def _read_only_guarded(self) -> list[Mount]:
-        """The guarded files and folders that exist, mounted read-only over the checkout."""
+        """The guarded files and folders that exist, mounted read-only over the checkout (never
+        inside `.git`, which is the VM's own)."""
         if self._guard_mounts is None:  # read once: every spec of one run mounts the same
             from opencode_sandbox.services.guard import guarded_paths, read_only_paths
 
             root = self.app.project.root
+            paths = [path for path in read_only_paths(root, guarded_paths(self.app.settings))
+                     if path != ".git" and not path.startswith(".git/")]
             self._guard_mounts = [Mount(MountKind.BIND, str(root / path), f"/workspace/{path}", readonly=True)
-                                  for path in read_only_paths(root, guarded_paths(self.app.settings))]
+                                  for path in paths]
         return self._guard_mounts
 
     def _intercepting_certificates(self) -> list[CaCertificate]:

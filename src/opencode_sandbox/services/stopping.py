@@ -38,6 +38,7 @@ def stop(app: App, remove: bool, echo: Callable[[str], None],
     if existing is None:
         echo(f"No VM for this project ({name}).")
     elif running:
+        sync_git(app)
         runtime.stop_sandbox(name)
         echo(" ".join(filter(None, [f"Stopped {name}.", cut_off_note(len(clients))])))
     else:
@@ -60,6 +61,23 @@ def kill(app: App, remove: bool, echo: Callable[[str], None]) -> None:
     _review_guarded_files(app)
     if remove:
         _remove_vm_and_state(app, existing is not None, echo)
+
+
+def sync_git(app: App) -> None:
+    """The VM's last commits to the host (and the host's to the VM) while it still runs."""
+    if not app.project.is_git:
+        return
+    from opencode_sandbox.services.vm_git import sync_project
+
+    report = sync_project(app.runtime, vm_name(app.project.slug), app.project.root,
+                          app.state.project_dir(app.project.slug), lambda line: app.console.verbose(f"git: {line}"))
+    what, _, branch = report.host.partition(" ")
+    if what in ("diverged", "differs", "staged"):
+        from opencode_sandbox.core.vm_git import SANDBOX_PREFIX
+
+        app.console.info(f"The VM's commits on {branch} are kept as {SANDBOX_PREFIX}{branch}; "
+                         f"`git merge {SANDBOX_PREFIX}{branch}` brings them into yours "
+                         "(`opencode-sandbox guard status` shows where each branch stands).")
 
 
 def _review_guarded_files(app: App) -> None:

@@ -1,0 +1,47 @@
+"""What the idle reaper does every few seconds while the VM runs, clients attached or not: the
+VM's commits to the host and the host's to the VM, and any git directory the VM made below the
+checkout moved aside before the host's git or an editor reads it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from opencode_sandbox import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from opencode_sandbox.runtime.base import Runtime
+    from opencode_sandbox.runtime.kind import RuntimeKind
+    from opencode_sandbox.services.reaper_settings import ReaperSettings
+
+WATCH_INTERVAL_S = 3.0
+COST_FACTOR = 20.0
+"""A watch that takes long (a huge checkout) runs less often: at most 1/20 of the time."""
+
+
+class LiveWatch:
+    def __init__(self, runtime: Callable[[RuntimeKind], Runtime], log: Callable[[str], None],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._runtime = runtime
+        self._log = log
+        self._clock = clock
+        self._next = 0.0
+
+    def due(self) -> bool:
+        return self._clock() >= self._next
+
+    def __call__(self, settings: ReaperSettings) -> None:
+        from opencode_sandbox.services.guard import catch_while_running
+        from opencode_sandbox.services.vm_git import sync_project
+
+        began = self._clock()
+        try:
+            catch_while_running(settings.state_root, settings.slug, self._log)
+        except OSError as error:
+            self._log(f"looking for git directories in the checkout failed: {error}")
+        if settings.project_root:
+            sync_project(self._runtime(settings.runtime_kind), settings.vm_name, Path(settings.project_root),
+                         settings.project_dir(), self._log)
+        ended = self._clock()
+        self._next = ended + max(WATCH_INTERVAL_S, COST_FACTOR * (ended - began))

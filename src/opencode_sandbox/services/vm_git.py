@@ -1,0 +1,435 @@
+"""The VM's own git directory, on the host side: made once in the project's private state
+folder, mounted into the VM, and kept in step with the host's repository.
+
+The host's git only ever runs in the host's own repository. What the VM made reaches it as a
+bundle written by git in the VM, copied out without following a link and fetched with every
+object checked; the VM's refs and HEAD are read through an exec and validated as data. See
+docs/git.md for the rules the two sides follow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import subprocess
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+from opencode_sandbox import TYPE_CHECKING
+from opencode_sandbox.core.records import Record
+from opencode_sandbox.core.vm_git import (
+    HOST_OBJECTS,
+    HOST_PREFIX,
+    SANDBOX_PREFIX,
+    SEED_FOLDERS,
+    VM_GIT_DIR,
+    HostFacts,
+    bundle_exclusions,
+    parse_refs,
+    plan_sync,
+    read_bundle_header,
+    seed_files,
+    valid_ref,
+)
+from opencode_sandbox.runtime.types import Mount, MountKind, SandboxStatus
+from opencode_sandbox.state.files import FILE_MODE, ensure_private_dir
+
+if TYPE_CHECKING:
+    from opencode_sandbox.runtime.base import Runtime
+
+GIT_FOLDER = "git"
+GITFILE = "gitfile"
+SYNC_TIMEOUT_S = 120.0
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_QUIET_GIT = {"GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
+
+FAST_FORWARD = r"""
+set -eu
+prefix=$1 message=$2
+branch=$(git symbolic-ref -q --short HEAD) || exit 0
+new=$(git rev-parse -q --verify "$prefix$branch^{commit}") || exit 0
+old=$(git rev-parse -q --verify HEAD) || exit 0
+[ "$old" != "$new" ] || exit 0
+! git merge-base --is-ancestor "$new" "$old" || exit 0
+git merge-base --is-ancestor "$old" "$new" || { echo "diverged $branch"; exit 0; }
+git diff --cached --quiet || { echo "staged $branch"; exit 0; }
+scratch="$(git rev-parse --git-dir)/index.opencode-sandbox.$$"
+trap 'rm -f "$scratch"' EXIT
+GIT_INDEX_FILE=$scratch git read-tree "$new"
+GIT_INDEX_FILE=$scratch git update-index -q --refresh >/dev/null || true
+GIT_INDEX_FILE=$scratch git diff-files --quiet || { echo "differs $branch"; exit 0; }
+git update-ref -m "$message" "refs/heads/$branch" "$new" "$old"
+git reset -q
+echo "moved $branch"
+"""
+"""Moves the checked-out branch to `$1<branch>` when that only adds commits, nothing is
+staged, and the work tree already holds the new commit; says what it did or why not."""
+
+VM_REFS = ('sh -c "$1" fast-forward "$2" "$3" >&2; '
+           "git for-each-ref --format='%(objectname) %(refname)' refs/heads refs/remotes/host")
+"""Every sync: the VM's branch catches up with the host's where it can, then its refs are read."""
+
+
+class Layout(Record):
+    """Where the two git directories are, for one checkout."""
+
+    root: Path
+    git_dir: Path
+    """The host's git directory of this checkout (a worktree's own one, for a linked worktree)."""
+    common_dir: Path
+    state: Path
+    """The VM's git directory, in the private state folder."""
+    gitfile: bool
+    """The checkout's `.git` is a file: the VM's git directory is mounted beside the checkout."""
+
+    @property
+    def vm_git_dir(self) -> str:
+        return VM_GIT_DIR if self.gitfile else "/workspace/.git"
+
+
+class SyncReport(Record):
+    fetched: tuple[str, ...] = ()
+    """The VM's branches now on the host (full `refs/sandbox/heads/` names)."""
+    host: str = ""
+    """What became of the host's checked-out branch: `moved B`, `diverged B`, ... or nothing."""
+    vm: str = ""
+    """The same for the VM's checked-out branch."""
+
+
+class GitSyncError(Exception):
+    pass
+
+
+def _environment() -> dict[str, str]:
+    """The user's environment without the variables that would point git elsewhere."""
+    return {**{key: value for key, value in os.environ.items() if not key.startswith("GIT_")}, **_QUIET_GIT}
+
+
+def _host_git(root: Path, *args: str, stdin: bytes | None = None, check: bool = True,
+              ) -> subprocess.CompletedProcess[bytes]:
+    try:
+        done = subprocess.run(["git", *args], cwd=root, input=stdin, capture_output=True, env=_environment(),
+                              check=False, timeout=SYNC_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise GitSyncError(f"git {args[0]}: {error}") from None
+    if check and done.returncode != 0:
+        raise GitSyncError(f"git {args[0]}: {done.stderr.decode(errors='replace').strip()}")
+    return done
+
+
+def layout(root: Path, project_dir: Path, is_git: bool) -> Layout | None:
+    """The checkout's arrangement; None for a folder that is not a git checkout."""
+    if not is_git:
+        return None
+    done = _host_git(root, "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir", check=False)
+    lines = done.stdout.decode(errors="replace").splitlines()
+    if done.returncode != 0 or len(lines) < 2:
+        return None
+    entry = root / ".git"
+    return Layout(root, Path(lines[0]), Path(lines[1]), project_dir / GIT_FOLDER,
+                  entry.is_file() and not entry.is_symlink())
+
+
+def mounts(found: Layout) -> list[Mount]:
+    """The VM's git directory read-write, the host's objects read-only; for a linked worktree
+    a `.git` file pointing at the VM's git directory, read-only over the checkout's."""
+    shared = [Mount(MountKind.BIND, str(found.common_dir / "objects"), HOST_OBJECTS, readonly=True)]
+    if not found.gitfile:
+        return [Mount(MountKind.BIND, str(found.state), "/workspace/.git"), *shared]
+    return [Mount(MountKind.BIND, str(found.state), VM_GIT_DIR),
+            Mount(MountKind.BIND, str(found.state.parent / GITFILE), "/workspace/.git", readonly=True), *shared]
+
+
+def host_facts(found: Layout) -> HostFacts:
+    git = found.root
+    object_format = _host_git(git, "rev-parse", "--show-object-format").stdout.decode().strip() or "sha1"
+    head_ref = _host_git(git, "symbolic-ref", "-q", "HEAD", check=False).stdout.decode(errors="replace").strip()
+    if head_ref.startswith("refs/heads/") and valid_ref(head_ref):
+        head = f"ref: {head_ref}"
+    else:
+        head = _host_git(git, "rev-parse", "-q", "--verify", "HEAD", check=False).stdout.decode().strip()
+        head = head or "ref: refs/heads/main"
+    refs_text = _host_git(git, "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags")
+    refs = {**parse_refs(refs_text.stdout.decode(errors="replace"), object_format, "refs/heads/"),
+            **parse_refs(refs_text.stdout.decode(errors="replace"), object_format, "refs/tags/")}
+    listed = _host_git(git, "config", "--local", "-z", "--list", check=False).stdout.decode(errors="replace")
+    config = tuple((key, value) for key, _, value in (item.partition("\n") for item in listed.split("\0") if item))
+    return HostFacts(head=head, object_format=object_format, refs=refs, config=config,
+                     shallow=_read_text(found.common_dir / "shallow"),
+                     exclude=_read_text(found.common_dir / "info" / "exclude"))
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def ensure_seeded(found: Layout) -> bool:
+    """Make the VM's git directory when there is none; True when made now. Plain files are
+    written, never git run in it: from its first boot on the folder is the VM's to change."""
+    if found.gitfile:
+        _write_private(found.state.parent / GITFILE, f"gitdir: {VM_GIT_DIR}\n".encode())
+    if found.state.exists() or found.state.is_symlink():
+        return False
+    ensure_private_dir(found.state.parent)
+    staging = found.state.with_name(f".{GIT_FOLDER}.{os.urandom(6).hex()}")
+    os.mkdir(staging, 0o700)
+    try:
+        for folder in SEED_FOLDERS:
+            (staging / folder).mkdir(parents=True, exist_ok=True)
+        for path, text in seed_files(host_facts(found)).items():
+            _write_private(staging / path, text.encode())
+        _copy_index(found, staging)
+        os.rename(staging, found.state)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return True
+
+
+def _copy_index(found: Layout, staging: Path) -> None:
+    """The host's index, so the VM sees what is staged; a split index (its shared part lives
+    beside it) is rebuilt in the VM instead."""
+    if any(found.git_dir.glob("sharedindex.*")):
+        return
+    with contextlib.suppress(FileNotFoundError):
+        shutil.copyfile(found.git_dir / "index", staging / "index")
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+    with os.fdopen(descriptor, "wb") as handle:
+        handle.write(data)
+
+
+def finish_seed(runtime: Runtime, vm: str, found: Layout) -> None:
+    """In a VM whose git directory was made without an index: build it from HEAD."""
+    result = runtime.exec(vm, ["sh", "-c", "test -e \"$1/index\" || git reset -q", "seed", found.vm_git_dir],
+                          timeout_s=SYNC_TIMEOUT_S)
+    if result.exit_code != 0:
+        raise GitSyncError(f"building the VM's git index failed: {result.stderr.strip()}")
+
+
+class Syncer:
+    """One project's sync, in both directions; `log` hears every move it makes."""
+
+    def __init__(self, runtime: Runtime, vm: str, found: Layout, log: Callable[[str], None]) -> None:
+        self.runtime = runtime
+        self.vm = vm
+        self.found = found
+        self.log = log
+        self._object_format = _host_git(found.root, "rev-parse", "--show-object-format").stdout.decode().strip()
+
+    def sync(self) -> SyncReport:
+        vm_refs = self._vm_refs()
+        vm_heads = {name: object_id for name, object_id in vm_refs.items() if name.startswith("refs/heads/")}
+        sandbox = self._host_refs(SANDBOX_PREFIX)
+        host_heads = self._host_refs("refs/heads/")
+        plan = plan_sync(vm_heads, sandbox)
+        fetched: list[str] = []
+        if plan.fetch:
+            fetched = self._bring_in(plan.fetch, vm_heads, [*host_heads.values(), *sandbox.values()])
+        for name in plan.drop:
+            _host_git(self.found.root, "update-ref", "-d", name, sandbox[name])
+            self.log(f"{name}: the VM's branch is gone")
+        host_moved = self._fast_forward_host()
+        if host_moved.startswith("moved"):
+            host_heads = self._host_refs("refs/heads/")
+        vm_moved = self._send_host_heads(host_heads, vm_refs)
+        return SyncReport(tuple(fetched), host_moved, vm_moved)
+
+    def _vm_refs(self) -> dict[str, str]:
+        result = self.runtime.exec(self.vm, ["sh", "-c", VM_REFS, "refs", FAST_FORWARD, HOST_PREFIX,
+                                             "opencode-sandbox: fast-forward to the host's commits"],
+                                   timeout_s=SYNC_TIMEOUT_S)
+        if result.exit_code != 0:
+            raise GitSyncError(f"reading the VM's branches failed: {result.stderr.strip()[-300:]}")
+        return {**parse_refs(result.stdout, self._object_format, "refs/heads/"),
+                **parse_refs(result.stdout, self._object_format, HOST_PREFIX)}
+
+    def _host_refs(self, prefix: str) -> dict[str, str]:
+        listed = _host_git(self.found.root, "for-each-ref", "--format=%(objectname) %(refname)", prefix)
+        return parse_refs(listed.stdout.decode(errors="replace"), self._object_format, prefix)
+
+    def _bring_in(self, branches: Sequence[str], vm_heads: Mapping[str, str], known: Sequence[str]) -> list[str]:
+        """The VM's new branch tips as `refs/sandbox/heads/*`: those whose commits the host has
+        are pointed at directly, the rest come in a bundle whose objects are checked first."""
+        tips = {name: vm_heads[name] for name in branches}
+        have = self._host_has(list(tips.values()))
+        missing = [name for name in branches if tips[name] not in have]
+        if missing:
+            tips.update(self._fetch_bundle(missing, known))
+        updates = "".join(f"update {SANDBOX_PREFIX}{name.removeprefix('refs/heads/')} {object_id}\n"
+                          for name, object_id in tips.items())
+        _host_git(self.found.root, "update-ref", "-m", "opencode-sandbox: the VM's branch", "--stdin",
+                  stdin=updates.encode())
+        for name, object_id in tips.items():
+            self.log(f"{SANDBOX_PREFIX}{name.removeprefix('refs/heads/')} is now {object_id[:12]}")
+        return [SANDBOX_PREFIX + name.removeprefix("refs/heads/") for name in tips]
+
+    def _host_has(self, object_ids: Sequence[str]) -> set[str]:
+        if not object_ids:
+            return set()
+        checked = _host_git(self.found.root, "cat-file", "--batch-check=%(objectname) %(objecttype)",
+                            stdin="".join(f"{object_id}\n" for object_id in object_ids).encode())
+        return {line.split()[0] for line in checked.stdout.decode(errors="replace").splitlines()
+                if line.endswith(" commit")}
+
+    def _fetch_bundle(self, branches: Sequence[str], known: Sequence[str]) -> dict[str, str]:
+        """The branches' tips as the VM bundled them, their objects now in the host's store."""
+        name = f"bundle.opencode-sandbox.{os.urandom(8).hex()}"
+        wanted = "".join(f"{branch}\n" for branch in branches)
+        negatives = "".join(f"{line}\n" for line in bundle_exclusions(known))
+        made = self.runtime.exec(
+            self.vm, ["sh", "-c", 'umask 077; git bundle create -q "$1" --stdin', "bundle",
+                      f"{self.found.vm_git_dir}/{name}"],
+            stdin=(wanted + negatives).encode(), timeout_s=SYNC_TIMEOUT_S)
+        try:
+            if made.exit_code != 0:
+                raise GitSyncError(f"the VM could not bundle its commits: {made.stderr.strip()[-300:]}")
+            copy = self._copy_out(name)
+        finally:
+            self._remove_in_state(name)
+        try:
+            return self._index_bundle(copy, branches)
+        finally:
+            copy.unlink(missing_ok=True)
+
+    def _index_bundle(self, bundle: Path, branches: Sequence[str]) -> dict[str, str]:
+        """Every object of the bundle checked (`index-pack --strict`) into the host's store;
+        the tips it names for `branches`, each a commit the host now has."""
+        with bundle.open("rb") as handle:
+            header = read_bundle_header(handle, self._object_format)
+            os.lseek(handle.fileno(), handle.tell(), os.SEEK_SET)  # past the read-ahead: the pack starts here
+            tips = {name: object_id for name, object_id in header.items() if name in branches}
+            indexed = subprocess.run(["git", "index-pack", "--stdin", "--fix-thin", "--strict"], cwd=self.found.root,
+                                     stdin=handle, capture_output=True, check=False, timeout=SYNC_TIMEOUT_S,
+                                     env=_environment())
+        if indexed.returncode != 0:
+            raise GitSyncError(f"the VM's bundle failed the object checks: "
+                               f"{indexed.stderr.decode(errors='replace').strip()[-300:]}")
+        have = self._host_has(list(tips.values()))
+        return {name: object_id for name, object_id in tips.items() if object_id in have}
+
+    def _copy_out(self, name: str) -> Path:
+        """The VM's bundle, copied to a private file: opened without following a link, and
+        read only when it is a regular file."""
+        folder = os.open(self.found.state, _DIRECTORY)
+        try:
+            descriptor = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+        finally:
+            os.close(folder)
+        with os.fdopen(descriptor, "rb") as source:
+            if not stat.S_ISREG(os.fstat(source.fileno()).st_mode):
+                raise GitSyncError("the VM's bundle is not a regular file")
+            target = self.found.state.parent / f"incoming-{os.urandom(8).hex()}.bundle"
+            out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+            with os.fdopen(out, "wb") as copy:
+                shutil.copyfileobj(source, copy)
+        return target
+
+    def _remove_in_state(self, name: str) -> None:
+        with contextlib.suppress(OSError):
+            folder = os.open(self.found.state, _DIRECTORY)
+            try:
+                os.unlink(name, dir_fd=folder)
+            finally:
+                os.close(folder)
+
+    def _fast_forward_host(self) -> str:
+        moved = subprocess.run(["sh", "-c", FAST_FORWARD, "fast-forward", SANDBOX_PREFIX,
+                                "opencode-sandbox: fast-forward to the VM's commits"],
+                               cwd=self.found.root, capture_output=True, text=True, check=False,
+                               timeout=SYNC_TIMEOUT_S, env=_environment())
+        said = moved.stdout.strip()
+        if said.startswith("moved"):
+            self.log(f"host: {said}")
+        return said
+
+    def _send_host_heads(self, host_heads: Mapping[str, str], vm_refs: Mapping[str, str]) -> str:
+        wanted = {HOST_PREFIX + name.removeprefix("refs/heads/"): object_id for name, object_id in host_heads.items()}
+        held = {name: object_id for name, object_id in vm_refs.items() if name.startswith(HOST_PREFIX)}
+        lines = [f"update {name} {object_id}\n" for name, object_id in sorted(wanted.items())
+                 if held.get(name) != object_id]
+        lines += [f"delete {name}\n" for name in sorted(held) if name not in wanted]
+        if not lines:
+            return ""
+        script = 'git update-ref --stdin && sh -c "$1" fast-forward "$2" "$3"'
+        result = self.runtime.exec(
+            self.vm, ["sh", "-c", script, "send", FAST_FORWARD, HOST_PREFIX,
+                      "opencode-sandbox: fast-forward to the host's commits"],
+            stdin="".join(lines).encode(), timeout_s=SYNC_TIMEOUT_S)
+        if result.exit_code != 0:
+            raise GitSyncError(f"passing the host's branches to the VM failed: {result.stderr.strip()[-300:]}")
+        said = result.stdout.strip().splitlines()[-1:] if result.stdout.strip() else []
+        self.log(f"the VM has the host's branches ({len(lines)} changed){'; vm: ' + said[0] if said else ''}")
+        return said[0] if said else ""
+
+
+def sync_project(runtime: Runtime, vm: str, root: Path, project_dir: Path, log: Callable[[str], None]) -> SyncReport:
+    """Both directions once, for a running VM that works on its own git directory; an empty
+    report for any other (an older VM still on the checkout's `.git`: nothing of it is read).
+    A failure is logged and leaves both sides as they were."""
+    from opencode_sandbox.core.naming import GIT_OWN, LABEL_GIT
+    from opencode_sandbox.errors import SandboxError
+
+    try:
+        info = runtime.get_sandbox(vm)
+        if info is None or info.status is not SandboxStatus.RUNNING or info.labels.get(LABEL_GIT) != GIT_OWN:
+            return SyncReport()
+        found = layout(root, project_dir, True)
+        if found is None or not found.state.is_dir():
+            return SyncReport()
+        with sync_lock(project_dir):
+            return Syncer(runtime, vm, found, log).sync()
+    except (GitSyncError, SandboxError, OSError, ValueError) as error:
+        log(f"git sync failed: {getattr(error, 'message', None) or error}")
+        return SyncReport()
+
+
+@contextlib.contextmanager
+def sync_lock(project_dir: Path) -> Iterator[None]:
+    """One sync at a time per project: the reaper's, a start's and a stop's never interleave."""
+    import fcntl
+
+    ensure_private_dir(project_dir)
+    descriptor = os.open(project_dir / "git-sync.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
+
+
+def standing(root: Path) -> list[str]:
+    """How each of the VM's branches stands against the host's branch of the same name, with
+    what to run where they differ."""
+    try:
+        listed = _host_git(root, "for-each-ref", "--format=%(refname)", SANDBOX_PREFIX)
+    except GitSyncError:
+        return []
+    lines: list[str] = []
+    for ref in listed.stdout.decode(errors="replace").split():
+        branch = ref.removeprefix(SANDBOX_PREFIX)
+        host = f"refs/heads/{branch}"
+        counted = _host_git(root, "rev-list", "--left-right", "--count", f"{host}...{ref}", "--", check=False)
+        numbers = counted.stdout.decode().split()
+        if counted.returncode != 0 or len(numbers) != 2:
+            lines.append(f"{branch}: only in the VM, kept as {ref} (`git branch {branch} {ref}` makes it yours)")
+            continue
+        host_only, vm_only = int(numbers[0]), int(numbers[1])
+        if not host_only and not vm_only:
+            lines.append(f"{branch}: in step with the VM")
+        elif not host_only:
+            lines.append(f"{branch}: the VM is {vm_only} commit(s) ahead, kept as {ref} "
+                         f"(`git merge --ff-only {ref}` takes them)")
+        elif not vm_only:
+            lines.append(f"{branch}: the host is {host_only} commit(s) ahead; the VM sees them as host/{branch}")
+        else:
+            lines.append(f"{branch}: both moved ({host_only} commit(s) here, {vm_only} in the VM): "
+                         f"`git merge {ref}` brings them together")
+    return lines

@@ -1,0 +1,124 @@
+"""The VM's own git directory, the same on both runtimes: the attacks that made the host's git
+run the agent's code fail for `dev` and for root in the VM, the project keeps its identity,
+and commits travel both ways."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from tests.e2e.harness import Project, git, wait_until
+
+AS_AGENT = "git -c user.name=agent -c user.email=agent@example.org"
+SYNC_WITHIN_S = 30.0
+
+
+def host_git_runs_nothing(project: Project, marker: Path) -> None:
+    """The host user's own `git status` and `git commit`, after the VM had its go."""
+    git(project.root, "status")
+    (project.root / "host-change.txt").write_text(f"{marker.name}\n")
+    git(project.root, "add", "host-change.txt")
+    git(project.root, "commit", "-q", "-m", f"host commit after {marker.name}")
+    assert not marker.exists(), f"the host's git ran the VM's command ({marker.name})"
+
+
+def in_vm(project: Project, script: str, as_root: bool) -> subprocess.CompletedProcess[str]:
+    return project.cli("shell", *(["--root"] if as_root else []), "--", "sh", "-c", script)
+
+
+def the_host_git_dir_is_out_of_reach(project: Project, as_root: bool) -> None:
+    """Attacks 1 (a new commondir) and 2 (renaming .git) of the attack trial, as `dev` or root."""
+    marker = project.root.parent / f"pwned-commondir{'-root' if as_root else ''}"
+    planted = in_vm(project,
+        "mkdir -p .git/x && ln -s ../objects .git/x/objects && ln -s ../refs .git/x/refs && "
+        f"printf '[core]\\n\\tfsmonitor = \"touch ../{marker.name}; false\"\\n' > .git/x/config && "
+        "echo x > .git/commondir", as_root)
+    assert planted.returncode == 0, "the VM's own git directory is the VM's to change: " + planted.stderr
+    assert not (project.root / ".git" / "commondir").exists(), "the host's .git took the VM's commondir"
+    host_git_runs_nothing(project, marker)
+    in_vm(project, "rm -rf .git/commondir .git/x", as_root)
+
+    renamed = in_vm(project, "mv .git .git-old", as_root)
+    assert renamed.returncode != 0, "the VM renamed the git directory the checkout uses"
+    assert (project.root / ".git" / "HEAD").is_file() and not (project.root / ".git-old").exists()
+    assert project.shell("git status --short >/dev/null && git log -1 >/dev/null").returncode == 0
+
+
+def a_gitlink_and_nested_repositories_run_nothing(project: Project) -> None:
+    """Attack 3: a gitlink in the index to a nested repository whose config sets fsmonitor,
+    and a `.git` file naming a bare repository the agent made."""
+    marker = project.root.parent / "pwned-gitlink"
+    head = git(project.root, "rev-parse", "HEAD")
+    assert project.shell("true").returncode == 0  # the VM runs on, with no client: the reaper watches
+    made = project.backend().exec(project.vm, ["sh", "-c",
+        f"git init -q sub && git -C sub config core.fsmonitor 'touch ../../{marker.name}; false' && "
+        f"git update-index --add --cacheinfo 160000,{head},sub && "
+        f"git init -q --bare evil && git -C evil config core.fsmonitor 'touch ../../{marker.name}; false' && "
+        "mkdir -p other && echo 'gitdir: ../evil' > other/.git"])
+    assert made.exit_code == 0, made.stderr
+    gone = wait_until(lambda: not (project.root / "sub" / ".git").exists()
+                      and not (project.root / "other" / ".git").exists()
+                      and not (project.root / "evil" / "HEAD").exists(), SYNC_WITHIN_S)
+    assert gone, "the git directories the VM made stayed in the checkout while it ran"
+    host_git_runs_nothing(project, marker)
+    for folder in ("sub", "other"):
+        (project.root / folder).mkdir(exist_ok=True)
+        subprocess.run(["git", "status"], cwd=project.root / folder, capture_output=True, check=False)
+    assert not marker.exists(), "git run in a folder the VM made ran the VM's command"
+    status = json.loads(project.cli("guard", "status", "--format", "json").stdout)
+    assert {line.split(" -> ")[0] for line in status["moved_aside"]} >= {"sub/.git", "other/.git", "evil"}, status
+    assert status["state"] == "changed"
+    reviewed = project.shell("git reset -q")  # the next start tells the user, once
+    assert "were moved aside while it ran" in reviewed.stderr and "sub/.git -> " in reviewed.stderr, reviewed.stderr
+    assert json.loads(project.cli("guard", "status", "--format", "json").stdout)["moved_aside"] == []
+
+
+def the_slug_comes_from_the_host(project: Project) -> None:
+    """The VM's own config naming another project's remote changes nothing on the host."""
+    changed = project.shell("git config remote.origin.url git@example.org:e2e/another-project.git")
+    assert changed.returncode == 0, changed.stderr
+    assert git(project.root, "config", "remote.origin.url") == project.remote
+    again = project.shell("true")
+    assert again.returncode == 0, again.stderr
+    assert project.vms() == [project.vm], "another project's VM was attached"
+
+
+def commits_travel_both_ways(project: Project) -> None:
+    def vm_head() -> str:
+        return project.shell("git rev-parse HEAD").stdout.strip()
+
+    host_head = git(project.root, "rev-parse", "HEAD")
+    assert wait_until(lambda: vm_head() == host_head, SYNC_WITHIN_S, interval=2), "the VM missed the host's commits"
+    agent = project.shell(f"echo agent > agent.txt && git add agent.txt && {AS_AGENT} commit -q -m 'by the agent' "
+                          "&& git rev-parse HEAD")
+    assert agent.returncode == 0, agent.stderr
+    agent_commit = agent.stdout.strip().splitlines()[-1]
+    assert wait_until(lambda: git(project.root, "rev-parse", "main") == agent_commit, SYNC_WITHIN_S), \
+        "the host's branch did not move to the agent's commit"
+    assert git(project.root, "status", "--porcelain") == "", "the host's work tree and index match the commit"
+    assert git(project.root, "rev-parse", "refs/sandbox/heads/main") == agent_commit
+
+    (project.root / "host.txt").write_text("host\n")
+    git(project.root, "add", "host.txt")
+    git(project.root, "commit", "-q", "-m", "by the host")
+    host_commit = git(project.root, "rev-parse", "HEAD")
+    assert wait_until(lambda: vm_head() == host_commit, SYNC_WITHIN_S, interval=2), "the VM missed the host commit"
+    assert project.shell("git status --porcelain").stdout.strip() == ""
+
+    # Something staged in the VM holds its branch where it is while the host commits on top.
+    staged = project.shell("echo vm > vm-only.txt && git add vm-only.txt")
+    assert staged.returncode == 0, staged.stderr
+    (project.root / "host-only.txt").write_text("host\n")
+    git(project.root, "add", "host-only.txt")
+    git(project.root, "commit", "-q", "-m", "host side")
+    host_side = git(project.root, "rev-parse", "HEAD")
+    assert wait_until(lambda: project.shell("git rev-parse host/main").stdout.strip() == host_side, SYNC_WITHIN_S,
+                      interval=2), "the host's commit did not reach the VM"
+    diverged = project.shell(f"{AS_AGENT} commit -q -m 'vm side'")
+    assert diverged.returncode == 0, diverged.stderr
+    assert wait_until(lambda: "vm side" in git(project.root, "log", "-1", "--format=%s", "refs/sandbox/heads/main"),
+                      SYNC_WITHIN_S), "the VM's commit did not reach the host"
+    assert git(project.root, "rev-parse", "main") == host_side, "the host's own commit stays where it is"
+    status = project.cli("guard", "status")
+    assert "main: both moved" in status.stdout and "git merge refs/sandbox/heads/main" in status.stdout, status.stdout

@@ -1,0 +1,20 @@
+"""The VM's own git directory on the docker runtime, as the test's user and as uid 1001."""
+
+from __future__ import annotations
+
+from tests.e2e.git_scenarios import (
+    a_gitlink_and_nested_repositories_run_nothing,
+    commits_travel_both_ways,
+    the_host_git_dir_is_out_of_reach,
+    the_slug_comes_from_the_host,
+)
+from tests.e2e.harness import Project
+
+
+def test_the_agent_cannot_reach_the_hosts_git_and_commits_travel_both_ways(any_user_project: Project) -> None:
+    project = any_user_project
+    the_host_git_dir_is_out_of_reach(project, as_root=False)
+    the_host_git_dir_is_out_of_reach(project, as_root=True)
+    a_gitlink_and_nested_repositories_run_nothing(project)
+    the_slug_comes_from_the_host(project)
+    commits_travel_both_ways(project)
