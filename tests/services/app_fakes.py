@@ -36,7 +36,7 @@ def make_app(runtime: Runtime, root: Path, *, interactive: bool = False, assume_
     """`other` is the other runtime installed here; by default an empty fake one. A fake
     runtime's image engine is the context's too; a real runtime's is the Docker engine."""
     console = Console(LogLevel.INFO, stream=io.StringIO())
-    project = Project(slug=slug, root=root, remote=None, is_git=False)
+    project = Project(slug=slug, root=root, remote=None, is_git=(root / ".git").exists())
     if other is None:
         other = FakeRuntime(RuntimeKind.MICROSANDBOX if runtime.kind is RuntimeKind.DOCKER else RuntimeKind.DOCKER)
     return App(console, ToolPaths.from_environment(), project, load_settings([], {}, {}), assume_yes, interactive,

@@ -43,6 +43,9 @@ def checkout(tmp_path: Path) -> Path:
     git(root, "init", "-q", "-b", "main")
     (root / "README.md").write_text("# guard\n")
     (root / ".envrc").write_text("export A=1\n")
+    (root / ".pre-commit-config.yaml").write_text("repos: []\n")
+    (root / ".githooks").mkdir()
+    git(root, "config", "core.hooksPath", ".githooks")  # the host's own hooks, in the work tree
     git(root, "add", ".")
     assert git(root, "commit", "-q", "-m", "init").returncode == 0
     return root
@@ -60,7 +63,7 @@ def app_on(fake: FakeRuntime, root: Path, interactive: bool = False) -> App:
 
 
 def write_hook(root: Path, name: str = "pre-commit", text: str = HOOK, mode: int = 0o755) -> Path:
-    hook = root / ".git" / "hooks" / name
+    hook = root / ".githooks" / name
     hook.write_text(text)
     hook.chmod(mode)
     return hook
@@ -81,12 +84,12 @@ def test_a_hook_added_while_the_vm_ran_is_shown_reverted_and_kept_for_review(fak
 
     assert outcome.reverted
     said = messages(app)
-    assert ".git/hooks/pre-commit: added (mode 0755, " in said
+    assert ".githooks/pre-commit: added (mode 0755, " in said
     assert '+touch "$(git rev-parse --show-toplevel)/../hook-ran"' in said
     assert "no terminal to ask on: reverting them" in said
-    assert not (checkout / ".git/hooks/pre-commit").exists()
+    assert not (checkout / ".githooks/pre-commit").exists()
     [folder] = review_folders(checkout)
-    kept = folder / ".git/hooks/pre-commit"
+    kept = folder / ".githooks/pre-commit"
     assert kept.read_text() == HOOK
     assert kept.stat().st_mode & 0o111 == 0, "nothing kept for review may run"
     assert (checkout / REVIEW_FOLDER / ".gitignore").read_text().endswith("*\n")
@@ -101,22 +104,22 @@ def test_a_hook_added_while_the_vm_ran_is_shown_reverted_and_kept_for_review(fak
 def test_a_changed_file_and_a_removed_hook_come_back_with_content_and_mode(fake: FakeRuntime,
                                                                           checkout: Path) -> None:
     write_hook(checkout, "pre-push", "#!/bin/sh\nexit 0\n")
-    config_before = (checkout / ".git/config").read_text()
+    config_before = (checkout / ".pre-commit-config.yaml").read_text()
     app = app_on(fake, checkout)
     review(app, vm_may_write_after=True)
-    with (checkout / ".git/config").open("a") as config:
+    with (checkout / ".pre-commit-config.yaml").open("a") as config:
         config.write("[core]\n\tfsmonitor = /workspace/evil\n")
-    (checkout / ".git/hooks/pre-push").unlink()
+    (checkout / ".githooks/pre-push").unlink()
 
     review(app, vm_may_write_after=True)
 
     said = messages(app)
     assert "+\tfsmonitor = /workspace/evil" in said
-    assert ".git/hooks/pre-push: removed (was mode 0755, 17 bytes)" in said
-    assert (checkout / ".git/config").read_text() == config_before
-    assert (checkout / ".git/hooks/pre-push").stat().st_mode & 0o777 == 0o755
+    assert ".githooks/pre-push: removed (was mode 0755, 17 bytes)" in said
+    assert (checkout / ".pre-commit-config.yaml").read_text() == config_before
+    assert (checkout / ".githooks/pre-push").stat().st_mode & 0o777 == 0o755
     [folder] = review_folders(checkout)
-    assert "fsmonitor" in (folder / ".git/config").read_text()
+    assert "fsmonitor" in (folder / ".pre-commit-config.yaml").read_text()
 
 
 def test_the_same_change_twice_gets_two_review_folders(fake: FakeRuntime, checkout: Path) -> None:
@@ -135,13 +138,13 @@ def test_changes_made_on_the_host_while_no_vm_runs_are_never_reverted(fake: Fake
     (checkout / ".envrc").write_text("export A=2\n")
     write_hook(checkout)
     found = status(app)
-    assert [change.path for change in found.on_host] == [".envrc", ".git/hooks/pre-commit"] and not found.by_vm
+    assert [change.path for change in found.on_host] == [".envrc", ".githooks/pre-commit"] and not found.by_vm
 
     outcome = review(app, vm_may_write_after=True)  # the next start
 
     assert not outcome.by_vm and "changed while the VM ran" not in messages(app)
     assert (checkout / ".envrc").read_text() == "export A=2\n"
-    assert (checkout / ".git/hooks/pre-commit").exists()
+    assert (checkout / ".githooks/pre-commit").exists()
 
 
 def test_on_a_terminal_keeping_records_the_vms_version(fake: FakeRuntime, checkout: Path) -> None:
@@ -167,14 +170,14 @@ def test_a_hook_added_removed_and_added_again_counts_by_its_end_state(fake: Fake
     app = app_on(fake, checkout)
     review(app, vm_may_write_after=True)
     write_hook(checkout)
-    (checkout / ".git/hooks/pre-commit").unlink()
+    (checkout / ".githooks/pre-commit").unlink()
     write_hook(checkout, text=HOOK + "# again\n")
-    (checkout / ".git/hooks/pre-push").unlink()
+    (checkout / ".githooks/pre-push").unlink()
     write_hook(checkout, "pre-push", "#!/bin/sh\nexit 0\n")
 
     found = status(app)
 
-    assert [(change.path, change.what) for change in found.by_vm] == [(".git/hooks/pre-commit", "added")]
+    assert [(change.path, change.what) for change in found.by_vm] == [(".githooks/pre-commit", "added")]
 
 
 def test_a_guarded_symlink_is_recorded_and_never_followed(fake: FakeRuntime, checkout: Path, tmp_path: Path) -> None:
@@ -206,7 +209,7 @@ def test_a_restore_replaces_a_link_in_its_way_instead_of_writing_through_it(fake
     review(app, vm_may_write_after=True)
     outside = tmp_path / "elsewhere"
     outside.mkdir()
-    hooks = checkout / ".git/hooks"
+    hooks = checkout / ".githooks"
     for hook in hooks.iterdir():
         hook.unlink()
     hooks.rmdir()
@@ -231,7 +234,7 @@ def test_what_the_vm_left_at_the_stop_is_told_from_later_host_changes(fake: Fake
 
     review(app, vm_may_write_after=True)
 
-    assert not (checkout / ".git/hooks/pre-commit").exists()
+    assert not (checkout / ".githooks/pre-commit").exists()
     assert (checkout / ".envrc").read_text() == "by the user afterwards\n"
     assert (checkout / ".vscode/tasks.json").exists()
     assert "changed on the host after the VM stopped, kept as they are: .envrc" in messages(app)
@@ -254,18 +257,21 @@ def test_a_file_too_big_to_copy_is_moved_aside_and_said(fake: FakeRuntime, check
     assert (kept / ".opencode-sandbox/big.bin").read_bytes() == b"\1" * 10
 
 
-def test_a_worktree_guards_its_git_pointer_file(fake: FakeRuntime, checkout: Path, tmp_path: Path) -> None:
+def test_a_worktree_pointer_is_the_hosts_and_a_git_file_the_vm_writes_is_moved_aside(
+        fake: FakeRuntime, checkout: Path, tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     assert git(checkout, "worktree", "add", "-q", str(tree)).returncode == 0
     pointer = (tree / ".git").read_text()
     app = app_on(fake, tree)
     review(app, vm_may_write_after=True)
-    assert read_only_paths(tree, [".git/hooks", ".git/config", ".envrc"]) == [".git", ".envrc"]
-    (tree / ".git").write_text("gitdir: ./planted\n")
+    (tree / "sub").mkdir()
+    (tree / "sub" / ".git").write_text("gitdir: ../planted\n")
 
-    review(app, vm_may_write_after=True)
+    outcome = review(app, vm_may_write_after=True)
 
     assert (tree / ".git").read_text() == pointer
+    assert not (tree / "sub" / ".git").exists() and not outcome.by_vm
+    assert "sub/.git -> .opencode-sandbox/guard/" in messages(app)
 
 
 def test_guarded_paths_adds_entries_and_is_refused_in_the_checkout(fake: FakeRuntime, checkout: Path,
@@ -307,14 +313,14 @@ def test_a_reverted_project_config_is_read_again_before_the_start(fake: FakeRunt
 def test_read_only_paths_are_the_existing_ones_reached_without_a_link(checkout: Path, tmp_path: Path) -> None:
     (checkout / ".vscode").symlink_to(tmp_path)
     (tmp_path / "settings.json").write_text("{}")
-    found = read_only_paths(checkout, [".git/hooks", ".git/config", ".envrc", ".vscode/settings.json", ".idea/x"])
-    assert found == [".git/hooks", ".git/config", ".envrc"]
+    found = read_only_paths(checkout, [".githooks", ".pre-commit-config.yaml", ".envrc", ".vscode/settings.json", ".idea/x"])
+    assert found == [".githooks", ".pre-commit-config.yaml", ".envrc"]
 
 
 def test_a_snapshot_skips_fifos(checkout: Path) -> None:
-    os.mkfifo(checkout / ".git/hooks/fifo")
-    snapshot = guard_files.take_snapshot(checkout, [".git/hooks"])
-    assert ".git/hooks/fifo" not in snapshot.entries
+    os.mkfifo(checkout / ".githooks/fifo")
+    snapshot = guard_files.take_snapshot(checkout, [".githooks"])
+    assert ".githooks/fifo" not in snapshot.entries
 
 
 def test_a_revert_that_fails_says_so_and_is_reported_again(fake: FakeRuntime, checkout: Path,
@@ -340,10 +346,10 @@ def test_stop_and_kill_review_and_leave_later_host_changes_alone(fake: FakeRunti
     review(app, vm_may_write_after=True)
     write_hook(checkout)
     stop(app, False, lambda _line: None)
-    assert not (checkout / ".git/hooks/pre-commit").exists()
+    assert not (checkout / ".githooks/pre-commit").exists()
     write_hook(checkout)  # the user's own, with no VM running
     kill(app, False, lambda _line: None)
-    assert (checkout / ".git/hooks/pre-commit").exists()
+    assert (checkout / ".githooks/pre-commit").exists()
 
 
 def test_yes_reverts_without_asking_and_says_why(fake: FakeRuntime, checkout: Path) -> None:
@@ -366,28 +372,19 @@ def test_guarded_paths_from_the_environment_and_outside_the_checkout() -> None:
         load_settings([], {"OPENCODE_SANDBOX_GUARDED_PATHS": "../x"}, {})
 
 
-def test_changes_beneath_a_path_the_vm_sees_read_only_are_the_hosts(fake: FakeRuntime, checkout: Path) -> None:
-    from opencode_sandbox.services.guard import note_read_only
-
+def test_a_change_beneath_a_path_the_vm_sees_read_only_is_still_reviewed(fake: FakeRuntime,
+                                                                      checkout: Path) -> None:
+    """A read-only mount is no proof: the VM may rename its parent, or lift it as root."""
     (checkout / ".opencode-sandbox").mkdir()
     app = app_on(fake, checkout)
     review(app, vm_may_write_after=True)
-    note_read_only(app, [".opencode-sandbox", ".git/config"])
-    (checkout / ".opencode-sandbox" / "Dockerfile").write_text("FROM x\n")  # the user, while the VM runs
-    (checkout / ".envrc").write_text("by the VM\n")
+    (checkout / ".opencode-sandbox" / "Dockerfile").write_text("FROM x\n")
+
     found = status(app)
-    assert [change.path for change in found.by_vm] == [".envrc"]
-    assert [change.path for change in found.on_host] == [".opencode-sandbox/Dockerfile"]
+    assert [change.path for change in found.by_vm] == [".opencode-sandbox/Dockerfile"] and not found.on_host
+    review(app, vm_may_write_after=True)  # a detach, without a terminal
 
-    review(app, vm_may_write_after=True, keep_read_only=True)  # a detach
-
-    assert (checkout / ".opencode-sandbox" / "Dockerfile").exists()
-    assert (checkout / ".envrc").read_text() == "export A=1\n"
-    record = GuardStore(app.state.project_dir(SLUG)).load()
-    assert record is not None and record.read_only == (".opencode-sandbox", ".git/config")
-    review(app, vm_may_write_after=False)  # a stop: the next VM's mounts are its own
-    record = GuardStore(app.state.project_dir(SLUG)).load()
-    assert record is not None and record.read_only == ()
+    assert not (checkout / ".opencode-sandbox" / "Dockerfile").exists()
 
 
 @pytest.mark.parametrize("settings", [{"runtime": "docker"}, {"runtime": "docker", "dind": True},
@@ -437,7 +434,7 @@ def test_a_file_the_user_cannot_read_is_reported_and_moved_aside(fake: FakeRunti
     monkeypatch.setattr(guard_files.os, "open", as_another_user)
     outcome = review(app, vm_may_write_after=True)
 
-    assert [change.path for change in outcome.by_vm] == [".git/hooks/post-checkout"]
+    assert [change.path for change in outcome.by_vm] == [".githooks/post-checkout"]
     assert "binary or not kept" in messages(app) and "cannot revert" not in messages(app)
     assert not secret.exists()
 
@@ -459,13 +456,13 @@ def test_the_review_shows_a_vm_written_escape_sequence_escaped(fake: FakeRuntime
 def test_a_hook_whose_name_is_not_utf8_is_named_by_its_bytes(fake: FakeRuntime, checkout: Path) -> None:
     app = app_on(fake, checkout)
     review(app, vm_may_write_after=True)
-    hooks = os.fsencode(checkout / ".git" / "hooks")
+    hooks = os.fsencode(checkout / ".githooks")
     with open(hooks + b"/pre-commit\x9b2J", "w") as hook:  # 0x9b: a one-byte control sequence introducer
         hook.write(HOOK)
 
     assert review(app, vm_may_write_after=False).reverted
 
     said = messages(app)
-    assert ".git/hooks/pre-commit\\x9b2J: added (mode " in said
+    assert ".githooks/pre-commit\\x9b2J: added (mode " in said
     assert not any(0xD800 <= ord(char) <= 0xDFFF for char in said), "a raw byte would reach the terminal"
     assert not os.path.exists(hooks + b"/pre-commit\x9b2J")

@@ -167,33 +167,47 @@ def test_the_guarded_paths_that_exist_are_read_only_and_part_of_the_fingerprint(
 ) -> None:
     from opencode_sandbox.runtime.types import Mount, MountKind
 
-    (tmp_path / ".git" / "hooks").mkdir(parents=True)
-    (tmp_path / ".git" / "config").write_text("[core]\n")
+    (tmp_path / ".opencode-sandbox").mkdir()
     run = lifecycle(runtime, tmp_path)
     before = run._spec(IMAGE, HOME)
     assert [mount for mount in before.mounts if mount.readonly] == [
-        Mount(MountKind.BIND, str(tmp_path / ".git/hooks"), "/workspace/.git/hooks", True),
-        Mount(MountKind.BIND, str(tmp_path / ".git/config"), "/workspace/.git/config", True),
+        Mount(MountKind.BIND, str(tmp_path / ".opencode-sandbox"), "/workspace/.opencode-sandbox", True),
     ]
     (tmp_path / ".envrc").write_text("export A=1\n")
     after = lifecycle(runtime, tmp_path)._spec(IMAGE, HOME)  # the next run
     assert after.labels[naming.LABEL_FINGERPRINT] != before.labels[naming.LABEL_FINGERPRINT]
 
 
-@pytest.mark.parametrize(("runtime", "flags", "trusted"), [
-    (RuntimeKind.DOCKER, {}, True),
-    (RuntimeKind.DOCKER, {"dind": "true", "network": "all"}, False),  # privileged: root lifts mounts
-    (RuntimeKind.MICROSANDBOX, {}, False),  # root in a microVM holds every capability of its kernel
-])
-def test_changes_beneath_read_only_paths_are_the_hosts_only_where_root_in_the_vm_cannot_lift_them(
-    runtime: RuntimeKind, flags: dict[str, str], trusted: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from opencode_sandbox.core.lifecycle import VmAction, VmPlan
-    from opencode_sandbox.services import guard
+def _git(cwd: Path, *args: str) -> None:
+    import subprocess
 
-    noted: list[list[str]] = []
-    monkeypatch.setattr(guard, "note_read_only", lambda app, paths: noted.append(list(paths)))
-    (tmp_path / ".git" / "hooks").mkdir(parents=True)
-    run = lifecycle(runtime, tmp_path, **flags)
-    run._note_read_only(VmPlan(VmAction.CREATE, "new"))
-    assert noted == [[".git/hooks"] if trusted else []]
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=cwd, check=True,
+                   capture_output=True)
+
+
+@pytest.mark.parametrize("runtime", [RuntimeKind.DOCKER, RuntimeKind.MICROSANDBOX])
+def test_a_git_checkout_gets_a_git_directory_of_its_own_and_only_the_hosts_objects_read_only(
+    runtime: RuntimeKind, tmp_path: Path,
+) -> None:
+    from opencode_sandbox.core.vm_git import HOST_OBJECTS, VM_GIT_DIR
+
+    root = tmp_path / "checkout"
+    root.mkdir()
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "commit", "-q", "--allow-empty", "-m", "init")
+    (root / ".git" / "hooks").mkdir(exist_ok=True)
+    run = lifecycle(runtime, root)
+    spec = run._spec(IMAGE, HOME)
+    state = str(run.project_dir / "git")
+    git_mounts = [mount for mount in spec.mounts if ".git" in mount.target or mount.target == HOST_OBJECTS]
+    assert git_mounts == [Mount(MountKind.BIND, state, "/workspace/.git"),
+                          Mount(MountKind.BIND, str(root / ".git" / "objects"), HOST_OBJECTS, True)]
+    assert not any(mount.source.startswith(str(root / ".git")) and not mount.readonly for mount in spec.mounts)
+    assert spec.labels[naming.LABEL_GIT] == naming.GIT_OWN
+
+    tree = tmp_path / "tree"
+    _git(root, "worktree", "add", "-q", str(tree))
+    worktree_spec = lifecycle(runtime, tree)._spec(IMAGE, HOME)
+    assert [(mount.target, mount.readonly) for mount in worktree_spec.mounts
+            if ".git" in mount.target or mount.target.startswith("/opt/")] == [
+        (VM_GIT_DIR, False), ("/workspace/.git", True), (HOST_OBJECTS, True)]

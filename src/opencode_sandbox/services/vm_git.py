@@ -185,6 +185,11 @@ def ensure_seeded(found: Layout) -> bool:
             _write_private(staging / path, text.encode())
         _copy_index(found, staging)
         os.rename(staging, found.state)
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        if found.state.is_dir() and not found.state.is_symlink():
+            return False  # another start made it meanwhile
+        raise
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
