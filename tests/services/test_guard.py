@@ -313,7 +313,8 @@ def test_a_reverted_project_config_is_read_again_before_the_start(fake: FakeRunt
 def test_read_only_paths_are_the_existing_ones_reached_without_a_link(checkout: Path, tmp_path: Path) -> None:
     (checkout / ".vscode").symlink_to(tmp_path)
     (tmp_path / "settings.json").write_text("{}")
-    found = read_only_paths(checkout, [".githooks", ".pre-commit-config.yaml", ".envrc", ".vscode/settings.json", ".idea/x"])
+    found = read_only_paths(checkout, [".githooks", ".pre-commit-config.yaml", ".envrc", ".vscode/settings.json",
+                                       ".idea/x"])
     assert found == [".githooks", ".pre-commit-config.yaml", ".envrc"]
 
 
