@@ -3,8 +3,6 @@ is reported and reverted before git runs it, and the guarded paths that exist ar
 
 from __future__ import annotations
 
-import shutil
-
 from opencode_sandbox.core.guard import REVIEW_FOLDER
 from tests.e2e.harness import Project, git
 
@@ -12,18 +10,21 @@ PLANTED = "#!/bin/sh\ntouch \"$(git rev-parse --show-toplevel)/../hook-ran\"\n"
 
 
 def a_planted_hook_is_reverted_before_git_runs_it(project: Project) -> None:
-    """Starts the project's VM with no `.git/hooks` (so it is not mounted) and plants a hook."""
-    hooks = project.root / ".git" / "hooks"
-    shutil.rmtree(hooks)
-    planted = project.shell(f"mkdir -p .git/hooks && cat > .git/hooks/pre-commit <<'EOF'\n{PLANTED}EOF\n"
-                            "chmod 755 .git/hooks/pre-commit")
+    """The host's git runs hooks from the work tree (`core.hooksPath .githooks`, set on the host
+    before the VM starts): a hook the VM plants there is reported and reverted; one it plants in
+    its own git directory is never the host's."""
+    git(project.root, "config", "core.hooksPath", ".githooks")
+    planted = project.shell(f"mkdir -p .githooks && cat > .githooks/pre-commit <<'EOF'\n{PLANTED}EOF\n"
+                            "chmod 755 .githooks/pre-commit && mkdir -p .git/hooks && "
+                            "cp .githooks/pre-commit .git/hooks/")
 
     assert planted.returncode == 0, planted.stderr
-    assert ".git/hooks/pre-commit: added (mode 0755, " in planted.stderr, planted.stderr
+    assert ".githooks/pre-commit: added (mode 0755, " in planted.stderr, planted.stderr
     assert '+touch "$(git rev-parse --show-toplevel)/../hook-ran"' in planted.stderr
     assert "no terminal to ask on: reverting them" in planted.stderr
-    assert not (hooks / "pre-commit").exists()
-    [kept] = list((project.root / REVIEW_FOLDER).glob("*/.git/hooks/pre-commit"))
+    assert not (project.root / ".githooks" / "pre-commit").exists()
+    assert not (project.root / ".git" / "hooks" / "pre-commit").exists(), "the VM reached the host's .git"
+    [kept] = list((project.root / REVIEW_FOLDER).glob("*/.githooks/pre-commit"))
     assert kept.read_text() == PLANTED and kept.stat().st_mode & 0o111 == 0
     (project.root / "change.txt").write_text("x\n")
     git(project.root, "add", "change.txt")
@@ -32,10 +33,8 @@ def a_planted_hook_is_reverted_before_git_runs_it(project: Project) -> None:
 
 
 def the_existing_guarded_paths_are_read_only(project: Project) -> None:
-    again = project.shell("printf '#!/bin/sh\\n' > .git/hooks/pre-commit")
-    assert again.returncode != 0 and "Read-only file system" in again.stderr, "hooks that exist are read-only"
-    configured = project.shell("git config core.fsmonitor /workspace/evil")
-    assert configured.returncode != 0, "the .git/config that existed at the start is read-only in the VM"
     own_config = project.shell("echo 'network: all' > .opencode-sandbox/config.yaml")
     assert own_config.returncode != 0 and "Read-only file system" in own_config.stderr, own_config.stderr
-    assert project.shell("git status --short && cat .git/config >/dev/null").returncode == 0, "the VM's git reads it"
+    configured = project.shell("git config core.fsmonitor /workspace/evil && git status --short >/dev/null")
+    assert configured.returncode == 0, "the VM's git configuration is its own: " + configured.stderr
+    assert "fsmonitor" not in (project.root / ".git" / "config").read_text(), "the host's config took the VM's"

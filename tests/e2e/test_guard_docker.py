@@ -19,17 +19,16 @@ def test_a_hook_the_vm_writes_is_reverted_before_git_runs_it_and_existing_guarde
     project = any_user_project
     a_planted_hook_is_reverted_before_git_runs_it(project)
     the_existing_guarded_paths_are_read_only(project)
-    unmounted = project.cli("shell", "--root", "--", "umount", "/workspace/.git/config")
+    unmounted = project.cli("shell", "--root", "--", "umount", "/workspace/.opencode-sandbox")
     assert unmounted.returncode != 0, "root in the VM must not lift the read-only mount"
 
-    (project.root / ".opencode-sandbox" / "config.yaml").write_text("cpus: 2\n")  # the user's, while the VM runs
+    # Whoever changes a guarded file while the VM runs, it is reviewed: a read-only mount is no proof.
+    (project.root / ".opencode-sandbox" / "config.yaml").write_text("cpus: 2\n")
     status = json.loads(project.cli("guard", "status", "--format", "json").stdout)
-    assert status["changed"] == []
-    assert [change["path"] for change in status["changed_on_host"]] == [".opencode-sandbox/config.yaml"]
+    assert [change["path"] for change in status["changed"]] == [".opencode-sandbox/config.yaml"], status
     reviewed = project.shell("true")
     assert reviewed.returncode == 0, reviewed.stderr
-    assert "changed while the VM ran" not in reviewed.stderr, reviewed.stderr
-    assert (project.root / ".opencode-sandbox" / "config.yaml").read_text() == "cpus: 2\n", "the user's edit stays"
+    assert ".opencode-sandbox/config.yaml: added" in reviewed.stderr, reviewed.stderr
     clean = project.cli("guard", "status")
     assert clean.returncode == 0 and "state: clean" in clean.stdout, clean.stdout + clean.stderr
 

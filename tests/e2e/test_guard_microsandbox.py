@@ -8,7 +8,6 @@ import pytest
 
 from tests.e2e.conftest import MICROVMS_ONLY
 from tests.e2e.guard_scenarios import (
-    PLANTED,
     a_planted_hook_is_reverted_before_git_runs_it,
     the_existing_guarded_paths_are_read_only,
 )
@@ -26,9 +25,10 @@ def test_guarded_paths_are_read_only_in_the_microvm_and_what_root_changes_anyway
     assert not (project.root / ".opencode-sandbox" / "config.yaml").exists()
 
     lifted = project.cli("shell", "--root", "--", "sh", "-c",
-                         f"umount /workspace/.git/hooks && printf '{PLANTED}' > /workspace/.git/hooks/post-checkout")
+                         "umount /workspace/.opencode-sandbox && echo 'network: all' > /workspace/.opencode-sandbox/"
+                         "config.yaml")
     assert lifted.returncode == 0, "root in a microVM lifts the mount: " + lifted.stderr
-    assert "changed while the VM ran" in lifted.stderr and ".git/hooks/post-checkout: added" in lifted.stderr, \
+    assert "changed while the VM ran" in lifted.stderr and ".opencode-sandbox/config.yaml: added" in lifted.stderr, \
         lifted.stderr
-    assert not (project.root / ".git" / "hooks" / "post-checkout").exists(), \
-        "a change beneath a read-only path is the VM's on microsandbox"
+    assert not (project.root / ".opencode-sandbox" / "config.yaml").exists(), \
+        "a change beneath a read-only path is the VM's"
