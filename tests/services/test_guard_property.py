@@ -1,0 +1,101 @@
+"""The review, driven with random creations, renames and removals in the work tree around the
+guarded paths and `.git`, as a VM might make them: whatever the VM did, no change of its is
+ever taken as the user's, and no git directory it made stays below the checkout."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from opencode_sandbox.runtime.types import RuntimeKind
+from opencode_sandbox.services import guard_files
+from opencode_sandbox.services.guard import guarded_paths, review
+from tests.fakes.runtime import FakeRuntime
+from tests.services.app_fakes import make_app
+
+PLACES = [".envrc", ".opencode-sandbox/config.yaml", ".opencode-sandbox", ".vscode/settings.json", ".vscode",
+          ".husky/pre-commit", ".husky", ".githooks/pre-commit", ".githooks", "sub", "sub/.git", "sub/.git/config",
+          "sub/deeper/.git", "bare", "bare/HEAD", "bare/objects", "bare/refs", "bare/config", "src/main.py",
+          "moved", "moved/.git", ".git-old", ".pre-commit-config.yaml", "lefthook.yml"]
+
+operation = st.one_of(
+    st.tuples(st.just("file"), st.sampled_from(PLACES), st.sampled_from(["x\n", "#!/bin/sh\nevil\n"])),
+    st.tuples(st.just("folder"), st.sampled_from(PLACES), st.just("")),
+    st.tuples(st.just("link"), st.sampled_from(PLACES), st.sampled_from(["../outside", ".envrc", "/etc/passwd"])),
+    st.tuples(st.just("rename"), st.sampled_from(PLACES), st.sampled_from(PLACES)),
+    st.tuples(st.just("remove"), st.sampled_from(PLACES), st.just("")),
+)
+
+
+def apply(root: Path, kind: str, place: str, other: str) -> None:
+    """One step of the VM in the work tree; a step that makes no sense there changes nothing."""
+    target = root / place
+    try:
+        if kind == "file":
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.is_dir() and not target.is_symlink():
+                return
+            target.unlink(missing_ok=True)
+            target.write_text(other)
+        elif kind == "folder":
+            target.mkdir(parents=True, exist_ok=True)
+        elif kind == "link":
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not target.exists() and not target.is_symlink():
+                target.symlink_to(other)
+        elif kind == "rename":
+            destination = root / other
+            if (target.exists() or target.is_symlink()) and not destination.exists() \
+                    and not str(destination).startswith(str(target) + "/"):
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                target.rename(destination)
+        elif target.is_symlink() or target.is_file():
+            target.unlink()
+        elif target.is_dir():
+            shutil.rmtree(target)
+    except (FileExistsError, NotADirectoryError, FileNotFoundError, IsADirectoryError):
+        pass
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=cwd, check=True,
+                   capture_output=True)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(operation, min_size=1, max_size=8))
+def test_no_change_the_vm_made_is_ever_taken_as_the_users(steps: list[tuple[str, str, str]]) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder) / "checkout"
+        root.mkdir()
+        git(root, "init", "-q", "-b", "main")
+        git(root, "config", "core.hooksPath", ".githooks")
+        (root / ".envrc").write_text("export MINE=1\n")
+        (root / ".githooks").mkdir()
+        (root / ".githooks" / "pre-commit").write_text("#!/bin/sh\nexit 0\n")
+        (root / ".opencode-sandbox").mkdir()
+        git(root, "add", ".")
+        git(root, "commit", "-q", "-m", "init")
+        runtime = FakeRuntime(RuntimeKind.DOCKER)
+        try:
+            app = make_app(runtime, root)
+            paths = guarded_paths(app.settings, root)
+            review(app, vm_may_write_after=True)  # the start
+            before = guard_files.take_snapshot(root, paths).entries
+            for step in steps:
+                apply(root, *step)
+
+            review(app, vm_may_write_after=False)  # the stop, with no terminal: the VM's changes go
+
+            after = guard_files.take_snapshot(root, paths).entries
+            assert after == before, "a change the VM made stayed as the user's"
+            assert guard_files.git_dir_entries(root, host_git=True) == [], "a git directory the VM made stayed"
+            second = review(app, vm_may_write_after=False)
+            assert not second.by_vm, "the next review found the VM's work still there"
+        finally:
+            runtime.close()

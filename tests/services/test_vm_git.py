@@ -1,0 +1,126 @@
+"""The VM's git directory on the host side, with real git: the seed, the object checks on what the
+VM sends, and the fast-forward rule."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from opencode_sandbox.runtime.types import RuntimeKind
+from opencode_sandbox.services import vm_git
+from tests.fakes.runtime import FakeRuntime
+
+
+def git(cwd: Path, *args: str, env: dict[str, str] | None = None, check: bool = True) -> str:
+    done = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=cwd,
+                          capture_output=True, text=True, check=False, env={**os.environ, **(env or {})})
+    if check and done.returncode != 0:
+        raise AssertionError(done.stderr)
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    root = tmp_path / "checkout"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    (root / "a.txt").write_text("a\n")
+    git(root, "add", "a.txt")
+    git(root, "commit", "-q", "-m", "one")
+    git(root, "remote", "add", "origin", "https://me:token@example.org/p.git")
+    git(root, "config", "core.fsmonitor", "true")
+    (root / "staged.txt").write_text("staged\n")
+    git(root, "add", "staged.txt")
+    return root
+
+
+def seeded(checkout: Path, tmp_path: Path) -> vm_git.Layout:
+    found = vm_git.layout(checkout, tmp_path / "state", True)
+    assert found is not None
+    assert vm_git.ensure_seeded(found)
+    assert not vm_git.ensure_seeded(found), "made once, then the VM's"
+    return found
+
+
+def as_vm(found: vm_git.Layout, *args: str, check: bool = True) -> str:
+    """Git on the seeded directory as git in the VM sees it (the host's objects at their path there)."""
+    return git(found.root, "--git-dir", str(found.state), "--work-tree", str(found.root), *args,
+               env={"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(found.common_dir / "objects")}, check=check)
+
+
+def test_the_seed_is_a_working_repository_with_the_hosts_branches_and_staged_files(checkout: Path,
+                                                                                  tmp_path: Path) -> None:
+    found = seeded(checkout, tmp_path)
+    assert as_vm(found, "rev-parse", "HEAD") == git(checkout, "rev-parse", "HEAD")
+    assert as_vm(found, "status", "--porcelain") == "A  staged.txt"
+    assert as_vm(found, "rev-parse", "refs/remotes/host/main") == git(checkout, "rev-parse", "main")
+    assert as_vm(found, "config", "remote.origin.url") == "https://me@example.org/p.git"
+    assert as_vm(found, "config", "core.fsmonitor", check=False) == ""
+    assert (found.state / "objects" / "info" / "alternates").read_text() == vm_git.HOST_OBJECTS + "\n"
+    assert oct(found.state.stat().st_mode & 0o777) == "0o700"
+
+
+def test_a_bundle_with_a_broken_object_is_refused_and_no_ref_is_made(checkout: Path, tmp_path: Path) -> None:
+    vm = tmp_path / "vm"
+    git(tmp_path, "clone", "-q", str(checkout), str(vm))
+    base = git(vm, "rev-parse", "HEAD")
+    tree = git(vm, "rev-parse", "HEAD^{tree}")
+    broken = subprocess.run(["git", "hash-object", "-t", "commit", "-w", "--literally", "--stdin"], cwd=vm,
+                            input=f"tree {tree}\nparent {base}\nauthor nobody\n\nbroken\n", capture_output=True,
+                            text=True, check=True).stdout.strip()
+    git(vm, "update-ref", "refs/heads/main", broken)
+    bundle = tmp_path / "state" / "incoming.bundle"
+    bundle.parent.mkdir()
+    git(vm, "bundle", "create", "-q", str(bundle), "main", f"^{base}")
+    found = vm_git.layout(checkout, tmp_path / "state", True)
+    assert found is not None
+    syncer = vm_git.Syncer(FakeRuntime(RuntimeKind.DOCKER), "vm", found, lambda line: None)
+
+    with pytest.raises(vm_git.GitSyncError, match="failed the object checks"):
+        syncer._index_bundle(bundle, ["refs/heads/main"])
+    assert git(checkout, "cat-file", "-t", broken, check=False) == ""
+
+
+def fast_forward(checkout: Path) -> str:
+    return subprocess.run(["sh", "-c", vm_git.FAST_FORWARD, "ff", "refs/sandbox/heads/", "test"], cwd=checkout,
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_the_branch_moves_only_when_that_adds_commits_nothing_is_staged_and_the_tree_matches(
+    checkout: Path, tmp_path: Path,
+) -> None:
+    git(checkout, "commit", "-q", "-m", "two")
+    start = git(checkout, "rev-parse", "HEAD")
+    (checkout / "b.txt").write_text("b\n")
+    agent = git(checkout, "commit-tree", "-p", start, "-m", "agent", _tree_with(checkout, "b.txt"))
+    git(checkout, "update-ref", "refs/sandbox/heads/main", agent)
+    assert fast_forward(checkout) == "moved main"
+    assert git(checkout, "rev-parse", "main") == agent and git(checkout, "status", "--porcelain") == ""
+
+    other = git(checkout, "commit-tree", "-p", agent, "-m", "agent again", _tree_with(checkout, "c.txt"))
+    git(checkout, "update-ref", "refs/sandbox/heads/main", other)
+    assert fast_forward(checkout) == "differs main", "c.txt is not in the work tree"
+    (checkout / "c.txt").write_text("c\n")
+    (checkout / "d.txt").write_text("d\n")
+    git(checkout, "add", "d.txt")
+    assert fast_forward(checkout) == "staged main"
+    git(checkout, "commit", "-q", "-m", "host side")
+    assert fast_forward(checkout) == "diverged main"
+    assert git(checkout, "log", "-1", "--format=%s") == "host side"
+
+
+def _tree_with(checkout: Path, name: str) -> str:
+    """The tree of HEAD with `name` added as it is in the work tree, made in a scratch index."""
+    scratch = {"GIT_INDEX_FILE": str(checkout / ".git" / "scratch-index")}
+    if not (checkout / name).exists():
+        (checkout / name).write_text(name + "\n")
+        try:
+            return _tree_with(checkout, name)
+        finally:
+            (checkout / name).unlink()
+    git(checkout, "read-tree", "HEAD", env=scratch)
+    git(checkout, "add", name, env=scratch)
+    return git(checkout, "write-tree", env=scratch)
