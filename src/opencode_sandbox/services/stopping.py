@@ -75,7 +75,7 @@ def sync_git(app: App) -> None:
     if what in ("diverged", "differs", "staged"):
         from opencode_sandbox.core.vm_git import SANDBOX_PREFIX
 
-        app.console.info(f"The VM's commits on {branch} are kept as {SANDBOX_PREFIX}{branch}; "
+        app.console.warn(f"the VM's commits on {branch} are kept as {SANDBOX_PREFIX}{branch}; "
                          f"`git merge {SANDBOX_PREFIX}{branch}` brings them into yours "
                          "(`opencode-sandbox guard status` shows where each branch stands).")
 
