@@ -16,8 +16,10 @@ if TYPE_CHECKING:
     from opencode_sandbox.services.reaper_settings import ReaperSettings
 
 WATCH_INTERVAL_S = 3.0
-COST_FACTOR = 20.0
-"""A watch that takes long (a huge checkout) runs less often: at most 1/20 of the time."""
+WALK_COST_FACTOR = 20.0
+"""A checkout that takes long to walk is walked less often: at most 1/20 of the time."""
+SYNC_COST_FACTOR = 2.0
+"""A slow VM (an emulated one) is asked at most a third of the time."""
 
 
 class LiveWatch:
@@ -40,8 +42,10 @@ class LiveWatch:
             catch_while_running(settings.state_root, settings.slug, self._log)
         except OSError as error:
             self._log(f"looking for git directories in the checkout failed: {error}")
+        walked = self._clock()
         if settings.project_root:
             sync_project(self._runtime(settings.runtime_kind), settings.vm_name, Path(settings.project_root),
                          settings.project_dir(), self._log)
         ended = self._clock()
-        self._next = ended + max(WATCH_INTERVAL_S, COST_FACTOR * (ended - began))
+        self._next = ended + max(WATCH_INTERVAL_S, WALK_COST_FACTOR * (walked - began),
+                                 SYNC_COST_FACTOR * (ended - walked))

@@ -544,6 +544,9 @@ def describe_plan(app: App, worktree: tuple[str, str | None] | None = None) -> l
     lines += [f"port: guest {port.guest} -> 127.0.0.1:{port.host or 'a free port'}" for port in app.settings.ports]
     lines += [f"secret: {line}" for line in secret_lines(app)]
     lines.append("guard: show what a VM changed among the files the host runs, keep or revert it, and record them")
+    if app.project.is_git:
+        lines.append("git: the VM works on a git directory of its own (made once from this repository); its commits "
+                     "come back as refs/sandbox/heads/*, this repository's branches reach it as host/*")
     if app.settings.runtime is RuntimeKind.DOCKER:
         from opencode_sandbox.runtime.docker_proxy import proxy_name
         from opencode_sandbox.runtime.nft_ruleset import needs_proxy

@@ -1,0 +1,27 @@
+"""The VM's own git directory on a booting microVM (the lab, as root and as `tester`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.conftest import MICROVMS_ONLY
+from tests.e2e.git_scenarios import (
+    a_gitlink_and_nested_repositories_run_nothing,
+    commits_travel_both_ways,
+    the_host_git_dir_is_out_of_reach,
+    the_slug_comes_from_the_host,
+)
+from tests.e2e.harness import Project
+
+pytestmark = [pytest.mark.docker, pytest.mark.e2e, *MICROVMS_ONLY]
+
+
+def test_the_agent_cannot_reach_the_hosts_git_in_a_microvm_and_commits_travel_both_ways(
+    msb_project: Project,
+) -> None:
+    project = msb_project
+    the_host_git_dir_is_out_of_reach(project, as_root=False)
+    the_host_git_dir_is_out_of_reach(project, as_root=True)
+    a_gitlink_and_nested_repositories_run_nothing(project)
+    the_slug_comes_from_the_host(project)
+    commits_travel_both_ways(project)
