@@ -16,6 +16,7 @@ from tests.e2e.harness import Project
 pytestmark = [pytest.mark.docker, pytest.mark.e2e, *MICROVMS_ONLY]
 
 
+@pytest.mark.timeout(2400)  # about twenty commands, each seconds long in an emulated microVM
 def test_the_agent_cannot_reach_the_hosts_git_in_a_microvm_and_commits_travel_both_ways(
     msb_project: Project,
 ) -> None:

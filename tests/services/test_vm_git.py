@@ -102,6 +102,9 @@ def test_the_branch_moves_only_when_that_adds_commits_nothing_is_staged_and_the_
 
     other = git(checkout, "commit-tree", "-p", agent, "-m", "agent again", _tree_with(checkout, "c.txt"))
     git(checkout, "update-ref", "refs/sandbox/heads/main", other)
+    (checkout / ".git" / "MERGE_HEAD").write_text(agent + "\n")
+    assert fast_forward(checkout) == "busy main", "a merge in progress is the user's"
+    (checkout / ".git" / "MERGE_HEAD").unlink()
     assert fast_forward(checkout) == "differs main", "c.txt is not in the work tree"
     (checkout / "c.txt").write_text("c\n")
     (checkout / "d.txt").write_text("d\n")

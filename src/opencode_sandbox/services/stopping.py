@@ -72,7 +72,7 @@ def sync_git(app: App) -> None:
     report = sync_project(app.runtime, vm_name(app.project.slug), app.project.root,
                           app.state.project_dir(app.project.slug), lambda line: app.console.verbose(f"git: {line}"))
     what, _, branch = report.host.partition(" ")
-    if what in ("diverged", "differs", "staged"):
+    if what in ("diverged", "differs", "staged", "busy"):
         from opencode_sandbox.core.vm_git import SANDBOX_PREFIX
 
         app.console.warn(f"the VM's commits on {branch} are kept as {SANDBOX_PREFIX}{branch}; "

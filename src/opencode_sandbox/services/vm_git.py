@@ -53,6 +53,9 @@ new=$(git rev-parse -q --verify "$prefix$branch^{commit}") || exit 0
 old=$(git rev-parse -q --verify HEAD) || exit 0
 [ "$old" != "$new" ] || exit 0
 ! git merge-base --is-ancestor "$new" "$old" || exit 0
+for busy in MERGE_HEAD CHERRY_PICK_HEAD REVERT_HEAD BISECT_LOG rebase-merge rebase-apply; do
+  [ ! -e "$(git rev-parse --git-path "$busy")" ] || { echo "busy $branch"; exit 0; }
+done
 git merge-base --is-ancestor "$old" "$new" || { echo "diverged $branch"; exit 0; }
 git diff --cached --quiet || { echo "staged $branch"; exit 0; }
 scratch="$(git rev-parse --git-dir)/index.opencode-sandbox.$$"
