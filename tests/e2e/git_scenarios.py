@@ -57,11 +57,13 @@ def a_gitlink_and_nested_repositories_run_nothing(project: Project) -> None:
     marker = project.root.parent / "pwned-gitlink"
     head = git(project.root, "rev-parse", "HEAD")
     assert project.shell("true").returncode == 0  # the VM runs on, with no client: the reaper watches
+    # Made outside the checkout and moved in at the end: the watch moves a git directory as soon
+    # as it appears, which would otherwise cut the attack short halfway.
     made = project.backend().exec(project.vm, ["sh", "-c",
+        f"git update-index --add --cacheinfo 160000,{head},sub && mkdir -p /tmp/made/other && cd /tmp/made && "
         f"git init -q sub && git -C sub config core.fsmonitor 'touch ../../{marker.name}; false' && "
-        f"git update-index --add --cacheinfo 160000,{head},sub && "
         f"git init -q --bare evil && git -C evil config core.fsmonitor 'touch ../../{marker.name}; false' && "
-        "mkdir -p other && echo 'gitdir: ../evil' > other/.git"])
+        "echo 'gitdir: ../evil' > other/.git && mv sub evil other /workspace/"])
     assert made.exit_code == 0, made.stderr
     gone = wait_until(lambda: not (project.root / "sub" / ".git").exists()
                       and not (project.root / "other" / ".git").exists()

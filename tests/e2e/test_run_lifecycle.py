@@ -69,6 +69,8 @@ def test_dockerfile_change_keeps_the_home_volume_when_not_interactive(project: P
     assert project.shell("echo mine > ~/mine").returncode == 0
     [volume] = project.home_volumes()
     old_id = project.container_id()
+    # Edited while no VM runs: an edit made while one runs is reviewed like the VM's (docs/security.md).
+    assert project.cli("stop").returncode == 0
     project.write_dockerfile(FROM_BASE + "RUN echo from-image > /home/dev/from-image\n")
     result = project.shell("cat ~/mine; test -e ~/from-image && echo has-new || echo no-new")
     assert result.returncode == 0, result.stderr
@@ -92,6 +94,7 @@ def test_provisioning_copies_changed_config_and_project_overrides(project: Proje
     first_fingerprint = _recorded(project, "config_fingerprint")
 
     (config / "opencode.json").write_text('{"theme": "second"}\n')
+    assert project.cli("stop").returncode == 0  # the checkout's own files are edited with no VM running
     override = project.root / ".opencode-sandbox" / "opencode" / "agent"
     override.mkdir(parents=True)
     (override / "review.md").write_text("review agent\n")

@@ -266,11 +266,11 @@ class Syncer:
     def _bring_in(self, branches: Sequence[str], vm_heads: Mapping[str, str], known: Sequence[str]) -> list[str]:
         """The VM's new branch tips as `refs/sandbox/heads/*`: those whose commits the host has
         are pointed at directly, the rest come in a bundle whose objects are checked first."""
-        tips = {name: vm_heads[name] for name in branches}
-        have = self._host_has(list(tips.values()))
-        missing = [name for name in branches if tips[name] not in have]
+        have = self._host_has([vm_heads[name] for name in branches])
+        tips = {name: vm_heads[name] for name in branches if vm_heads[name] in have}
+        missing = [name for name in branches if name not in tips]
         if missing:
-            tips.update(self._fetch_bundle(missing, known))
+            tips.update(self._fetch_bundle(missing, known))  # a branch the bundle lacks waits for the next sync
         updates = "".join(f"update {SANDBOX_PREFIX}{name.removeprefix('refs/heads/')} {object_id}\n"
                           for name, object_id in tips.items())
         _host_git(self.found.root, "update-ref", "-m", "opencode-sandbox: the VM's branch", "--stdin",
