@@ -26,3 +26,5 @@ def test_the_agent_cannot_reach_the_hosts_git_in_a_microvm_and_commits_travel_bo
     a_gitlink_and_nested_repositories_run_nothing(project)
     the_slug_comes_from_the_host(project)
     commits_travel_both_ways(project)
+    assert project.vms() == [project.vm], "every step ran in the project's one VM"
+    assert not (project.root / ".git" / "commondir").exists() and not (project.root / ".git" / "x").exists()

@@ -86,6 +86,7 @@ class Layout(Record):
     """The VM's git directory, in the private state folder."""
     gitfile: bool
     """The checkout's `.git` is a file: the VM's git directory is mounted beside the checkout."""
+    object_format: str = "sha1"
 
     @property
     def vm_git_dir(self) -> str:
@@ -126,13 +127,14 @@ def layout(root: Path, project_dir: Path, is_git: bool) -> Layout | None:
     """The checkout's arrangement; None for a folder that is not a git checkout."""
     if not is_git:
         return None
-    done = _host_git(root, "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir", check=False)
+    done = _host_git(root, "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir",
+                     "--show-object-format", check=False)
     lines = done.stdout.decode(errors="replace").splitlines()
-    if done.returncode != 0 or len(lines) < 2:
+    if done.returncode != 0 or len(lines) < 3:
         return None
     entry = root / ".git"
     return Layout(root, Path(lines[0]), Path(lines[1]), project_dir / GIT_FOLDER,
-                  entry.is_file() and not entry.is_symlink())
+                  entry.is_file() and not entry.is_symlink(), lines[2].strip() or "sha1")
 
 
 def mounts(found: Layout) -> list[Mount]:
@@ -147,7 +149,7 @@ def mounts(found: Layout) -> list[Mount]:
 
 def host_facts(found: Layout) -> HostFacts:
     git = found.root
-    object_format = _host_git(git, "rev-parse", "--show-object-format").stdout.decode().strip() or "sha1"
+    object_format = found.object_format
     head_ref = _host_git(git, "symbolic-ref", "-q", "HEAD", check=False).stdout.decode(errors="replace").strip()
     if head_ref.startswith("refs/heads/") and valid_ref(head_ref):
         head = f"ref: {head_ref}"
@@ -230,7 +232,7 @@ class Syncer:
         self.vm = vm
         self.found = found
         self.log = log
-        self._object_format = _host_git(found.root, "rev-parse", "--show-object-format").stdout.decode().strip()
+        self._object_format = found.object_format
 
     def sync(self) -> SyncReport:
         vm_refs = self._vm_refs()
