@@ -82,6 +82,31 @@ def a_gitlink_and_nested_repositories_run_nothing(project: Project) -> None:
     assert json.loads(project.cli("guard", "status", "--format", "json").stdout)["moved_aside"] == []
 
 
+def guarded_files_are_put_back_while_the_vm_runs(project: Project) -> None:
+    """A file the host runs, written in the VM mid-session, is the recorded one again within
+    seconds, before the user's next `cd` or commit on the host; the review shows what it was."""
+    def host_files() -> dict[str, bytes | None]:
+        return {name: (project.root / name).read_bytes() if (project.root / name).exists() else None
+                for name in (".envrc", ".pre-commit-config.yaml", ".vscode/tasks.json")}
+
+    recorded = host_files()
+    assert project.shell("true").returncode == 0
+    written = project.backend().exec(project.vm, ["sh", "-c",
+        "echo 'touch ../pwned-envrc' > .envrc && mkdir -p .vscode && echo '{}' > .vscode/tasks.json && "
+        "printf 'repos:\n- repo: local\n  hooks: [{id: x, name: x, entry: touch, language: system}]\n' "
+        "> .pre-commit-config.yaml"])
+    assert written.exit_code == 0, written.stderr
+    assert wait_until(lambda: host_files() == recorded, sync_within(project)), \
+        "a guarded file the VM wrote stayed in the checkout while it ran"
+    status = json.loads(project.cli("guard", "status", "--format", "json").stdout)
+    assert {line.split(":")[0] for line in status["put_back"]} == {".envrc", ".pre-commit-config.yaml",
+                                                                    ".vscode/tasks.json"}, status
+    reviewed = project.shell("true")
+    assert "put back as they were" in reviewed.stderr and "+touch ../pwned-envrc" in reviewed.stderr, \
+        reviewed.stderr
+    assert json.loads(project.cli("guard", "status", "--format", "json").stdout)["put_back"] == []
+
+
 def the_slug_comes_from_the_host(project: Project) -> None:
     """The VM's own config naming another project's remote changes nothing on the host."""
     changed = project.shell("git config remote.origin.url git@example.org:e2e/another-project.git")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tests.e2e.git_scenarios import (
     a_gitlink_and_nested_repositories_run_nothing,
     commits_travel_both_ways,
+    guarded_files_are_put_back_while_the_vm_runs,
     the_host_git_dir_is_out_of_reach,
     the_slug_comes_from_the_host,
 )
@@ -16,6 +17,7 @@ def test_the_agent_cannot_reach_the_hosts_git_and_commits_travel_both_ways(any_u
     the_host_git_dir_is_out_of_reach(project, as_root=False)
     the_host_git_dir_is_out_of_reach(project, as_root=True)
     a_gitlink_and_nested_repositories_run_nothing(project)
+    guarded_files_are_put_back_while_the_vm_runs(project)
     the_slug_comes_from_the_host(project)
     commits_travel_both_ways(project)
     assert project.vms() == [project.vm], "every step ran in the project's one VM"

@@ -1,6 +1,7 @@
 """The review, driven with random creations, renames and removals in the work tree around the
-guarded paths and `.git`, as a VM might make them: whatever the VM did, no change of its is
-ever taken as the user's, and no git directory it made stays below the checkout."""
+guarded paths and `.git`, as a VM might make them, with the idle reaper's rounds in between:
+whatever the VM did, no change of its is ever taken as the user's, none outlasts a round, and no
+git directory it made stays below the checkout."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from opencode_sandbox.runtime.types import RuntimeKind
 from opencode_sandbox.services import guard_files
 from opencode_sandbox.services.guard import guarded_paths, review
+from opencode_sandbox.services.guard_moves import catch_while_running
 from tests.fakes.runtime import FakeRuntime
 from tests.services.app_fakes import make_app
 
@@ -68,8 +70,8 @@ def git(cwd: Path, *args: str) -> None:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=st.lists(operation, min_size=1, max_size=8))
-def test_no_change_the_vm_made_is_ever_taken_as_the_users(steps: list[tuple[str, str, str]]) -> None:
+@given(steps=st.lists(st.tuples(operation, st.booleans()), min_size=1, max_size=8))
+def test_no_change_the_vm_made_is_ever_taken_as_the_users(steps: list[tuple[tuple[str, str, str], bool]]) -> None:
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder) / "checkout"
         root.mkdir()
@@ -87,8 +89,14 @@ def test_no_change_the_vm_made_is_ever_taken_as_the_users(steps: list[tuple[str,
             paths = guarded_paths(app.settings, root)
             review(app, vm_may_write_after=True)  # the start
             before = guard_files.take_snapshot(root, paths).entries
-            for step in steps:
+            for step, watch_round in steps:
                 apply(root, *step)
+                if watch_round:  # the idle reaper's round while the VM runs
+                    catch_while_running(app.state.project_dir(app.project.slug).parent, app.project.slug,
+                                        lambda _: None)
+                    now = guard_files.take_snapshot(root, paths).entries
+                    assert now == before, "a change the VM made stayed in place past a round"
+                    assert guard_files.git_dir_entries(root, host_git=True) == [], "a git directory stayed"
 
             review(app, vm_may_write_after=False)  # the stop, with no terminal: the VM's changes go
 

@@ -152,7 +152,7 @@ def test_stops_after_the_timeout_when_sessions_are_quiet(setup: Setup) -> None:
 
 
 def test_a_stop_notes_where_the_vm_left_the_files_the_host_runs(setup: Setup) -> None:
-    from opencode_sandbox.services.guard import GuardRecord, GuardStore
+    from opencode_sandbox.services.guard_store import GuardRecord, GuardStore
 
     checkout = setup.root / "checkout"
     (checkout / ".git" / "hooks").mkdir(parents=True)

@@ -1,6 +1,6 @@
 """What the idle reaper does every few seconds while the VM runs, clients attached or not: the
-VM's commits to the host and the host's to the VM, and any git directory the VM made below the
-checkout moved aside before the host's git or an editor reads it."""
+VM's commits to the host and the host's to the VM, and what the VM changed of what the host runs
+(a git directory below the checkout, a guarded file) moved out of the host's way."""
 
 from __future__ import annotations
 
@@ -34,14 +34,14 @@ class LiveWatch:
         return self._clock() >= self._next
 
     def __call__(self, settings: ReaperSettings) -> None:
-        from opencode_sandbox.services.guard import catch_while_running
+        from opencode_sandbox.services.guard_moves import catch_while_running
         from opencode_sandbox.services.vm_git import sync_project
 
         began = self._clock()
         try:
             catch_while_running(settings.state_root, settings.slug, self._log)
         except OSError as error:
-            self._log(f"looking for git directories in the checkout failed: {error}")
+            self._log(f"looking for the VM's changes to what the host runs failed: {error}")
         walked = self._clock()
         if settings.project_root:
             sync_project(self._runtime(settings.runtime_kind), settings.vm_name, Path(settings.project_root),

@@ -1,0 +1,173 @@
+"""Moving what the VM changed out of the host's way: while it runs (`catch_while_running`, every
+few seconds from the idle reaper) and when a review reverts.
+
+What is moved goes into a new folder under the checkout's review folder; each move is noted in
+the project's private `guard/moved.yaml` until the next review tells it (`read_notes`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from opencode_sandbox.core.guard import FILE, REVIEW_FOLDER, Change, changes, diff_lines, shown
+from opencode_sandbox.core.records import Record
+from opencode_sandbox.services import guard_files
+from opencode_sandbox.services.guard_store import GuardRecord, GuardStore, covered
+from opencode_sandbox.state.files import UnreadableState, read_yaml_mapping, write_yaml
+
+MOVED_FILE = "moved.yaml"
+
+Warn = Callable[[str, str], None]
+"""A message and what to do about it."""
+
+
+class Held(Record):
+    """A guarded file the VM changed while it ran, put back as it was within seconds."""
+
+    change: str
+    """The change's headline (`Change.headline`), escaped."""
+    kept: str
+    """Where the VM's version is now, relative to the checkout ("" when there was none)."""
+    diff: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        return self.change + (f", the VM's version now in {self.kept}" if self.kept else "")
+
+
+class Notes(Record):
+    moved: tuple[str, ...] = ()
+    """Git directories moved aside: `path -> where`."""
+    held: tuple[Held, ...] = ()
+
+
+def catch_while_running(state_root: Path, slug: str, log: Callable[[str], None]) -> Notes:
+    """While the VM runs, before the host's git, a shell hook or an editor reads them: every git
+    directory that appeared below the checkout since the record (a nested repository, a `.git`
+    file, a bare repository's shape) is moved into the review folder whole, and every guarded
+    file the VM changed is put back as recorded, the VM's version kept beside the moved ones.
+    Each is told at the next review. What was done."""
+    store = GuardStore(state_root / slug)
+    with store.lock():
+        record = store.load()
+        if record is None or not record.vm_may_write or not Path(record.root).is_dir():
+            return Notes()
+        moved = move_new_git_dirs(store, record, log)
+        held = _hold_changed_files(store, record, log)
+        return Notes(tuple(moved), tuple(held))
+
+
+def move_new_git_dirs(store: GuardStore, record: GuardRecord, log: Callable[[str], None]) -> list[str]:
+    """Each whole, so nothing of one stays behind to be read; noted for the next review."""
+    root = Path(record.root)
+    new = [path for path in guard_files.git_dir_entries(root, record.host_git) if path not in record.git_entries]
+    if not new:
+        return []
+    folder = new_review_folder(root)
+    moved: list[str] = []
+    for path in new:
+        try:
+            kept = guard_files.move_aside(root, path, folder)
+        except OSError as error:
+            log(f"cannot move the VM's git directory {shown(path)} aside: {error}")
+            continue
+        if kept is not None:
+            moved.append(f"{path} -> {kept}")
+            log(f"moved the git directory the VM made at {shown(path)} to {shown(kept)}")
+    if moved:
+        _note(store, moved=moved)
+    return moved
+
+
+def _hold_changed_files(store: GuardStore, record: GuardRecord, log: Callable[[str], None]) -> list[Held]:
+    root = Path(record.root)
+    watched = (*record.paths, *record.git_entries)
+    now = guard_files.take_snapshot(root, watched)
+    found = changes(covered(record.entries, watched), covered(now.entries, watched))
+    # A file whose recorded version was too big to copy cannot be put back: the review says so.
+    revertible = [change for change in found if not _needs_missing_copy(store, change)]
+    if not revertible:
+        return []
+    folder = new_review_folder(root)
+    held = [Held(change.headline(), _kept_at(folder, change),
+                 tuple(diff_lines(change, _before(store, change), now.contents.get(change.path))))
+            for change in revertible]
+    revert(root, store, now, revertible, folder, lambda message, hint: log(f"{message} ({hint})"))
+    for each in held:
+        log(f"put back as recorded: {each.change}; the VM's version is in {each.kept or '(none)'}")
+    _note(store, held=held)
+    return held
+
+
+def _needs_missing_copy(store: GuardStore, change: Change) -> bool:
+    return change.before is not None and change.before.kind == FILE and store.copy_of(change.before) is None
+
+
+def _before(store: GuardStore, change: Change) -> bytes | None:
+    return store.copy_of(change.before) if change.before is not None and change.before.kind == FILE else None
+
+
+def _kept_at(folder: str, change: Change) -> str:
+    return f"{folder}/{change.path}" if change.after is not None else ""
+
+
+def new_review_folder(root: Path) -> str:
+    from datetime import UTC, datetime
+
+    return guard_files.new_review_folder(root, REVIEW_FOLDER, datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"))
+
+
+def revert(root: Path, store: GuardStore, now: guard_files.Snapshot, by_vm: Sequence[Change], folder: str,
+           warn: Warn) -> None:
+    """Each change's path back as the record holds it, the VM's version moved into `folder`;
+    `now` updated to what the checkout holds afterwards."""
+    for change in by_vm:
+        before = change.before
+        content = _before(store, change)
+        try:
+            if change.after is not None:
+                guard_files.move_aside(root, change.path, folder)
+            if before is not None and before.kind == FILE and content is None:
+                warn(f"{shown(change.path)}: its earlier version was not kept (over 1 MiB, or the record was lost); "
+                     f"the VM's version is moved to {folder}", "restore it from version control or a backup")
+                now.entries.pop(change.path, None)
+                continue
+            guard_files.restore(root, change.path, before, content)
+        except OSError as error:
+            warn(f"cannot revert {shown(change.path)}: {error.strerror or error}",
+                 f"put it back by hand (the VM's version may be in {folder}); "
+                 "it is reported again until it matches the record")
+        if before is None:
+            now.entries.pop(change.path, None)
+            now.contents.pop(change.path, None)
+        else:  # what the record holds, reported again next time if the revert failed
+            now.entries[change.path] = before
+            if content is not None:
+                now.contents[change.path] = content
+
+
+def read_notes(store: GuardStore) -> Notes:
+    try:
+        data = read_yaml_mapping(store.folder / MOVED_FILE) or {}
+    except UnreadableState:
+        return Notes()
+    moved, held = data.get("moved"), data.get("held")
+    return Notes(
+        tuple(str(item) for item in moved) if isinstance(moved, list) else (),
+        tuple(Held(str(item.get("change", "")), str(item.get("kept", "")),
+                   tuple(str(line) for line in item.get("diff") or ()))
+              for item in held if isinstance(item, dict)) if isinstance(held, list) else (),
+    )
+
+
+def clear_notes(store: GuardStore) -> None:
+    (store.folder / MOVED_FILE).unlink(missing_ok=True)
+
+
+def _note(store: GuardStore, moved: Sequence[str] = (), held: Sequence[Held] = ()) -> None:
+    earlier = read_notes(store)
+    write_yaml(store.folder / MOVED_FILE, {
+        "moved": [*earlier.moved, *moved],
+        "held": [{"change": each.change, "kept": each.kept, "diff": list(each.diff)}
+                 for each in (*earlier.held, *held)],
+    })

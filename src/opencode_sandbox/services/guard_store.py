@@ -1,0 +1,121 @@
+"""The guard's record of one project, in its private state folder: `guard/record.yaml`, with a
+copy of each guarded file up to `COPY_LIMIT` under `guard/copies/`, named by its digest."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+
+from opencode_sandbox.core.guard import FILE, Entry, entry_from_mapping
+from opencode_sandbox.core.records import Record
+from opencode_sandbox.state.files import (
+    FILE_MODE,
+    UnreadableState,
+    ensure_private_dir,
+    read_yaml_mapping,
+    write_yaml,
+)
+
+GUARD_DIR = "guard"
+RECORD_FILE = "record.yaml"
+COPIES_DIR = "copies"
+LOCK_FILE = "guard.lock"
+
+
+class GuardRecord(Record):
+    root: str
+    paths: tuple[str, ...]
+    entries: Mapping[str, Entry]
+    """The trusted state: what the user has seen or kept."""
+    vm_may_write: bool = False
+    """A VM of the project may have run since: changes from `entries` may be the VM's."""
+    at_stop: Mapping[str, Entry] | None = None
+    """The guarded files as the tool stopped the VM, until the next review."""
+    git_entries: tuple[str, ...] = ()
+    """The git directories below the checkout when the record was taken (`git_dir_entries`)."""
+    host_git: bool = False
+    """The checkout's own `.git` is the host's repository, out of the VM's reach."""
+
+
+class GuardStore:
+    """The record of one project, in its private state folder."""
+
+    def __init__(self, project_dir: Path) -> None:
+        self.folder = project_dir / GUARD_DIR
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        import fcntl
+
+        ensure_private_dir(self.folder)
+        descriptor = os.open(self.folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(descriptor)
+
+    def load(self) -> GuardRecord | None:
+        try:
+            data = read_yaml_mapping(self.folder / RECORD_FILE)
+            if data is None:
+                return None
+            at_stop = data.get("at_stop")
+            return GuardRecord(
+                root=str(data["root"]),
+                paths=tuple(str(path) for path in data["paths"]),
+                entries=_entries(data["entries"]),
+                vm_may_write=bool(data.get("vm_may_write")),
+                at_stop=_entries(at_stop) if at_stop is not None else None,
+                git_entries=tuple(str(path) for path in data.get("git_entries", ())),
+                host_git=bool(data.get("host_git")),
+            )
+        except (UnreadableState, KeyError, TypeError, ValueError, AttributeError):
+            return None  # recorded afresh: nothing to compare with
+
+    def save(self, record: GuardRecord, contents: Mapping[str, bytes]) -> None:
+        copies = self.folder / COPIES_DIR
+        ensure_private_dir(copies)
+        wanted = {entry.digest for entry in record.entries.values() if entry.kind == FILE}
+        for path, entry in record.entries.items():
+            copy = copies / entry.digest
+            if entry.kind == FILE and path in contents and not copy.exists():
+                descriptor = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
+                with os.fdopen(descriptor, "wb") as handle:
+                    handle.write(contents[path])
+        write_yaml(self.folder / RECORD_FILE, {
+            "root": record.root,
+            "paths": list(record.paths),
+            "entries": {path: entry.as_mapping() for path, entry in record.entries.items()},
+            "vm_may_write": record.vm_may_write,
+            "at_stop": None if record.at_stop is None else {
+                path: entry.as_mapping() for path, entry in record.at_stop.items()},
+            "git_entries": list(record.git_entries),
+            "host_git": record.host_git,
+        })
+        for copy in copies.iterdir():
+            if copy.name not in wanted:
+                copy.unlink(missing_ok=True)
+
+    def copy_of(self, entry: Entry) -> bytes | None:
+        try:
+            return (self.folder / COPIES_DIR / entry.digest).read_bytes()
+        except FileNotFoundError:
+            return None
+
+
+def _entries(data: object) -> dict[str, Entry]:
+    if not isinstance(data, dict):
+        raise ValueError("not a mapping of entries")
+    return {str(path): entry_from_mapping(value) for path, value in data.items()}
+
+
+def covered(entries: Mapping[str, Entry], paths: Iterable[str]) -> dict[str, Entry]:
+    """The entries under `paths`, and those recorded in place of one (a link or file on the way)."""
+    guarded = list(paths)
+    return {
+        path: entry for path, entry in entries.items()
+        if any(path == each or path.startswith(each + "/") or each.startswith(path + "/") for each in guarded)
+    }
