@@ -3,7 +3,7 @@
 # emulated AMD CPU has SVM, so microVMs boot inside it; runs COMMAND there and exits with
 # COMMAND's exit code.
 #
-# Usage: scripts/kvm-lab.sh [--smoke] [--user] [COMMAND...]
+# Usage: scripts/kvm-lab.sh [--smoke] [--user] [--offline] [COMMAND...]
 #   COMMAND      run in the guest as root, in a copy of the checkout's tests. Without COMMAND:
 #                the tests that need a booting microVM (`python -m pytest -m kvm`), once as
 #                root and once as `tester`, each in a fresh guest
@@ -11,6 +11,10 @@
 #                and start
 #   --user       run COMMAND as the ordinary user `tester` (uid 1001, groups kvm and docker)
 #                instead of root
+#   --offline    a guest without internet, as on a laptop offline or an air-gapped network: no
+#                route out, no DNS resolver, no stand-in internet; only the host's Docker engine
+#                answers (QEMU's restricted user network with one forward). Tests see
+#                OPENCODE_SANDBOX_LAB_OFFLINE=1
 #
 # Needs root (it installs Debian packages, runs debootstrap and chroot) and a running Docker
 # engine: the guest builds images with the host's engine through a loopback-only forward.
@@ -38,6 +42,7 @@ MEMORY_MIB=${OPENCODE_SANDBOX_LAB_MEMORY_MIB:-6144}
 BOOT_TIMEOUT=${OPENCODE_SANDBOX_LAB_TIMEOUT:-14400}
 MIRROR=${OPENCODE_SANDBOX_LAB_MIRROR:-http://deb.debian.org/debian}
 SLOTS=${OPENCODE_SANDBOX_LAB_SLOTS:-2}
+OFFLINE_ENGINE_ADDRESS=10.0.2.100
 SUITE=trixie
 GUEST_PYTHON=3.13
 LAB_USER=tester
@@ -55,13 +60,15 @@ die() { printf '== lab: %s\n' "$*" >&2; exit 2; }
 seconds_since() { echo $(($(date +%s) - $1)); }
 
 as_user=0
+offline=0
 command_args=()
 passes=
 while [ $# -gt 0 ]; do
   case "$1" in
     --smoke) command_args=("${SMOKE_COMMAND[@]}"); shift ;;
     --user) as_user=1; shift ;;
-    --help|-h) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --offline) offline=1; shift ;;
+    --help|-h) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; command_args=("$@"); break ;;
     *) command_args=("$@"); break ;;
   esac
@@ -251,13 +258,20 @@ for _ in $(seq 100); do
   [ -n "$nic" ] && break
   sleep 0.1
 done
+set -a; . /lab/share/environment; set +a
 if [ -n "$nic" ]; then
   ip link set "$nic" up
   ip addr add 10.0.2.15/24 dev "$nic"
-  ip route add default via 10.0.2.2
+  [ "$LAB_OFFLINE" = 1 ] || ip route add default via 10.0.2.2
 else
   echo "lab: the guest has no network interface" >&2
 fi
+if [ "$LAB_OFFLINE" = 1 ]; then
+  # No resolver at all, and nothing outside answers: QEMU's network is restricted to the one
+  # forward to the host's Docker engine.
+  : > /etc/resolv.conf
+  export OPENCODE_SANDBOX_LAB_OFFLINE=1
+else
 # A stand-in for the internet, for tests whose servers must look like the internet's: names under
 # lab.test resolve to LAB_INTERNET, a public address that lives in a network namespace of its own
 # (so it is not one of this machine's addresses, which policies treat apart), and its ports 443
@@ -284,12 +298,12 @@ if dnsmasq --no-resolv --no-hosts --server=10.0.2.3 --address=/lab.test/$LAB_INT
 else
   echo "lab: dnsmasq did not start: no stand-in for the internet" >&2
 fi
+fi
 if modprobe kvm_amd; then
   chgrp kvm /dev/kvm && chmod 660 /dev/kvm
 else
   echo "lab: kvm_amd did not load" >&2
 fi
-set -a; . /lab/share/environment; set +a
 cd /opt/lab/src
 if [ "$LAB_AS_USER" = 1 ]; then
   chown -R tester: /opt/lab/src
@@ -363,7 +377,12 @@ boot_once() {
   mkdir -p "$RUN/share"
   chmod 777 "$RUN/share"
   {
-    printf 'DOCKER_HOST=tcp://10.0.2.2:%s\n' "$ENGINE_PORT"
+    if [ "$offline" = 1 ]; then
+      printf 'DOCKER_HOST=tcp://%s:2375\n' "$OFFLINE_ENGINE_ADDRESS"
+    else
+      printf 'DOCKER_HOST=tcp://10.0.2.2:%s\n' "$ENGINE_PORT"
+    fi
+    printf 'LAB_OFFLINE=%s\n' "$offline"
     printf 'LAB_AS_USER=%s\n' "$as_user"
     printf 'LANG=C.UTF-8\nTERM=xterm-256color\nPYTHONUNBUFFERED=1\n'
     # A first opencode serve takes minutes of emulated CPU in a microVM here.
@@ -380,6 +399,10 @@ boot_once() {
   make_disk
   flock -u 9
   local started; started=$(date +%s)
+  local network=user,id=n0
+  if [ "$offline" = 1 ]; then
+    network="user,id=n0,restrict=on,guestfwd=tcp:$OFFLINE_ENGINE_ADDRESS:2375-cmd:socat - TCP:127.0.0.1:$ENGINE_PORT"
+  fi
   say "booting the guest (QEMU TCG, 1 vCPU, $MEMORY_MIB MiB) to run as $(who_runs): ${command_args[*]}"
   set +e
   timeout -k 10 "$BOOT_TIMEOUT" qemu-system-x86_64 \
@@ -387,7 +410,7 @@ boot_once() {
     -kernel "$BASE/vmlinuz" -initrd "$BASE/initrd.img" \
     -append 'root=/dev/vda rw console=ttyS0 quiet panic=-1 init=/lab-init.sh' \
     -drive "file=$RUN/disk.img,format=raw,if=virtio,cache=unsafe" \
-    -netdev user,id=n0 -device virtio-net-pci,netdev=n0 \
+    -netdev "$network" -device virtio-net-pci,netdev=n0 \
     -virtfs "local,path=$RUN/share,mount_tag=share,security_model=none" \
     -display none -serial stdio -monitor none -nodefaults -no-reboot < /dev/null > >(sed -u 's/\r$//') &
   QEMU_PID=$!

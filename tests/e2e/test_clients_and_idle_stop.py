@@ -1,6 +1,8 @@
 """Clients on either runtime, in one scenario: `run --serve-only` guards the daemon with its
 password on 127.0.0.1 only, the attached opencode interface renders on a real terminal beside
-it, and the VM stops by itself once the last of them has left."""
+it, and the VM stops by itself once the last of them has left. The same without internet: on
+docker under the `none` profile, and on a microVM in the lab's `--offline` guest (no route out,
+no resolver), where the default profile meets no network at all."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import time
 
 import pytest
 
+from tests.e2e.conftest import MICROVMS_ONLY
 from tests.e2e.harness import (
     Project,
     ServeOnly,
@@ -31,10 +34,13 @@ IDLE_TIMEOUT_S = 2
 STOP_SLACK_S = 300
 
 
+@pytest.mark.parametrize(("runtime", "network"), [
+    ("docker", "public"), ("docker", "none"), pytest.param("microsandbox", "public", marks=MICROVMS_ONLY)])
 def test_serve_only_and_attach_then_the_vm_stops_after_the_last_client(
-    runtime_project: Project, unique: str, monkeypatch: pytest.MonkeyPatch
+    runtime_project: Project, network: str, unique: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     project = runtime_project
+    monkeypatch.setenv("OPENCODE_SANDBOX_NETWORK", network)
     monkeypatch.setenv("OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT", f"{IDLE_TIMEOUT_S}s")
     monkeypatch.setenv("OPENCODE_SANDBOX_AUTO_STOP_ON_ACTIVE_SESSIONS", "false")
     served = ServeOnly(project)

@@ -120,6 +120,9 @@ def test_a_slow_opencode_serve_is_waited_for_as_long_as_daemon_start_timeout(pro
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert f"error: opencode serve did not answer within 3 s in {project.vm}" in failed.stderr, failed.stderr
     assert "raise daemon-start-timeout" in failed.stderr.split("hint:", 1)[1]
+    report = failed.stderr.split("the end of its log:", 1)[1]
+    assert "opencode serve has printed nothing: it never got as far as listening." in report, failed.stderr
+    assert "Its processes in the VM:" in report and f"sleep {SLOW_SERVE_S}" in report, failed.stderr
     assert project.cli("stop").returncode == 0
 
     project.env["OPENCODE_SANDBOX_DAEMON_START_TIMEOUT"] = "5m"

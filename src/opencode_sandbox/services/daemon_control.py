@@ -112,7 +112,33 @@ def daemon_log_tail(runtime: Runtime, vm: str, lines: int = 30) -> str:
         result = runtime.exec(vm, ["tail", "-n", str(lines), DAEMON_LOG], timeout_s=30)
     except SandboxError as error:
         return f"(the log could not be read: {error.message})"
-    return result.stdout.strip() or result.stderr.strip() or "(the log is empty)"
+    return result.stdout.strip() or result.stderr.strip() or EMPTY_LOG
+
+
+EMPTY_LOG = "(the log is empty)"
+
+
+_REPORT_TABLES = ("tcp", "tcp6", "udp", "udp6")
+_REPORT_SCRIPT = (
+    f"pid=$(pgrep -o -f '{_PATTERN}'); [ -n \"$pid\" ] && ps -o pid,stat,etime,args -s \"$pid\" 2>/dev/null; "
+    + "".join(f"echo '--- {table}'; cat /proc/net/{table} 2>/dev/null; " for table in _REPORT_TABLES)
+)
+
+
+def serve_report(runtime: Runtime, vm: str, printed_nothing: bool) -> tuple[str, str | None]:
+    """What `opencode serve` is doing now, for a start failure: the lines to add, and a hint when
+    it waits on the network ("" and None when the VM cannot tell)."""
+    from opencode_sandbox.core.serve_report import connections, hint_for, summary
+
+    try:
+        result = runtime.exec(vm, ["sh", "-c", _REPORT_SCRIPT], workdir="/", timeout_s=30)
+    except SandboxError:
+        return "", None
+    sections = result.stdout.split("--- ")
+    processes, tables = sections[0], sections[1:]
+    waiting = [each for section in tables for each in connections(section.partition("\n")[2],
+                                                                   section.partition("\n")[0].strip())]
+    return summary(processes, waiting, printed_nothing), hint_for(waiting)
 
 
 PROCESS_CHECK_S = 5.0

@@ -113,9 +113,10 @@ class DaemonStep:
                 f"opencode serve exited before it answered in {self.vm}; the end of its log:\n{tail}",
                 hint="fix the cause above (often the opencode configuration), then run again",
             )
+        doing, network_hint = daemon_control.serve_report(self.runtime, self.vm, tail == daemon_control.EMPTY_LOG)
         return BootFailed(
             f"opencode serve did not answer within {self.start_timeout_s:g} s in {self.vm}; "
-            f"the end of its log:\n{tail}",
-            hint="fix the cause above (often the opencode configuration), then run again; on a slow host "
-            "(nested or emulated virtualization) raise daemon-start-timeout",
+            f"the end of its log:\n{tail}" + (f"\n{doing}" if doing else ""),
+            hint=network_hint or "fix the cause above (often the opencode configuration), then run again; on a slow "
+            "host (nested or emulated virtualization) raise daemon-start-timeout",
         )
