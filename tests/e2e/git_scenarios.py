@@ -68,7 +68,8 @@ def a_gitlink_and_nested_repositories_run_nothing(project: Project) -> None:
     gone = wait_until(lambda: not (project.root / "sub" / ".git").exists()
                       and not (project.root / "other" / ".git").exists()
                       and not (project.root / "evil" / "HEAD").exists(), sync_within(project))
-    assert gone, "the git directories the VM made stayed in the checkout while it ran"
+    assert gone, f"the git directories the VM made stayed in the checkout while it ran; the reaper's log:\n" \
+                 f"{project.reaper_log()}"
     host_git_runs_nothing(project, marker)
     for folder in ("sub", "other"):
         (project.root / folder).mkdir(exist_ok=True)
@@ -97,7 +98,7 @@ def guarded_files_are_put_back_while_the_vm_runs(project: Project) -> None:
         "> .pre-commit-config.yaml"])
     assert written.exit_code == 0, written.stderr
     assert wait_until(lambda: host_files() == recorded, sync_within(project)), \
-        "a guarded file the VM wrote stayed in the checkout while it ran"
+        f"a guarded file the VM wrote stayed in the checkout while it ran; the reaper's log:\n{project.reaper_log()}"
     status = json.loads(project.cli("guard", "status", "--format", "json").stdout)
     assert {line.split(":")[0] for line in status["put_back"]} == {".envrc", ".pre-commit-config.yaml",
                                                                     ".vscode/tasks.json"}, status

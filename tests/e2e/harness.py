@@ -162,6 +162,11 @@ class Project:
             return f"(the VM could not be asked: {error})"
         return found.stdout + found.stderr
 
+    def reaper_log(self, characters: int = 4000) -> str:
+        """The end of the idle reaper's log, for a failure message."""
+        log = self.state_dir / "reaper.log"
+        return log.read_text(errors="replace")[-characters:] if log.exists() else "(no reaper.log)"
+
     def home_volumes(self) -> list[str]:
         prefix = f"opencode-sandbox-home-{self.slug}-"
         return sorted(volume.name for volume in self.backend().list_volumes() if volume.name.startswith(prefix))

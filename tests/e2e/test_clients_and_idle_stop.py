@@ -80,8 +80,7 @@ def test_serve_only_and_attach_then_the_vm_stops_after_the_last_client(
         detached = time.monotonic()
         served.detach()
         if not wait_until(project.vm_stopped, timeout=STOP_SLACK_S, interval=2):
-            reaper_log = project.state_dir / "reaper.log"
-            decisions = reaper_log.read_text()[-4000:] if reaper_log.exists() else "(no reaper.log)"
+            decisions = project.reaper_log()
             raise AssertionError(f"the VM still runs {STOP_SLACK_S} s after the last client left: "
                                  f"{project.vm_info()}\nthe reaper's log:\n{decisions}\non this host:\n"
                                  f"{host_processes('opencode', 'msb')}")
