@@ -57,13 +57,18 @@ def a_gitlink_and_nested_repositories_run_nothing(project: Project) -> None:
     marker = project.root.parent / "pwned-gitlink"
     head = git(project.root, "rev-parse", "HEAD")
     assert project.shell("true").returncode == 0  # the VM runs on, with no client: the reaper watches
-    # Made outside the checkout and moved in at the end: the watch moves a git directory as soon
-    # as it appears, which would otherwise cut the attack short halfway.
+    # The watch moves a git directory as soon as it appears, which would cut the attack short
+    # halfway: each is made outside the checkout without its last part (`refs`, the `.git`
+    # name), copied in (a copy between file systems, slow in an emulated VM) and completed by
+    # renames. Whatever the watch takes between two renames is gone, as the attack should be.
     made = project.backend().exec(project.vm, ["sh", "-c",
         f"git update-index --add --cacheinfo 160000,{head},sub && mkdir -p /tmp/made/other && cd /tmp/made && "
         f"git init -q sub && git -C sub config core.fsmonitor 'touch ../../{marker.name}; false' && "
         f"git init -q --bare evil && git -C evil config core.fsmonitor 'touch ../../{marker.name}; false' && "
-        "echo 'gitdir: ../evil' > other/.git && mv sub evil other /workspace/"])
+        "echo 'gitdir: ../evil' > other/git.part && mv evil/refs evil/refs.part && "
+        "mv sub/.git/refs sub/.git/refs.part && mv sub/.git sub/dotgit.part && mv sub evil other /workspace/ && "
+        "cd /workspace && { mv evil/refs.part evil/refs; mv sub/dotgit.part sub/.git; "
+        "mv sub/.git/refs.part sub/.git/refs; mv other/git.part other/.git; true; }"])
     assert made.exit_code == 0, made.stderr
     gone = wait_until(lambda: not (project.root / "sub" / ".git").exists()
                       and not (project.root / "other" / ".git").exists()
