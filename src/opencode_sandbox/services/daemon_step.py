@@ -114,9 +114,10 @@ class DaemonStep:
                 hint="fix the cause above (often the opencode configuration), then run again",
             )
         doing, network_hint = daemon_control.serve_report(self.runtime, self.vm, tail == daemon_control.EMPTY_LOG)
+        shown = f"{tail}\n{doing}" if doing else tail
         return BootFailed(
             f"opencode serve did not answer within {self.start_timeout_s:g} s in {self.vm}; "
-            f"the end of its log:\n{tail}" + (f"\n{doing}" if doing else ""),
+            f"the end of its log:\n{shown}",
             hint=network_hint or "fix the cause above (often the opencode configuration), then run again; on a slow "
             "host (nested or emulated virtualization) raise daemon-start-timeout",
         )

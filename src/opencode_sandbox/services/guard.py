@@ -140,8 +140,8 @@ def _tell_moved(app: App, store: GuardStore) -> None:
     if notes.held:
         console.warn(f"{len(notes.held)} file(s) the host runs were changed while the VM ran and put back as they "
                      "were within seconds:",
-                     hint="the changed versions are kept where shown; copy one back only if you trust it "
-                          "(an edit of yours made while the VM ran is among them too)")
+                     hint="the changed versions are kept where shown; copy one back, with no VM running, only "
+                          "if you trust it (your own edits made while the VM ran are put back the same way)")
         for held in notes.held:
             console.note(f"  {shown(held.line())}")
             for line in held.diff:
