@@ -120,7 +120,7 @@ EMPTY_LOG = "(the log is empty)"
 
 _REPORT_TABLES = ("tcp", "tcp6", "udp", "udp6")
 _REPORT_SCRIPT = (
-    f"pid=$(pgrep -o -f '{_PATTERN}'); [ -n \"$pid\" ] && ps -o pid,stat,etime,args -s \"$pid\" 2>/dev/null; "
+    f"pid=$(pgrep -o -f '{_PATTERN}'); [ -n \"$pid\" ] && ps -o pid,stat,etime,time,args -s \"$pid\" 2>/dev/null; "
     + "".join(f"echo '--- {table}'; cat /proc/net/{table} 2>/dev/null; " for table in _REPORT_TABLES)
 )
 
