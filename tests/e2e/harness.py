@@ -162,6 +162,13 @@ class Project:
             return f"(the VM could not be asked: {error})"
         return found.stdout + found.stderr
 
+    def end_reaper(self) -> None:
+        """Ends the project's idle reaper, and with it the watch that puts the VM's changes back
+        within seconds: what the VM changes then waits for the review, as when it lands between
+        two rounds. The VM no longer stops by itself; the test stops it."""
+        subprocess.run(["pkill", "-KILL", "-f", f"opencode_sandbox.services.reaper --state-root "
+                        f"{self.paths.state_dir} --slug {self.slug}"], check=False)
+
     def reaper_log(self, characters: int = 4000) -> str:
         """The end of the idle reaper's log, for a failure message."""
         log = self.state_dir / "reaper.log"

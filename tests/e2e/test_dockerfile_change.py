@@ -24,17 +24,16 @@ def recorded_home(project: Project) -> str | None:
 
 
 def answer_the_change(project: Project, terminal_name: str, answer: str, image_text: str) -> list[str]:
-    """Change the Dockerfile, run `shell` on a terminal, answer its question; what the VM's home shows."""
+    """Change the Dockerfile with no VM running (while one runs, the watch puts a change of the
+    tool's folder back), run `shell` on a terminal, answer its question; what the VM's home shows."""
+    stopped = project.cli("stop")
+    assert stopped.returncode == 0, stopped.stderr
     project.write_dockerfile(FROM_BASE + f"RUN echo {image_text} > /home/dev/from-image"
                                          f" && touch /home/dev/{image_text}\n")
     report = REPORT.format(new=image_text)
     terminal = Tmux(terminal_name, cli_command("shell", "--", "sh", "-c", report), project.root, project.env)
     try:
-        screen = terminal.wait_for(r"\(keep, reset, migrate\) \[keep\]|Revert them\?", timeout=LOADED)
-        if "(keep, reset, migrate)" not in screen:
-            # microsandbox: root in the VM could lift the read-only mount, so the user's own edit is asked about
-            terminal.send("n", "Enter")
-            terminal.wait_for(r"\(keep, reset, migrate\) \[keep\]", timeout=LOADED)
+        terminal.wait_for(r"\(keep, reset, migrate\) \[keep\]", timeout=LOADED)
         terminal.send(answer, "Enter")
         terminal.wait_for(r"EXIT-CODE=0", timeout=900)
     finally:

