@@ -4,7 +4,6 @@ way within one round of the idle reaper, and told at the next review."""
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,11 +16,7 @@ from opencode_sandbox.services.guard import render_status, review, status
 from opencode_sandbox.services.guard_moves import Notes, catch_while_running
 from tests.fakes.runtime import FakeRuntime
 from tests.services.app_fakes import SLUG, make_app, messages
-
-
-def git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=cwd,
-                          capture_output=True, text=True, check=False)
+from tests.services.test_guard import git
 
 
 @pytest.fixture

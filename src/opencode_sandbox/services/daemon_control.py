@@ -134,10 +134,11 @@ def serve_report(runtime: Runtime, vm: str, printed_nothing: bool) -> tuple[str,
         result = runtime.exec(vm, ["sh", "-c", _REPORT_SCRIPT], workdir="/", timeout_s=30)
     except SandboxError:
         return "", None
-    sections = result.stdout.split("--- ")
-    processes, tables = sections[0], sections[1:]
-    waiting = [each for section in tables for each in connections(section.partition("\n")[2],
-                                                                   section.partition("\n")[0].strip())]
+    processes, *tables = result.stdout.split("--- ")
+    waiting = []
+    for section in tables:
+        name, _, table = section.partition("\n")
+        waiting += connections(table, name.strip())
     return summary(processes, waiting, printed_nothing), hint_for(waiting)
 
 
