@@ -14,9 +14,11 @@ def a_planted_hook_is_reverted_before_git_runs_it(project: Project) -> None:
     before the VM starts): a hook the VM plants there is reported and reverted; one it plants in
     its own git directory is never the host's."""
     git(project.root, "config", "core.hooksPath", ".githooks")
-    planted = project.shell(f"mkdir -p .githooks && cat > .githooks/pre-commit <<'EOF'\n{PLANTED}EOF\n"
-                            "chmod 755 .githooks/pre-commit && mkdir -p .git/hooks && "
-                            "cp .githooks/pre-commit .git/hooks/")
+    # Written whole under another name and renamed into place: the watch puts a guarded file back
+    # within seconds, so one written there step by step can go before the next step reads it.
+    planted = project.shell(f"cat > hook.tmp <<'EOF'\n{PLANTED}EOF\n"
+                            "chmod 755 hook.tmp && mkdir -p .githooks .git/hooks && "
+                            "cp hook.tmp .git/hooks/pre-commit && mv hook.tmp .githooks/pre-commit")
 
     assert planted.returncode == 0, planted.stderr
     assert ".githooks/pre-commit: added (mode 0755, " in planted.stderr, planted.stderr
