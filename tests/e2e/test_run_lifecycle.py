@@ -106,6 +106,30 @@ def test_provisioning_copies_changed_config_and_project_overrides(project: Proje
     assert _recorded(project, "config_fingerprint") not in (None, first_fingerprint)
 
 
+def test_provisioning_reads_no_link_the_checkout_holds(project: Project, isolated_home: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A repository that commits links in its opencode folder gets neither the launcher's
+    environment nor a file of the user's into the VM home, and the user is told."""
+    secret_file = isolated_home / "private.txt"
+    secret_file.write_text("the user's own\n")
+    secret_file.chmod(0o600)
+    monkeypatch.setenv("PROVISION_LINK_VALUE", "kept-on-the-host-7c1d")
+    folder = project.root / ".opencode-sandbox" / "opencode"
+    folder.mkdir(parents=True)
+    (folder / "env.txt").symlink_to("/proc/self/environ")
+    (folder / "notes.md").symlink_to(secret_file)
+    (folder / "outside").symlink_to(isolated_home, target_is_directory=True)
+    (folder / "agent.md").write_text("copied\n")
+    shown = project.shell("ls -A ~/.config/opencode; cat ~/.config/opencode/agent.md; "
+                          "grep -rl 'kept-on-the-host\\|the user' ~ 2>/dev/null; true")
+    assert shown.returncode == 0, shown.stderr
+    listed = shown.stdout.split()
+    assert "agent.md" in listed and "copied" in listed
+    assert not {"env.txt", "notes.md", "outside"} & set(listed), shown.stdout
+    assert "kept-on-the-host" not in shown.stdout and "private.txt" not in shown.stdout, shown.stdout
+    assert "not copied into the VM" in shown.stderr and "env.txt" in shown.stderr, shown.stderr
+
+
 def _recorded(project: Project, key: str) -> str | None:
     state = StateStore(project.state_dir.parent).load(project.slug)
     value = getattr(state, key)

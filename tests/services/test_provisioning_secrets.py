@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from opencode_sandbox.core.providers import providers_kept_out, without_kept_out_keys
 from opencode_sandbox.services import provisioning
@@ -13,15 +12,13 @@ LOGINS = {"openai": {"type": "api", "key": "sk-1"}, "anthropic": {"type": "oauth
           "mistral": {"type": "api", "key": "m-1"}}
 
 
-def files_with(tmp_path: Path, text: str) -> dict[str, Path]:
-    path = tmp_path / "auth.json"
-    path.write_text(text)
-    path.chmod(0o600)
-    return {AUTH_TARGET: path, ".config/opencode/opencode.json": path}
+def files_with(text: str) -> dict[str, Content]:
+    content = Content(text.encode(), 0o600, 1_700_000_000)
+    return {AUTH_TARGET: content, ".config/opencode/opencode.json": content}
 
 
-def test_only_the_api_keys_of_providers_with_a_secret_are_left_out(tmp_path: Path) -> None:
-    files = files_with(tmp_path, json.dumps(LOGINS))
+def test_only_the_api_keys_of_providers_with_a_secret_are_left_out() -> None:
+    files = files_with(json.dumps(LOGINS))
     filtered = without_secret_keys(files, {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "UNRELATED"})
     content = filtered[AUTH_TARGET]
     assert isinstance(content, Content) and content.mode == 0o600
@@ -31,16 +28,16 @@ def test_only_the_api_keys_of_providers_with_a_secret_are_left_out(tmp_path: Pat
     assert provisioning.manifest(filtered)[AUTH_TARGET] != provisioning.manifest(files)[AUTH_TARGET]
 
 
-def test_without_secrets_or_with_nothing_to_leave_out_the_file_is_copied_as_it_is(tmp_path: Path) -> None:
-    files = files_with(tmp_path, json.dumps(LOGINS))
+def test_without_secrets_or_with_nothing_to_leave_out_the_file_is_copied_as_it_is() -> None:
+    files = files_with(json.dumps(LOGINS))
     assert without_secret_keys(files, set()) == files
     assert without_secret_keys(files, {"GROQ_API_KEY"}) == files
-    broken = files_with(tmp_path, "{not json")
+    broken = files_with("{not json")
     assert without_secret_keys(broken, {"OPENAI_API_KEY"}) == broken
 
 
-def test_every_key_left_out_still_replaces_the_vm_s_copy(tmp_path: Path) -> None:
-    files = files_with(tmp_path, json.dumps({"openai": {"type": "api", "key": "sk-1"}}))
+def test_every_key_left_out_still_replaces_the_vm_s_copy() -> None:
+    files = files_with(json.dumps({"openai": {"type": "api", "key": "sk-1"}}))
     content = without_secret_keys(files, {"OPENAI_API_KEY"})[AUTH_TARGET]
     assert isinstance(content, Content) and json.loads(content.data) == {}
 

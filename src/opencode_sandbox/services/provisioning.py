@@ -6,12 +6,15 @@ import io
 import json
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from opencode_sandbox.core.digest import sha256
 from opencode_sandbox.core.providers import without_kept_out_keys
 from opencode_sandbox.core.records import Record
+from opencode_sandbox.services.regular_files import Content, read_tree
+
+__all__ = ["Content"]
 
 VM_HOME = "/home/dev"
 DEV_UID = 1000
@@ -19,22 +22,21 @@ DEV_GID = 1000
 AUTH_TARGET = ".local/share/opencode/auth.json"
 
 
-class Content(Record):
-    """A file's content made here rather than read from the host as it is."""
-
-    data: bytes
-    mode: int
-    mtime: int
-
-
-Provisioned = Path | Content
-
-
 class ProvisionSource(Record):
     host: Path
     """A file or folder on the host."""
     target: str
     """Its path relative to the VM home."""
+    within: Path | None = None
+    """Set for a source in the checkout, which the VM and a cloned repository write: no link from
+    this folder down to `host` is followed. The user's own sources may be links they made."""
+
+
+class Collected(Record):
+    files: dict[str, Content]
+    """Target path -> content."""
+    skipped: list[Path]
+    """What was not copied: links, devices, FIFOs and sockets are never read."""
 
 
 def default_sources(home: Path, config_home: Path, data_home: Path, project_root: Path) -> list[ProvisionSource]:
@@ -43,7 +45,7 @@ def default_sources(home: Path, config_home: Path, data_home: Path, project_root
         ProvisionSource(config_home / "opencode", ".config/opencode"),
         ProvisionSource(data_home / "opencode" / "auth.json", AUTH_TARGET),
         ProvisionSource(data_home / "opencode" / "mcp-auth.json", ".local/share/opencode/mcp-auth.json"),
-        ProvisionSource(project_root / ".opencode-sandbox" / "opencode", ".config/opencode"),
+        ProvisionSource(project_root / ".opencode-sandbox" / "opencode", ".config/opencode", within=project_root),
     ]
 
 
@@ -54,61 +56,39 @@ def sources_for_environment(project_root: Path) -> list[ProvisionSource]:
     return default_sources(home, config_home, data_home, project_root)
 
 
-def _walk(source: ProvisionSource) -> Iterator[tuple[str, Path]]:
-    if source.host.is_file():
-        yield source.target, source.host
-        return
-    if not source.host.is_dir():
-        return
-    for folder, directories, files in os.walk(source.host):
-        directories.sort()
-        for name in sorted(files):
-            path = Path(folder) / name
-            if path.is_file():
-                relative = path.relative_to(source.host).as_posix()
-                yield f"{source.target}/{relative}", path
-
-
-def collect_files(sources: list[ProvisionSource]) -> dict[str, Path]:
-    """Target path -> host file; later sources win (the project folder merges on top)."""
-    files: dict[str, Path] = {}
+def collect_files(sources: list[ProvisionSource]) -> Collected:
+    """Every regular file of each source, by target path; later sources win (the project folder
+    merges on top)."""
+    collected = Collected({}, [])
     for source in sources:
-        for target, path in _walk(source):
-            files[target] = path
-    return files
+        tree = read_tree(source.host, source.within)
+        for relative, content in tree.files.items():
+            collected.files[f"{source.target}/{relative}" if relative else source.target] = content
+        collected.skipped.extend(source.host / relative if relative else source.host for relative in tree.skipped)
+    return collected
 
 
-def without_secret_keys(files: Mapping[str, Path], secret_names: set[str]) -> dict[str, Provisioned]:
+def without_secret_keys(files: Mapping[str, Content], secret_names: set[str]) -> dict[str, Content]:
     """`files` with opencode's `auth.json` left without the API keys that are secrets: the VM
     gets those as placeholders. The host's own file is never changed."""
-    result: dict[str, Provisioned] = dict(files)
-    path = files.get(AUTH_TARGET)
-    if path is None or not secret_names:
+    result = dict(files)
+    logins = files.get(AUTH_TARGET)
+    if logins is None or not secret_names:
         return result
     try:
-        document = json.loads(path.read_bytes())
+        document = json.loads(logins.data)
     except ValueError:
         return result  # not opencode's logins: nothing in it can be told apart
     kept = without_kept_out_keys(document, secret_names)
     if kept is not document:
-        status = path.stat()
-        result[AUTH_TARGET] = Content(json.dumps(kept, indent=2).encode(), status.st_mode & 0o777,
-                                      int(status.st_mtime))
+        result[AUTH_TARGET] = Content(json.dumps(kept, indent=2).encode(), logins.mode, logins.mtime)
     return result
 
 
-def _read(source: Provisioned) -> Content:
-    if isinstance(source, Content):
-        return source
-    status = source.stat()
-    return Content(source.read_bytes(), status.st_mode & 0o777, int(status.st_mtime))
-
-
-def manifest(files: Mapping[str, Provisioned]) -> dict[str, str]:
+def manifest(files: Mapping[str, Content]) -> dict[str, str]:
     """Target path -> content digest (and mode), the record of what was provisioned."""
     result: dict[str, str] = {}
-    for target, source in sorted(files.items()):
-        content = _read(source)
+    for target, content in sorted(files.items()):
         result[target] = f"{sha256(content.data).hexdigest()[:32]}:{content.mode:o}"
     return result
 
@@ -117,12 +97,12 @@ def manifest_fingerprint(entries: Mapping[str, str]) -> str:
     return sha256(json.dumps(dict(sorted(entries.items()))).encode()).hexdigest()[:16]
 
 
-def changed_files(files: Mapping[str, Provisioned], current: Mapping[str, str],
+def changed_files(files: Mapping[str, Content], current: Mapping[str, str],
                   provisioned: Mapping[str, str]) -> list[str]:
     return [target for target in sorted(files) if provisioned.get(target) != current[target]]
 
 
-def tar_archive(files: Mapping[str, Provisioned], targets: list[str]) -> bytes:
+def tar_archive(files: Mapping[str, Content], targets: list[str]) -> bytes:
     """A tar of `targets` owned by dev, with the parent folders, to unpack in the VM home."""
     import tarfile
 
@@ -141,7 +121,7 @@ def tar_archive(files: Mapping[str, Provisioned], targets: list[str]) -> bytes:
                     info.mtime = int(time.time())
                     info.uid, info.gid, info.uname, info.gname = DEV_UID, DEV_GID, "dev", "dev"
                     archive.addfile(info)
-            content = _read(files[target])
+            content = files[target]
             info = tarfile.TarInfo(target)
             info.size = len(content.data)
             info.mode = content.mode

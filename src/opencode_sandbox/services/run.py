@@ -11,6 +11,7 @@ from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.app import App
 from opencode_sandbox.core import naming
 from opencode_sandbox.core.egress import Profile
+from opencode_sandbox.core.guard import shown
 from opencode_sandbox.core.lifecycle import (
     ApplyChoice,
     DaemonFacts,
@@ -465,7 +466,14 @@ class RunLifecycle:
         """Copy what changed of the user's opencode config into the VM; its fingerprint."""
         sources = provisioning.sources_for_environment(self.app.project.root)
         secret_names = {secret.name for secret in self.app.settings.secrets}
-        files = provisioning.without_secret_keys(provisioning.collect_files(sources), secret_names)
+        collected = provisioning.collect_files(sources)
+        if collected.skipped:
+            self.console.warn(
+                f"not copied into the VM (provisioning copies regular files only, never through a link): "
+                f"{', '.join(shown(str(path)) for path in collected.skipped)}",
+                hint="put the file itself there in place of the link",
+            )
+        files = provisioning.without_secret_keys(collected.files, secret_names)
         current = provisioning.manifest(files)
         record_path = self.project_dir / "provisioned.yaml"
         try:
