@@ -143,6 +143,27 @@ def models_request(project: Project, site: Site) -> str:
                           f"https://{site.model_name}/v1/models")
 
 
+FRONTED = """const http = require('http'), tls = require('tls');
+const [connectTo, sni, host] = process.argv.slice(1);
+http.request({host: 'opencode-sandbox-proxy', port: 8080, method: 'CONNECT', path: connectTo + ':443'})
+  .on('connect', (answer, socket) => {
+    if (answer.statusCode !== 200) { console.log('CONNECT ' + answer.statusCode); return; }
+    const secure = tls.connect({socket, servername: sni, rejectUnauthorized: false}, () => secure.write(
+      'GET /v1/models HTTP/1.1\\r\\nHost: ' + host + '\\r\\nAuthorization: Bearer ' + process.env.OPENAI_API_KEY +
+      '\\r\\nConnection: close\\r\\n\\r\\n'));
+    let got = ''; secure.on('data', part => got += part).on('end', () => console.log(got))
+      .on('error', error => console.log('error ' + error.message));
+  }).on('error', error => console.log('error ' + error.message)).end();
+"""
+
+
+def fronted_request(project: Project, connect_to: str, sni: str, host: str) -> str:
+    """A tunnel opened to `connect_to` through the proxy that then names another site, in TLS
+    (`sni`) or in `Host`, as a client on a shared front would; what comes back."""
+    result = docker("exec", "--user", "dev", project.vm, "node", "-e", FRONTED, connect_to, sni, host)
+    return result.stdout + result.stderr
+
+
 def assert_only_the_placeholder_in_the_vm(project: Project) -> None:
     env = in_vm(project, "printenv")
     assert f"OPENAI_API_KEY={PLACEHOLDER}" in env.splitlines(), env
@@ -166,7 +187,7 @@ def test_the_agent_works_through_a_secret_whose_value_the_vm_never_holds(
     ca_file = (project.home or tmp_path) / "model-ca.pem"
     ca.cert_pem.write_to_path(str(ca_file))
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert(site.model_name).configure_cert(tls)
+    ca.issue_cert(site.model_name, site.other_name).configure_cert(tls)  # one front serves both names
     steps = [
         step(ToolCall("write", {"filePath": f"/workspace/{NOTE}", "content": NOTE_TEXT})),
         step(Reply(f"I wrote {NOTE}."), held=True),
@@ -210,6 +231,14 @@ def test_the_agent_works_through_a_secret_whose_value_the_vm_never_holds(
             assert logged.returncode == 0, logged.stderr
             refused = [entry for entry in json.loads(logged.stdout) if entry["destination"] == site.other_name]
             assert refused and "placeholder of the secret OPENAI_API_KEY" in refused[0]["reason"], logged.stdout
+
+            seen = len(model.authorizations)
+            for sni, host in [(site.other_name, site.other_name), (site.model_name, site.other_name)]:
+                fronted = fronted_request(project, site.model_name, sni, host)
+                assert "HTTP/1.1 403" in fronted and "names_disagree" in fronted, fronted
+            assert model.authorizations[seen:] == [], "a request naming another site got the key"
+            onboarding = in_vm(project, 'curl -sS --max-time 20 -w "\nstatus %{http_code}" http://mitm.it/')
+            assert "mitmproxy" not in onboarding.lower() and not onboarding.endswith("status 200"), onboarding
         finally:
             steps[1].release.set()
             client.detach()

@@ -109,6 +109,46 @@ def host_service() -> Iterator[int]:
         server.shutdown()
 
 
+@pytest.fixture
+def host_datagrams() -> Iterator[tuple[int, list[bytes]]]:
+    """A UDP service on every address of the host that answers each datagram: its port, and what it got."""
+    got: list[bytes] = []
+    service = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    service.bind(("0.0.0.0", 0))
+    service.settimeout(0.5)
+    done = threading.Event()
+
+    def answer() -> None:
+        while not done.is_set():
+            try:
+                data, sender = service.recvfrom(2048)
+            except TimeoutError:
+                continue
+            got.append(data)
+            service.sendto(b"answer", sender)
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        yield service.getsockname()[1], got
+    finally:
+        done.set()
+        thread.join()
+        service.close()
+
+
+def send_to_groups(project: Project, port: int) -> str:
+    """Datagrams from the VM to the local network's broadcast and all-hosts multicast addresses,
+    then, on the same socket, to the host's address on the project network, as an answer would allow."""
+    script = ("use Socket; socket(my $s, PF_INET, SOCK_DGRAM, 0) or die qq(socket: $!\\n); "
+              "setsockopt($s, SOL_SOCKET, SO_BROADCAST, 1); my $sent = 0; "
+              f"for my $to ('255.255.255.255', '224.0.0.1', '{gateway(project)}') {{ "
+              f"$sent++ if send($s, qq(from the VM to $to), 0, sockaddr_in({port}, inet_aton($to))); sleep 1 }} "
+              "print qq(sent $sent\\n)")
+    result = docker("exec", "--user", "dev", project.vm, "perl", "-e", script)
+    return result.stdout + result.stderr
+
+
 def name_the_host_resolves() -> str:
     """A public name the host's own resolver answers for: Docker's DNS forwards the VM's lookups
     of such names to that resolver, often at a private address."""
@@ -168,6 +208,7 @@ def netfilter_image_removed_after() -> Iterator[None]:
 
 def test_public_refuses_private_addresses_and_the_host_and_survives_a_restart(
     any_user_project: Project, servers: tuple[Server, Server], host_service: int,
+    host_datagrams: tuple[int, list[bytes]],
     netfilter_image_removed_after: None,
 ) -> None:
     project = any_user_project
@@ -179,6 +220,10 @@ def test_public_refuses_private_addresses_and_the_host_and_survives_a_restart(
         assert fetch(project, public.url)[0] == "hello"
         refused_fast(project, private.url)
         refused_fast(project, f"http://{gateway(project)}:{host_service}/")
+        udp_port, datagrams = host_datagrams
+        sent = send_to_groups(project, udp_port)
+        time.sleep(1)
+        assert datagrams == [], f"a datagram from the VM reached a host service ({sent}): {datagrams}"
         assert fetch(project, f"http://{public.container}:8080/")[0] == "hello", "Docker's DNS answers"
         name = name_the_host_resolves()
         lookup = docker("exec", "--user", "dev", project.vm, "getent", "hosts", name)

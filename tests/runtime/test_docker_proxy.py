@@ -73,9 +73,14 @@ def test_the_proxy_runs_without_capabilities_and_takes_its_policy_from_its_envir
 
 
 class Flow:
+    """A mitmproxy flow as much as the addon reads of it: the names of its server agree unless a
+    test gives others."""
+
     def __init__(self, host: str, port: int) -> None:
         self.request = SimpleNamespace(host=host, port=port, scheme="http", url=f"http://{host}:{port}/",
-                                       headers=Fields([]), get_content=lambda strict=True: b"")
+                                       host_header=host, headers=Fields([]), get_content=lambda strict=True: b"")
+        self.client_conn = SimpleNamespace(sni=None)
+        self.server_conn = SimpleNamespace(sni=None)
         self.response: Any = None
 
 
@@ -97,6 +102,8 @@ def addon_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Mo
 
     http.Response = Response  # type: ignore[attr-defined]
     stand_in.http = http  # type: ignore[attr-defined]
+    tcp = ModuleType("mitmproxy.tcp")
+    stand_in.tcp = tcp  # type: ignore[attr-defined]
     document = json.loads(docker_proxy.proxy_policy_document(POLICY, []))
     monkeypatch.setenv(docker_proxy.POLICY_VARIABLE, json.dumps(document))
     saved = {name: module for name, module in sys.modules.items() if name.startswith("opencode_sandbox")}
@@ -104,6 +111,7 @@ def addon_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Mo
         del sys.modules[name]
     monkeypatch.setitem(sys.modules, "mitmproxy", stand_in)
     monkeypatch.setitem(sys.modules, "mitmproxy.http", http)
+    monkeypatch.setitem(sys.modules, "mitmproxy.tcp", tcp)
     monkeypatch.syspath_prepend(str(tmp_path / "lib"))
     try:
         module = importlib.import_module("proxy_addon")
@@ -166,13 +174,18 @@ class Fields:
 
 
 class RequestFlow(Flow):
-    def __init__(self, url: str, headers: list[tuple[str, str]], body: bytes = b"") -> None:
+    def __init__(self, url: str, headers: list[tuple[str, str]], body: bytes = b"", sni: str | None = None,
+                 host_header: str | None = None) -> None:
         super().__init__("", 0)
         scheme, rest = url.split("://", 1)
         authority = rest.split("/", 1)[0]
         host, _, port = authority.partition(":")
         self.request = SimpleNamespace(host=host, port=int(port or (443 if scheme == "https" else 80)), scheme=scheme,
-                                       url=url, headers=Fields(headers), get_content=lambda strict=True: body)
+                                       url=url, host_header=host_header or authority, headers=Fields(headers),
+                                       get_content=lambda strict=True: body)
+        if scheme == "https":  # mitmproxy checks the server's certificate for the client's name, else the host
+            self.client_conn.sni = sni or host
+            self.server_conn.sni = sni or host
 
 
 def requested(module: ModuleType, flow: RequestFlow, monkeypatch: pytest.MonkeyPatch,
@@ -212,6 +225,40 @@ def test_the_addon_puts_the_value_only_into_https_requests_to_the_secrets_host(
     in_body = requested(addon_module, RequestFlow("https://lan.example.test/", [], b'{"k": "$MSB_API_KEY"}'),
                         monkeypatch, {"API_KEY": VALUE}, tmp_path)
     assert in_body.response is not None and in_body.response.status_code == 403
+
+
+@pytest.mark.parametrize(("sni", "host_header", "said"), [
+    ("evil.example", None, "the TLS name (SNI) evil.example is not pub.example.test"),
+    (None, "evil.example", "the Host header names evil.example, not pub.example.test"),
+])
+def test_a_request_that_names_another_site_than_its_connection_gets_no_value_and_a_403(
+    addon_module: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    sni: str | None, host_header: str | None, said: str,
+) -> None:
+    """Connected to the secret's host, the request names another site (in TLS or in `Host`): on a
+    shared front that site would get it, so neither the policy nor the secret takes the host's word."""
+    bearer = ("Authorization", "Bearer $MSB_API_KEY")
+    flow = requested(addon_module, RequestFlow("https://pub.example.test/v1", [bearer], sni=sni,
+                                               host_header=host_header), monkeypatch, {"API_KEY": VALUE}, tmp_path)
+    assert flow.response is not None and flow.response.status_code == 403
+    body = json.loads(flow.response.body)
+    assert body["error"] == "names_disagree" and said in body["reason"], body
+    assert flow.request.headers.pairs == [bearer]
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["reason"] == body["reason"]
+
+
+def test_a_stream_that_is_not_http_is_cut_when_its_tls_name_is_another_host(addon_module: ModuleType) -> None:
+    killed: list[bool] = []
+
+    def stream(sni: str | None) -> SimpleNamespace:
+        return SimpleNamespace(server_conn=SimpleNamespace(address=("pub.example.test", 443)),
+                               client_conn=SimpleNamespace(sni=sni), kill=lambda: killed.append(True))
+
+    addon_module.addons[0].tcp_start(stream("pub.example.test"))
+    addon_module.addons[0].tcp_start(stream(None))
+    assert killed == []
+    addon_module.addons[0].tcp_start(stream("evil.example"))
+    assert killed == [True]
 
 
 def test_a_proxy_that_was_given_no_value_refuses_instead_of_sending_the_placeholder(

@@ -19,6 +19,11 @@ from opencode_sandbox.runtime.nft_ruleset import (
 )
 from opencode_sandbox.runtime.types import Refusal
 
+GROUPS = ["ip daddr @group4 goto refuse4", "ip6 daddr @group6 goto refuse6"]
+"""Broadcast and multicast, refused under every profile but `all`, before any allow rule."""
+ESTABLISHED = ["ct direction original ct state established,related accept",
+               "ct direction reply meta l4proto tcp ct state established,related accept"]
+
 
 def output_chain(ruleset: str) -> list[str]:
     lines = ruleset.splitlines()
@@ -31,7 +36,7 @@ def test_public_refuses_private_ranges_and_the_host_after_established_and_loopba
     assert ruleset is not None
     assert ruleset.startswith("table inet opencode_sandbox {}\ndelete table inet opencode_sandbox\n")
     assert output_chain(ruleset) == [
-        'oifname "lo" accept', "ct state established,related accept",
+        'oifname "lo" accept', *GROUPS, *ESTABLISHED,
         "ip daddr @host4 goto refuse4", "ip6 daddr @host6 goto refuse6",
         "ip daddr @private4 goto refuse4", "ip6 daddr @private6 goto refuse6",
     ]
@@ -39,6 +44,8 @@ def test_public_refuses_private_ranges_and_the_host_after_established_and_loopba
     assert ("set private4 { type ipv4_addr; flags interval; elements = { 0.0.0.0/8, 10.0.0.0/8, 172.16.0.0/12, "
             "192.168.0.0/16, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16 }; }") in ruleset
     assert "fc00::/7" in ruleset and "fe80::/10" in ruleset
+    assert "set group4 { type ipv4_addr; flags interval; elements = { 224.0.0.0/4, 255.255.255.255/32 }; }" in ruleset
+    assert "set group6 { type ipv6_addr; flags interval; elements = { ff00::/8 }; }" in ruleset
     assert "meta l4proto tcp reject with tcp reset" in ruleset
     assert "reject with icmpx admin-prohibited" in ruleset
 
@@ -47,7 +54,7 @@ def test_rules_come_before_the_profile_and_deny_before_allow() -> None:
     policy = EgressPolicy(Profile.PUBLIC, (parse_rule("10.1.0.0/16"),), (parse_rule("[2001:db8::/32]:443"),))
     ruleset = nft_ruleset(policy)
     assert ruleset is not None
-    assert output_chain(ruleset)[2:4] == [
+    assert output_chain(ruleset)[5:7] == [
         "ip6 daddr 2001:db8::/32 meta l4proto { tcp, udp } th dport 443 goto refuse6",
         "ip daddr 10.1.0.0/16 accept",
     ]
@@ -57,8 +64,8 @@ def test_none_refuses_dns_and_everything_but_replies_and_loopback() -> None:
     ruleset = nft_ruleset(EgressPolicy(Profile.NONE, (parse_rule("10.1.0.0/16"),)))
     assert ruleset is not None
     assert output_chain(ruleset) == [
-        'oifname "lo" ip daddr 127.0.0.11 goto refuse4', 'oifname "lo" accept',
-        "ct state established,related accept", "meta nfproto ipv4 goto refuse4", "meta nfproto ipv6 goto refuse6",
+        'oifname "lo" ip daddr 127.0.0.11 goto refuse4', 'oifname "lo" accept', *GROUPS, *ESTABLISHED,
+        "meta nfproto ipv4 goto refuse4", "meta nfproto ipv6 goto refuse6",
     ]
 
 
@@ -66,7 +73,7 @@ def test_all_filters_nothing_unless_something_is_denied() -> None:
     assert nft_ruleset(EgressPolicy(Profile.ALL)) is None
     ruleset = nft_ruleset(EgressPolicy(Profile.ALL, deny=(parse_rule("192.0.2.0/24"),)))
     assert ruleset is not None
-    assert output_chain(ruleset)[2:] == ["ip daddr 192.0.2.0/24 goto refuse4"]
+    assert output_chain(ruleset) == ['oifname "lo" accept', *ESTABLISHED, "ip daddr 192.0.2.0/24 goto refuse4"]
 
 
 PROXY = ipaddress.ip_address("172.30.0.2")
@@ -85,7 +92,7 @@ def test_what_nftables_cannot_judge_goes_through_the_proxy(policy: EgressPolicy)
     assert ruleset is not None
     assert output_chain(ruleset) == [
         'oifname "lo" ip daddr 127.0.0.11 goto refuse4', 'oifname "lo" accept',
-        "ct state established,related accept", "ip daddr 172.30.0.2 tcp dport 8080 accept",
+        *([] if policy.profile is Profile.ALL else GROUPS), *ESTABLISHED, "ip daddr 172.30.0.2 tcp dport 8080 accept",
         "meta nfproto ipv4 goto refuse4", "meta nfproto ipv6 goto refuse6",
     ]
 
@@ -95,7 +102,7 @@ def test_through_the_proxy_address_rules_still_hold_in_the_vm() -> None:
                           (parse_rule("192.0.2.9"), parse_rule("evil.example.com")))
     ruleset = nft_ruleset(policy, proxy=PROXY)
     assert ruleset is not None
-    assert output_chain(ruleset)[3:6] == [
+    assert output_chain(ruleset)[6:9] == [
         "ip daddr 192.0.2.9/32 goto refuse4", "ip daddr 192.0.2.0/24 accept",
         "ip daddr 172.30.0.2 tcp dport 8080 accept",
     ]
@@ -174,7 +181,7 @@ def test_public_keeps_the_hosts_resolvers_reachable_on_port_53_only() -> None:
     resolvers = [ipaddress.ip_address("10.255.255.53"), ipaddress.ip_address("fd00::53")]
     ruleset = nft_ruleset(EgressPolicy(Profile.PUBLIC, deny=(parse_rule("192.168.9.0/24"),)), (), resolvers)
     assert ruleset is not None
-    assert output_chain(ruleset)[2:5] == [
+    assert output_chain(ruleset)[5:8] == [
         "ip daddr 192.168.9.0/24 goto refuse4",
         "ip daddr 10.255.255.53 meta l4proto { tcp, udp } th dport 53 accept",
         "ip6 daddr fd00::53 meta l4proto { tcp, udp } th dport 53 accept",

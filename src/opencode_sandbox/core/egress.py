@@ -48,6 +48,14 @@ PRIVATE_RANGES: tuple[IpNetwork, ...] = tuple(ipaddress.ip_network(text) for tex
 ))
 """What `public` keeps out of reach, besides the host's own addresses."""
 
+GROUP_RANGES: tuple[IpNetwork, ...] = tuple(ipaddress.ip_network(text) for text in (
+    "224.0.0.0/4",  # multicast
+    "255.255.255.255/32",  # broadcast on the local network
+    "ff00::/8",  # IPv6 multicast
+))
+"""Destinations that reach every machine of a group on the local network, the host among them:
+out of reach under every profile but `all`, whatever the allow rules."""
+
 
 def private_range_of(address: IpAddress) -> IpNetwork | None:
     """The range of `PRIVATE_RANGES` that holds `address`, if any."""

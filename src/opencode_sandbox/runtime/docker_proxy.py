@@ -85,6 +85,7 @@ _LIBRARY = {  # the addon and the pure modules it imports, as the image holds th
     "opencode_sandbox/core/records.py": _PACKAGE / "core" / "records.py",
     "opencode_sandbox/core/secrets.py": _PACKAGE / "core" / "secrets.py",
     "opencode_sandbox/core/secret_substitution.py": _PACKAGE / "core" / "secret_substitution.py",
+    "opencode_sandbox/core/request_names.py": _PACKAGE / "core" / "request_names.py",
 }
 _PACKAGE_INIT = b"TYPE_CHECKING = False\n"
 _READY_SCRIPT = f"""
@@ -271,7 +272,7 @@ def _run_args(slug: str, image: str, network: str, config: str) -> list[str]:
         image,
         "--listen-port", str(PROXY_PORT), "--set", f"confdir={CONFDIR}", "--set", "block_global=false",
         "--set", "ssl_verify_upstream_trusted_ca=/etc/ssl/certs/ca-certificates.crt",
-        "--set", "flow_detail=0", "--set", "termlog_verbosity=warn",
+        "--set", "flow_detail=0", "--set", "termlog_verbosity=warn", "--set", "onboarding=false",
         "-s", f"{LIB_DIR}/proxy_addon.py",
     ]
 

@@ -22,7 +22,7 @@ import json
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from opencode_sandbox.core.egress import PRIVATE_RANGES, EgressPolicy, EgressRule, IpAddress, Profile
+from opencode_sandbox.core.egress import GROUP_RANGES, PRIVATE_RANGES, EgressPolicy, EgressRule, IpAddress, Profile
 from opencode_sandbox.errors import UsageError
 from opencode_sandbox.runtime.types import Refusal
 
@@ -84,7 +84,14 @@ def nft_ruleset(policy: EgressPolicy, host_addresses: Iterable[IpAddress] = (),
     allow, deny = _addressed(policy.allow), _addressed(policy.deny)
     no_dns = policy.profile is Profile.NONE or through_proxy
     output = [f"oifname \"lo\" ip daddr {DOCKER_DNS} goto refuse4"] if no_dns else []
-    output += ['oifname "lo" accept', "ct state established,related accept"]
+    output += ['oifname "lo" accept']
+    if policy.profile is not Profile.ALL:
+        output += ["ip daddr @group4 goto refuse4", "ip6 daddr @group6 goto refuse6"]
+    # Only the VM's own flows, which these rules let out when they began, and its answers on TCP
+    # connections made to it (its published ports) pass unjudged: a datagram a host service sent
+    # it must not open a way back to that service.
+    output += ["ct direction original ct state established,related accept",
+               "ct direction reply meta l4proto tcp ct state established,related accept"]
     output += [_rule_line(rule, "goto " + _REFUSE[_version(rule)]) for rule in deny]
     if policy.profile is Profile.NONE:
         output += ["meta nfproto ipv4 goto refuse4", "meta nfproto ipv6 goto refuse6"]
@@ -107,6 +114,8 @@ def nft_ruleset(policy: EgressPolicy, host_addresses: Iterable[IpAddress] = (),
         _set("private4", "ipv4_addr", [str(net) for net in PRIVATE_RANGES if net.version == 4]),
         _set("private6", "ipv6_addr", [str(net) for net in PRIVATE_RANGES if net.version == 6]),
         _set("host4", "ipv4_addr", [str(address) for address in hosts if address.version == 4]),
+        _set("group4", "ipv4_addr", [str(net) for net in GROUP_RANGES if net.version == 4]),
+        _set("group6", "ipv6_addr", [str(net) for net in GROUP_RANGES if net.version == 6]),
         _set("host6", "ipv6_addr", [str(address) for address in hosts if address.version == 6]),
         *(_refused_set(version) for version in (4, 6)),
         "  chain output {",

@@ -22,9 +22,10 @@ import sys
 import time
 from typing import Any
 
-from mitmproxy import http
+from mitmproxy import http, tcp
 
 from opencode_sandbox.core.egress import EgressPolicy, IpAddress, address_of, policy_of_document
+from opencode_sandbox.core.request_names import disagreement
 from opencode_sandbox.core.secret_substitution import substitute
 
 POLICY_VARIABLE = "OPENCODE_SANDBOX_EGRESS_POLICY"
@@ -44,10 +45,26 @@ class EgressPolicyAddon:
         await self._judge(flow)
 
     async def request(self, flow: http.HTTPFlow) -> None:
+        request = flow.request
+        fronted = disagreement(request.host, request.host_header, flow.client_conn.sni, flow.server_conn.sni,
+                               request.scheme == "https")
+        if fronted is not None:
+            _refuse(flow, request.host, request.port, fronted, "names_disagree")
+            return
         if flow.response is None:
             await self._judge(flow)
         if flow.response is None and self.policy.secrets:
             self._put_secrets(flow)
+
+    def tcp_start(self, flow: tcp.TCPFlow) -> None:
+        """A stream that is not HTTP, in a tunnel: the same agreement of names, or nothing passes."""
+        address = flow.server_conn.address
+        if address is None:
+            return
+        fronted = disagreement(str(address[0]), None, flow.client_conn.sni, None, False)
+        if fronted is not None:
+            _log_refusal(str(address[0]), int(address[1]), fronted)
+            flow.kill()
 
     def _put_secrets(self, flow: http.HTTPFlow) -> None:
         request = flow.request
@@ -102,6 +119,10 @@ def _refuse(flow: http.HTTPFlow, host: str, port: int, reason: str, error: str =
         "Content-Type": "application/json", "Connection": "close", "Cache-Control": "no-store",
         "X-Opencode-Sandbox-Policy": "denied",
     })
+    _log_refusal(host, port, reason)
+
+
+def _log_refusal(host: str, port: int, reason: str) -> None:
     line = {"t": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "event": "denied", "host": host,
             "port": port, "reason": reason}
     print(json.dumps(line), file=sys.stdout, flush=True)
