@@ -54,24 +54,41 @@ def configuration_reference() -> str:
     return "\n".join(lines) + "\n"
 
 
-def splice(document: Path, generated: str) -> str:
-    text = document.read_text(encoding="utf-8")
-    head, _, rest = text.partition(BEGIN)
-    _, _, tail = rest.partition(END)
-    return f"{head}{BEGIN}\n{generated}{END}{tail}"
+def checkout_reference() -> str:
+    lines = ["| key | in the checkout's `.opencode-sandbox/config.yaml` |", "| --- | --- |"]
+    for key in KEYS:
+        if not key.in_checkout:
+            rule = "refused: only your own files, the environment and flags set it"
+        elif key.checkout_refusal is not None:
+            rule = key.checkout_note
+        else:
+            rule = "any value"
+        lines.append(f"| `{key.name}` | {rule} |")
+    return "\n".join(lines) + "\n"
 
 
-TARGETS = {
-    ROOT / "docs" / "commands.md": commands_reference,
-    ROOT / "docs" / "configuration.md": configuration_reference,
-}
+def splice(text: str, generated: str, part: str) -> str:
+    begin, end = (BEGIN, END) if not part else (f"<!-- generated {part}: begin -->", f"<!-- generated {part}: end -->")
+    head, _, rest = text.partition(begin)
+    _, _, tail = rest.partition(end)
+    return f"{head}{begin}\n{generated}{end}{tail}"
+
+
+TARGETS = [  # a document, the name of its generated part ("" for the first), what goes there
+    (ROOT / "docs" / "commands.md", "", commands_reference),
+    (ROOT / "docs" / "configuration.md", "", configuration_reference),
+    (ROOT / "docs" / "configuration.md", "checkout", checkout_reference),
+]
 
 
 def main() -> int:
     check = "--check" in sys.argv
     stale = []
-    for document, produce in TARGETS.items():
-        updated = splice(document, produce())
+    for document in dict.fromkeys(document for document, _, _ in TARGETS):
+        updated = document.read_text(encoding="utf-8")
+        for target, part, produce in TARGETS:
+            if target == document:
+                updated = splice(updated, produce(), part)
         if document.read_text(encoding="utf-8") != updated:
             stale.append(document)
             if not check:

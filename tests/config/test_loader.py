@@ -398,3 +398,74 @@ def test_bad_mounts_and_ports_name_the_entry(layout: tuple[Path, Path], variable
         load_settings(files(layout), {variable: text}, {})
     assert message in caught.value.message
     assert caught.value.message.startswith(f"environment {variable}: invalid value")
+
+
+ONLY_THE_USERS = {"secrets", "mounts", "guarded-paths", "egress-allow", "extra-ca-certificates", "releases-url"}
+"""Keys whose every value reaches further, so the checkout's file may not set them at all."""
+WIDER_AND_NARROWER = {  # key: (a value that widens what the user's configuration gives, one that narrows it)
+    "runtime": ("docker", "microsandbox"),
+    "network": ("all", "none"),
+    "dind": ("true", "false"),
+    "trust-host-ca": (None, "false"),  # on by default: the checkout can only turn it off
+    "auto-prune-age": ("1s", "60d"),
+    "manual-prune-age": ("1s", "30d"),
+    "ports": ("'5432:5432'", "3000"),
+}
+ANY_VALUE = {"cpus", "memory", "auto-stop-timeout", "auto-stop-on-active-sessions", "auto-stop-max-session-retries",
+             "daemon-start-timeout", "egress-deny"}
+"""Keys that change how the VM runs, not what it may reach, and one that only takes reach away
+(`egress-deny`): the checkout may set them."""
+
+
+def test_every_key_has_its_decision_for_the_checkout() -> None:
+    from opencode_sandbox.config.keys import KEYS
+
+    assert {key.name for key in KEYS} == ONLY_THE_USERS | set(WIDER_AND_NARROWER) | ANY_VALUE
+    for key in KEYS:
+        assert key.in_checkout == (key.name not in ONLY_THE_USERS), key.name
+        assert (key.checkout_refusal is not None) == (key.name in WIDER_AND_NARROWER), key.name
+
+
+@pytest.mark.parametrize("name", sorted(ONLY_THE_USERS - {"secrets", "mounts"}))
+def test_a_key_only_the_user_sets_is_refused_in_the_checkout(layout: tuple[Path, Path], name: str) -> None:
+    user_dir, project = layout
+    value = {"guarded-paths": "[Makefile]", "egress-allow": "['0.0.0.0/0']", "extra-ca-certificates": "[ca.pem]",
+             "releases-url": "https://example.org/latest"}[name]
+    checkout_file = write(project / ".opencode-sandbox" / "config.yaml", f"{name}: {value}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(files(layout), {}, {})
+    assert caught.value.message == (f"{checkout_file}:1: '{name}' cannot be set in the project's checkout, "
+                                    "which the agent in the VM can write")
+    assert caught.value.hint is not None and str(user_dir / SLUG / "config.yaml") in caught.value.hint
+
+
+@pytest.mark.parametrize("name", sorted(WIDER_AND_NARROWER))
+def test_the_checkout_may_narrow_what_the_user_gives_but_not_widen_it(layout: tuple[Path, Path], name: str) -> None:
+    user_dir, project = layout
+    wider, narrower = WIDER_AND_NARROWER[name]
+    checkout_file = project / ".opencode-sandbox" / "config.yaml"
+    write(checkout_file, f"{name}: {narrower}\n")
+    load_settings(files(layout), {}, {})
+    if wider is None:
+        return
+    write(checkout_file, f"{name}: {wider}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(files(layout), {}, {})
+    assert caught.value.message.startswith(
+        f"{checkout_file}:1: '{name}' in the project's checkout, which the agent in the VM can write: "), \
+        caught.value.message
+    assert caught.value.hint is not None and str(user_dir / SLUG / "config.yaml") in caught.value.hint
+    write(user_dir / "config.yaml", f"{name}: {wider}\n")  # the user's own choice: the checkout may repeat it
+    if name != "ports":
+        load_settings(files(layout), {}, {})
+
+
+def test_a_profile_the_user_narrowed_cannot_be_widened_back_by_the_checkout(layout: tuple[Path, Path]) -> None:
+    user_dir, project = layout
+    write(user_dir / "config.yaml", "network: allowlist\n")
+    checkout_file = write(project / ".opencode-sandbox" / "config.yaml", "network: public\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(files(layout), {}, {})
+    assert "the public network profile reaches more than allowlist" in caught.value.message
+    write(checkout_file, "network: none\n")
+    assert load_settings(files(layout), {}, {}).network.value == "none"

@@ -219,3 +219,19 @@ def test_outside_a_git_repository(tmp_path: Path, unique: str, project: Project)
     assert result.returncode == 0
     assert "is not inside a git repository" in result.stderr
     _ = make_project  # the helper builds git projects; a plain folder needs none
+
+
+@pytest.mark.parametrize("written", [
+    "egress-allow: ['0.0.0.0/0']\n", "network: all\n", "dind: true\nnetwork: all\n", "runtime: docker\n",
+    "releases-url: http://169.254.169.254/latest\n",
+])
+def test_a_cloned_checkout_cannot_widen_its_own_vm(project: Project, written: str) -> None:
+    """A repository's own configuration file that would let its VM reach further stops the start
+    before anything is made, naming the file where the user may set it."""
+    (project.root / ".opencode-sandbox").mkdir(exist_ok=True)
+    (project.root / ".opencode-sandbox" / "config.yaml").write_text(written)
+    refused = project.shell("true")
+    assert refused.returncode != 0
+    assert "in the project's checkout, which the agent in the VM can write" in refused.stderr, refused.stderr
+    assert str(project.paths.config_dir / "config.yaml") in refused.stderr, refused.stderr
+    assert project.vm_info() is None and project.home_volumes() == []

@@ -145,11 +145,13 @@ def test_a_first_run_looks_the_version_up_with_the_configured_ca(endpoint: Https
 @pytest.mark.docker
 def test_build_looks_the_version_up_with_the_configured_ca(endpoint: HttpsReleases, tmp_path: Path) -> None:
     project = tmp_path / "project"
-    (project / ".opencode-sandbox").mkdir(parents=True)
-    (project / ".opencode-sandbox" / "config.yaml").write_text(
+    project.mkdir()
+    config = tmp_path / "config"
+    (config / "opencode-sandbox").mkdir(parents=True)
+    (config / "opencode-sandbox" / "config.yaml").write_text(  # the user's own: the checkout may set neither
         f"extra-ca-certificates: [{endpoint.ca_pem}]\nreleases-url: {endpoint.url}\n"
     )
-    result = run_cli("build", "--dry-run", cwd=project)
+    result = run_cli("build", "--dry-run", cwd=project, env={"XDG_CONFIG_HOME": str(config)})
     assert result.returncode == 0, result.stderr
     assert "/latest" in endpoint.hits
 

@@ -130,8 +130,11 @@ class Key(Record):
     (for a variable or a flag, the current folder)."""
     in_checkout: bool = True
     """May be set in the checkout's own file, which the agent in the VM can write."""
-    checkout_refusal: Callable[[Any], str | None] | None = None
-    """For a key the checkout's file may set: why a read value may not come from there, or None."""
+    checkout_refusal: Callable[[Any, Any], str | None] | None = None
+    """For a key the checkout's file may set: why its value there (first argument) may not come from
+    there, given what the user's own files and the default give (second), or None when it may."""
+    checkout_note: str = ""
+    """What the checkout's file may set, for the documentation, where `checkout_refusal` judges it."""
     flag: str = ""
     """The command line's option for the key, where it is not `--NAME`."""
     join_flag: Callable[[Any, Any], Any] | None = None
@@ -147,9 +150,44 @@ class Key(Record):
         return "OPENCODE_SANDBOX_" + self.name.replace("-", "_").upper()
 
 
+def _ports_from_checkout(ports: Any, _users: Any) -> str | None:
+    return checkout_refusal(ports)
+
+
+def _narrower_runtime(value: Any, users: Any) -> str | None:
+    if value is RuntimeKind.DOCKER and users is not RuntimeKind.DOCKER:
+        return (f"the docker runtime shares the host's kernel, a weaker isolation than the {users.value} "
+                "runtime your configuration chooses")
+    return None
+
+
+_PROFILE_REACH = (Profile.NONE, Profile.ALLOWLIST, Profile.PUBLIC, Profile.ALL)
+
+
+def _narrower_profile(value: Any, users: Any) -> str | None:
+    if _PROFILE_REACH.index(value) > _PROFILE_REACH.index(users):
+        return f"the {value.value} network profile reaches more than {users.value}, which your configuration gives"
+    return None
+
+
+def _not_turned_on(what: str) -> Callable[[Any, Any], str | None]:
+    def refusal(value: Any, users: Any) -> str | None:
+        return f"it would turn on {what}, which your configuration leaves off" if value and not users else None
+
+    return refusal
+
+
+def _not_shorter(value: Any, users: Any) -> str | None:
+    if value < users:
+        return (f"it is shorter than {users}, which your configuration gives: pruning would remove what other "
+                "projects left unused sooner than you chose")
+    return None
+
+
 KEYS: tuple[Key, ...] = (
     Key("runtime", RuntimeKind.MICROSANDBOX, _read_runtime,
-        "VM runtime: microsandbox (microVMs) or docker (shares the host kernel)"),
+        "VM runtime: microsandbox (microVMs) or docker (shares the host kernel)", checkout_refusal=_narrower_runtime,
+        checkout_note="`microsandbox`, or `docker` where your configuration chooses it"),
     Key("cpus", 2, _read_int(1, MAX_CPUS), "virtual CPUs of the project VM"),
     Key("memory", 4 * 1024**3, _read_memory, "memory of the project VM, such as 4G"),
     Key("auto-stop-timeout", timedelta(seconds=10), _read_duration,
@@ -161,20 +199,28 @@ KEYS: tuple[Key, ...] = (
     Key("daemon-start-timeout", timedelta(seconds=90), _read_duration,
         "how long a run waits for opencode serve to answer; raise it on slow hosts"),
     Key("auto-prune-age", timedelta(days=30), _read_duration,
-        "age after which run and shell prune unused artifacts"),
-    Key("manual-prune-age", timedelta(days=7), _read_duration, "default age for prune"),
-    Key("dind", False, _read_bool, "use the Docker-in-Docker base image"),
+        "age after which run and shell prune unused artifacts", checkout_refusal=_not_shorter,
+        checkout_note="an age no shorter than your configuration's"),
+    Key("manual-prune-age", timedelta(days=7), _read_duration, "default age for prune",
+        checkout_refusal=_not_shorter, checkout_note="an age no shorter than your configuration's"),
+    Key("dind", False, _read_bool, "use the Docker-in-Docker base image",
+        checkout_refusal=_not_turned_on("Docker-in-Docker, whose VM runs privileged on the docker runtime"),
+        checkout_note="`false`, or `true` where your configuration turns it on"),
     Key("extra-ca-certificates", (), _read_paths,
         "PEM files trusted by the tool's HTTPS requests, in image builds and in the VM",
-        relative_to=_paths_relative_to),
+        relative_to=_paths_relative_to, in_checkout=False),
     Key("trust-host-ca", True, _read_bool,
-        "trust the host's locally added CA certificates in builds and the VM"),
+        "trust the host's locally added CA certificates in builds and the VM",
+        checkout_refusal=_not_turned_on("trust in the host's own CA certificates"),
+        checkout_note="`false`, or `true` where your configuration leaves it on"),
     Key("network", Profile.PUBLIC, parse_profile,
         "where the VM may connect: public (the internet, no private ranges, not the host), "
-        "allowlist (only egress-allow and the hosts of secrets), none (nothing) or all (no restriction)"),
+        "allowlist (only egress-allow and the hosts of secrets), none (nothing) or all (no restriction)",
+        checkout_refusal=_narrower_profile,
+        checkout_note="a profile that reaches no more than your configuration's (none < allowlist < public < all)"),
     Key("egress-allow", (), _read_rules,
         "destinations the VM may reach on top of the network profile: host, *.domain or CIDR, "
-        "each with an optional :port"),
+        "each with an optional :port", in_checkout=False),
     Key("egress-deny", (), _read_rules,
         "destinations the VM may never reach, whatever the profile and egress-allow say"),
     Key("secrets", (), _read_secrets,
@@ -188,14 +234,15 @@ KEYS: tuple[Key, ...] = (
     Key("ports", (), parse_ports,
         "guest TCP ports published on the host's 127.0.0.1, each GUEST_PORT (a free host port is "
         "picked) or HOST_PORT:GUEST_PORT",
-        checkout_refusal=checkout_refusal, flag="--publish", join_flag=_joined_ports),
+        checkout_refusal=_ports_from_checkout, checkout_note="guest ports only (a free host port is picked)",
+        flag="--publish", join_flag=_joined_ports),
     Key("guarded-paths", (), _read_guarded_paths,
         "files and folders of the checkout the host runs, guarded on top of the default list "
         "(.envrc, editor tasks, git hook managers' files, the host's core.hooksPath, .opencode-sandbox); "
         "any git directory below the checkout is guarded too",
         in_checkout=False),
     Key("releases-url", DEFAULT_RELEASES_URL, _read_url,
-        "where the opencode update check looks for the latest release"),
+        "where the opencode update check looks for the latest release", in_checkout=False),
 )
 
 KEYS_BY_NAME = {key.name: key for key in KEYS}

@@ -122,8 +122,10 @@ def _convert(key: Key, raw: RawValue) -> Any:
     return value
 
 
-def _refuse_in_checkout(layer: Mapping[str, RawValue], user_files: list[Path]) -> None:
-    """A key that would let the agent in the VM loosen its own limits is the user's alone to set."""
+def _refuse_in_checkout(layer: Mapping[str, RawValue], user_layers: list[dict[str, RawValue]],
+                        user_files: list[Path]) -> None:
+    """The checkout's file, which a cloned repository or the agent in the VM writes, may narrow
+    what the VM may do, never widen it: a key that would is the user's alone to set."""
     instead = " or ".join(str(path) for path in reversed(user_files)) or "your own configuration file"
     for name, raw in layer.items():
         key = KEYS_BY_NAME[name]
@@ -132,12 +134,21 @@ def _refuse_in_checkout(layer: Mapping[str, RawValue], user_files: list[Path]) -
                 f"{raw.source}: '{name}' cannot be set in the project's checkout, which the agent in the VM can write",
                 hint=f"remove it there and set it in {instead}",
             )
-        refusal = key.checkout_refusal(_convert(key, raw)) if key.checkout_refusal is not None else None
+        refusal = (key.checkout_refusal(_convert(key, raw), _users_value(key, user_layers))
+                   if key.checkout_refusal is not None else None)
         if refusal is not None:
             raise ConfigError(
                 f"{raw.source}: '{name}' in the project's checkout, which the agent in the VM can write: {refusal}",
                 hint=f"move that entry to {instead}",
             )
+
+
+def _users_value(key: Key, user_layers: list[dict[str, RawValue]]) -> Any:
+    value = key.default
+    for layer in user_layers:
+        if key.name in layer:
+            value = _convert(key, layer[key.name])
+    return value
 
 
 def _joined(key: Key, earlier: Any, flag: RawValue) -> Any:
@@ -162,9 +173,11 @@ def load_settings(
 ) -> Settings:
     """Merge every layer; `flags` maps key names to values given on the command line."""
     layers: list[dict[str, RawValue]] = [read_file(path) for path in files]
+    user_files = [path for path in files if path.parent.name != CHECKOUT_FOLDER]
+    user_layers = [layer for path, layer in zip(files, layers, strict=True) if path.parent.name != CHECKOUT_FOLDER]
     for path, layer in zip(files, layers, strict=True):
         if path.parent.name == CHECKOUT_FOLDER:
-            _refuse_in_checkout(layer, [other for other in files if other.parent.name != CHECKOUT_FOLDER])
+            _refuse_in_checkout(layer, user_layers, user_files)
     layers.append(read_environment(environ))
     layers.append({
         name: RawValue(value, f"flag {KEYS_BY_NAME[name].flag or '--' + name}", Path.cwd())
