@@ -16,6 +16,7 @@ import http.server
 import json
 import random
 import re
+import socket
 import ssl
 import threading
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ import pytest
 import trustme
 
 from opencode_sandbox.core.naming import LABEL_SLUG
+from opencode_sandbox.runtime.docker_netfilter import network_name
 from opencode_sandbox.runtime.docker_proxy import ca_volume_name, proxy_name
 from tests.e2e.harness import Project, ServeOnly, docker, wait_until
 from tests.e2e.test_agent import NOTE, NOTE_TEXT, opencode_logs
@@ -164,6 +166,19 @@ def fronted_request(project: Project, connect_to: str, sni: str, host: str) -> s
     return result.stdout + result.stderr
 
 
+def from_the_host_through_the_proxy(project: Project, request: str) -> str:
+    """What the project's proxy answers a request sent to it from the host, as any local user can,
+    through the host's bridge to the proxy's address on the project network."""
+    address = docker("inspect", "--format", f'{{{{(index .NetworkSettings.Networks "{network_name(project.slug)}")'
+                     '.IPAddress}}', proxy_name(project.slug), check=True).stdout.strip()
+    with socket.create_connection((address, 8080), timeout=20) as connection:
+        connection.sendall(request.encode())
+        received = b""
+        while part := connection.recv(4096):  # a refusal closes the connection
+            received += part
+    return received.decode(errors="replace")
+
+
 def assert_only_the_placeholder_in_the_vm(project: Project) -> None:
     env = in_vm(project, "printenv")
     assert f"OPENAI_API_KEY={PLACEHOLDER}" in env.splitlines(), env
@@ -237,6 +252,12 @@ def test_the_agent_works_through_a_secret_whose_value_the_vm_never_holds(
                 fronted = fronted_request(project, site.model_name, sni, host)
                 assert "HTTP/1.1 403" in fronted and "names_disagree" in fronted, fronted
             assert model.authorizations[seen:] == [], "a request naming another site got the key"
+            for request in (f"CONNECT {site.model_name}:443 HTTP/1.1\r\nHost: {site.model_name}:443\r\n\r\n",
+                            f"GET http://{site.other_name}:8080/ HTTP/1.1\r\nHost: {site.other_name}:8080\r\n"
+                            f"Authorization: Bearer {PLACEHOLDER}\r\nConnection: close\r\n\r\n"):
+                answer = from_the_host_through_the_proxy(project, request)
+                assert answer.startswith("HTTP/1.1 403") and "not_its_vm" in answer, answer
+            assert model.authorizations[seen:] == [] and len(recorder.requests) == 1, "the host's user got nothing"
             onboarding = in_vm(project, 'curl -sS --max-time 20 -w "\nstatus %{http_code}" http://mitm.it/')
             assert "mitmproxy" not in onboarding.lower() and not onboarding.endswith("status 200"), onboarding
         finally:

@@ -30,6 +30,7 @@ POLICY = EgressPolicy(Profile.ALLOWLIST, (parse_rule("pub.example.test"), parse_
                                           parse_rule("203.0.113.0/24:8080")), (parse_rule("*.evil.example"),),
                       parse_secrets({"API_KEY": ["pub.example.test"]}))
 VALUE = "sk-distinctive-0a1b2c3d"
+VM_ADDRESS = "172.30.0.3"
 
 
 def test_the_vm_sends_its_traffic_to_the_proxy_in_both_spellings() -> None:
@@ -79,7 +80,7 @@ class Flow:
     def __init__(self, host: str, port: int) -> None:
         self.request = SimpleNamespace(host=host, port=port, scheme="http", url=f"http://{host}:{port}/",
                                        host_header=host, headers=Fields([]), get_content=lambda strict=True: b"")
-        self.client_conn = SimpleNamespace(sni=None)
+        self.client_conn = SimpleNamespace(sni=None, peername=(VM_ADDRESS, 40000))
         self.server_conn = SimpleNamespace(sni=None)
         self.response: Any = None
 
@@ -113,8 +114,11 @@ def addon_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Mo
     monkeypatch.setitem(sys.modules, "mitmproxy.http", http)
     monkeypatch.setitem(sys.modules, "mitmproxy.tcp", tcp)
     monkeypatch.syspath_prepend(str(tmp_path / "lib"))
+    clients = tmp_path / "clients.json"
+    clients.write_text(json.dumps([VM_ADDRESS]))
     try:
         module = importlib.import_module("proxy_addon")
+        monkeypatch.setattr(module, "CLIENTS_FILE", str(clients))
         assert module.EgressPolicyAddon.__module__ == "proxy_addon"
         copied = tmp_path / "lib/opencode_sandbox/core/egress.py"
         assert sys.modules["opencode_sandbox.core.egress"].__file__ == str(copied)
@@ -247,6 +251,33 @@ def test_a_request_that_names_another_site_than_its_connection_gets_no_value_and
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["reason"] == body["reason"]
 
 
+@pytest.mark.parametrize("client", ["172.30.0.1", "::ffff:172.30.0.9", None])
+def test_the_proxy_serves_its_own_vm_alone(addon_module: ModuleType, monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str], client: str | None) -> None:
+    """Another local user reaches the proxy's address through the host's bridge (the gateway's
+    address), and would have the owner's secrets put in: it gets a 403 for every request."""
+    for hook in ("http_connect", "request"):
+        flow = Flow("pub.example.test", 443)
+        flow.client_conn.peername = (client, 51000) if client else None
+        asyncio.run(getattr(addon_module.addons[0], hook)(flow))
+        assert flow.response is not None and flow.response.status_code == 403, hook
+        assert json.loads(flow.response.body)["error"] == "not_its_vm"
+    assert "serves its own VM only" in capsys.readouterr().out
+    mapped = Flow("pub.example.test", 443)
+    mapped.client_conn.peername = (f"::ffff:{VM_ADDRESS}", 51000, 0, 0)
+    monkeypatch.setattr(addon_module, "_resolve", lambda *_: asyncio.sleep(0, [ipaddress.ip_address("198.51.100.10")]))
+    asyncio.run(addon_module.addons[0].http_connect(mapped))
+    assert mapped.response is None, "its VM's address, however spelled"
+
+
+def test_a_proxy_given_no_address_yet_serves_no_one(addon_module: ModuleType, monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path) -> None:
+    monkeypatch.setattr(addon_module, "CLIENTS_FILE", str(tmp_path / "missing.json"))
+    flow = Flow("pub.example.test", 443)
+    asyncio.run(addon_module.addons[0].http_connect(flow))
+    assert flow.response is not None and json.loads(flow.response.body)["error"] == "not_its_vm"
+
+
 def test_a_stream_that_is_not_http_is_cut_when_its_tls_name_is_another_host(addon_module: ModuleType) -> None:
     killed: list[bool] = []
 
@@ -286,6 +317,7 @@ def test_the_values_reach_the_proxy_through_stdin_only() -> None:
     cli = Recorded()
     docker_proxy.give_secret_values(cli, "opencode-sandbox-proxy-slug", {"API_KEY": VALUE})
     [(args, stdin)] = cli.calls
+    assert args[-1] == "values"
     assert VALUE not in " ".join(args) and args[:3] == ["exec", "--interactive", "opencode-sandbox-proxy-slug"]
     assert "--env" not in args and "-e" not in args
     assert stdin is not None and json.loads(stdin) == {"API_KEY": VALUE}

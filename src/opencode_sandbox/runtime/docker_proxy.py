@@ -53,6 +53,8 @@ PROXY_UID = 10080
 CONFDIR = "/var/lib/mitmproxy"
 RUN_DIR = "/run/opencode-sandbox"
 SECRET_VALUES_FILE = RUN_DIR + "/secret-values.json"
+CLIENTS_FILE = RUN_DIR + "/clients.json"
+"""The addresses the proxy serves: its VM's, given after every start of the VM."""
 LIB_DIR = "/opt/opencode-sandbox/lib"
 LABEL_PROXY_CONFIG = LABEL_PREFIX + "proxy-config"
 LABEL_PROXY_IMAGE = LABEL_PREFIX + "proxy-image"
@@ -101,14 +103,15 @@ while True:
             sys.exit("the proxy did not listen on port {PROXY_PORT}")
         time.sleep(0.2)
 """
-_GIVE_VALUES_SCRIPT = f"""
+_GIVE_SCRIPT = f"""
 import os, sys
+target = {{"values": "{SECRET_VALUES_FILE}", "clients": "{CLIENTS_FILE}"}}[sys.argv[1]]
 data = sys.stdin.buffer.read()
-part = "{SECRET_VALUES_FILE}.new"
+part = target + ".new"
 descriptor = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
 with os.fdopen(descriptor, "wb") as out:
     out.write(data)
-os.replace(part, "{SECRET_VALUES_FILE}")
+os.replace(part, target)
 """
 _TRUST_SCRIPT = f"""set -e
 ca=$(cat)
@@ -128,6 +131,8 @@ class ProxyEndpoint(Record):
 
     address: IpAddress
     ca_pem: bytes
+    name: str
+    network: str
 
 
 def proxy_name(slug: str) -> str:
@@ -228,19 +233,20 @@ def ensure_proxy(cli: DockerCli, images: DockerImageEngine, slug: str, image: st
     ca = _wait_ready(cli, name)
     if policy.secrets:
         give_secret_values(cli, name, {secret.name: secret_values[secret.name] for secret in policy.secrets})
-    return ProxyEndpoint(_address(cli, name, network), ca)
+    return ProxyEndpoint(_address(cli, name, network), ca, name, network)
 
 
-def give_values_args(name: str) -> list[str]:
-    """The `docker exec` that writes what its stdin holds into the proxy's tmpfs: the values go
-    through stdin only, never a command line, an environment or a file on disk."""
-    return ["exec", "--interactive", name, "/opt/mitmproxy/bin/python", "-c", _GIVE_VALUES_SCRIPT]
+def give_args(name: str, what: str) -> list[str]:
+    """The `docker exec` that writes what its stdin holds into the proxy's tmpfs (`what`: "values"
+    or "clients"): the values go through stdin only, never a command line, an environment or a
+    file on disk."""
+    return ["exec", "--interactive", name, "/opt/mitmproxy/bin/python", "-c", _GIVE_SCRIPT, what]
 
 
 def give_secret_values(cli: DockerCli, name: str, values: Mapping[str, str]) -> None:
     """Hand the running proxy the secrets' values, replacing the ones it held."""
     try:
-        cli.run(give_values_args(name), stdin=json.dumps(values).encode())
+        cli.run(give_args(name, "values"), stdin=json.dumps(values).encode())
     except DockerFailed as failure:
         raise BootFailed(f"cannot give the egress proxy {name} the secrets' values: {first_line(failure.stderr)}",
                          hint="Run again; if it keeps failing, check `docker logs " + name + "`.") from None
@@ -303,13 +309,23 @@ def _address(cli: DockerCli, name: str, network: str) -> IpAddress:
 
 
 def trust_proxy(cli: DockerCli, vm: str, endpoint: ProxyEndpoint) -> None:
-    """Make the running VM trust the proxy's CA and find the proxy at its current address."""
+    """Make the running VM trust the proxy's CA and find the proxy at its current address, and
+    the proxy serve that VM alone: every local user reaches the proxy's address through the host's
+    bridge, and with it the secrets the proxy puts in, so it answers nothing but the VM's address
+    (until it is given that address, nothing at all)."""
     try:
         cli.run(["exec", "--interactive", "--user", "root", "--workdir", "/", vm, "sh", "-c", _TRUST_SCRIPT,
                  "sh", str(endpoint.address)], stdin=endpoint.ca_pem)
     except DockerFailed as failure:
         raise BootFailed(f"cannot make {vm} trust its egress proxy: {first_line(failure.stderr)}",
                          hint="The runner image needs a POSIX shell and grep; run again.") from None
+    vm_address = _address(cli, vm, endpoint.network)
+    try:
+        cli.run(give_args(endpoint.name, "clients"), stdin=json.dumps([str(vm_address)]).encode())
+    except DockerFailed as failure:
+        raise BootFailed(f"cannot give the egress proxy {endpoint.name} its VM's address: "
+                         f"{first_line(failure.stderr)}",
+                         hint="Run again; if it keeps failing, check `docker logs " + endpoint.name + "`.") from None
 
 
 def stop_proxy(cli: DockerCli, slug: str, kill: bool = False) -> None:

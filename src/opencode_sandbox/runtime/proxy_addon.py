@@ -32,6 +32,7 @@ POLICY_VARIABLE = "OPENCODE_SANDBOX_EGRESS_POLICY"
 RUN_DIR = "/run/opencode-sandbox"
 """A tmpfs of the proxy's user, for what the proxy is told at run time."""
 SECRET_VALUES_FILE = RUN_DIR + "/secret-values.json"
+CLIENTS_FILE = RUN_DIR + "/clients.json"
 RESOLVE_TIMEOUT_S = 10.0
 
 
@@ -42,9 +43,12 @@ class EgressPolicyAddon:
             ipaddress.ip_address(text) for text in document.get("host_addresses", []))
 
     async def http_connect(self, flow: http.HTTPFlow) -> None:
-        await self._judge(flow)
+        if self._from_its_vm(flow):
+            await self._judge(flow)
 
     async def request(self, flow: http.HTTPFlow) -> None:
+        if not self._from_its_vm(flow):
+            return
         request = flow.request
         fronted = disagreement(request.host, request.host_header, flow.client_conn.sni, flow.server_conn.sni,
                                request.scheme == "https")
@@ -55,6 +59,15 @@ class EgressPolicyAddon:
             await self._judge(flow)
         if flow.response is None and self.policy.secrets:
             self._put_secrets(flow)
+
+    def _from_its_vm(self, flow: http.HTTPFlow) -> bool:
+        """Whether the client is the VM the proxy serves; anyone else gets a 403."""
+        client = _client_address(flow.client_conn.peername)
+        if client is not None and client in _clients():
+            return True
+        _refuse(flow, flow.request.host, flow.request.port,
+                f"this proxy serves its own VM only, not {client or 'an unknown address'}", "not_its_vm")
+        return False
 
     def tcp_start(self, flow: tcp.TCPFlow) -> None:
         """A stream that is not HTTP, in a tunnel: the same agreement of names, or nothing passes."""
@@ -87,6 +100,25 @@ class EgressPolicyAddon:
             verdict = self.policy.judge_resolved(host, await _resolve(host, port), port, self.host_addresses)
         if not verdict.allowed:
             _refuse(flow, host, port, verdict.reason)
+
+
+def _client_address(peername: Any) -> IpAddress | None:
+    try:
+        address = ipaddress.ip_address(str(peername[0]).split("%", 1)[0])
+    except (TypeError, IndexError, ValueError):
+        return None
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    return mapped or address
+
+
+def _clients() -> frozenset[IpAddress]:
+    """The addresses the runtime gave after the VM's last start; none before it gave any."""
+    try:
+        with open(CLIENTS_FILE, encoding="utf-8") as given:
+            listed = json.load(given)
+        return frozenset(ipaddress.ip_address(str(item)) for item in listed)
+    except (OSError, ValueError, TypeError):
+        return frozenset()
 
 
 def _secret_values() -> dict[str, str]:
