@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import MICROVMS_ONLY
-from tests.e2e.harness import Project, connects, non_loopback_address, wait_until
+from tests.e2e.harness import Project, connects, docker, non_loopback_address, wait_until
 
 SERVER = "require('http').createServer((q, s) => s.end('dev server ' + process.argv[1])).listen(process.argv[1])"
 
@@ -123,6 +123,49 @@ def check_mounts_and_ports(project: Project, busy_port: int) -> None:
 
 def test_mounts_and_ports_on_docker(any_user_project: Project, busy_port: int) -> None:
     check_mounts_and_ports(any_user_project, busy_port)
+
+
+@pytest.fixture
+def neighbour(unique: str) -> Iterator[str]:
+    """A machine of the local network whose route to the VM's network leads through this host (a
+    network namespace on a veth pair): the command prefix that runs a program there."""
+    if os.geteuid() != 0:
+        pytest.skip("a network namespace for the neighbour needs root")
+    token = unique[1:]  # hexadecimal
+    name, host_side = f"osb-nb-{token}", f"onb{token[:8]}"
+    subnet = f"10.{200 + int(token[:2], 16) % 50}.{int(token[2:4], 16)}"
+    steps = [["ip", "netns", "add", name],
+             ["ip", "link", "add", host_side, "type", "veth", "peer", "name", "eth0", "netns", name],
+             ["ip", "addr", "add", f"{subnet}.1/30", "dev", host_side], ["ip", "link", "set", host_side, "up"],
+             ["ip", "-n", name, "addr", "add", f"{subnet}.2/30", "dev", "eth0"],
+             ["ip", "-n", name, "link", "set", "eth0", "up"], ["ip", "-n", name, "link", "set", "lo", "up"],
+             ["ip", "-n", name, "route", "add", "default", "via", f"{subnet}.1"]]
+    try:
+        for step in steps:
+            subprocess.run(step, check=True, capture_output=True)
+        yield f"ip netns exec {name}"
+    finally:
+        subprocess.run(["ip", "link", "delete", host_side], capture_output=True)
+        subprocess.run(["ip", "netns", "delete", name], capture_output=True)
+
+
+def test_a_neighbour_routed_to_the_vm_reaches_none_of_its_ports(project: Project, neighbour: str) -> None:
+    """Ports are published on the host's 127.0.0.1; an engine that routes other machines' packets to
+    the VM's own address (Docker before 28) must still give a neighbour nothing."""
+    write_config(project, "ports: [8000]\n")
+    started = shell(project, f"setsid nohup node -e {shlex.quote(SERVER)} 8000 >/dev/null 2>&1 &")
+    assert started.returncode == 0, started.stderr
+    published = {entry["guest_port"]: entry["host_port"]
+                 for entry in json.loads(project.cli("ports", "--format", "json").stdout)}
+    assert wait_until(lambda: answer(published[8000]) == "dev server 8000", 60), "the host itself reaches it"
+    address = docker("inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}",
+                     project.vm, check=True).stdout.split()[0]
+    for port in (8000, 4096):
+        tried = subprocess.run([*neighbour.split(), "curl", "-sS", "--max-time", "5", f"http://{address}:{port}/"],
+                               capture_output=True, text=True)
+        assert "dev server" not in tried.stdout and "401" not in tried.stdout and tried.returncode != 0, \
+            f"a neighbour reached {address}:{port}: {tried.stdout}{tried.stderr}"
+    assert answer(published[8000]) == "dev server 8000"
 
 
 @pytest.mark.timeout(2400)  # each command in an emulated microVM takes a minute or more

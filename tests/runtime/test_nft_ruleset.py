@@ -188,3 +188,19 @@ def test_public_keeps_the_hosts_resolvers_reachable_on_port_53_only() -> None:
     ]
     none = nft_ruleset(EgressPolicy(Profile.NONE), (), resolvers)
     assert none is not None and "10.255.255.53" not in none
+
+
+@pytest.mark.parametrize("policy", [EgressPolicy(profile) for profile in (Profile.PUBLIC, Profile.ALL, Profile.NONE)])
+def test_new_connections_to_the_vm_come_only_from_the_hosts_side_of_its_network(policy: EgressPolicy) -> None:
+    """The engine's published ports reach the VM from the network's gateway; a neighbour routed to
+    the VM's own address is refused under every profile, `all` included."""
+    ruleset = nft_ruleset(policy, inbound_from=ipaddress.ip_address("172.30.0.1"))
+    assert ruleset is not None
+    lines = [line.strip() for line in ruleset.splitlines()]
+    start = lines.index("chain input {") + 1
+    assert lines[start:lines.index("}", start)] == [
+        "type filter hook input priority 0; policy accept;", 'iifname "lo" accept',
+        "ct state established,related accept", "ip saddr 172.30.0.1 accept",
+        "meta l4proto tcp reject with tcp reset", "drop",
+    ]
+    assert "chain input" not in (nft_ruleset(EgressPolicy(Profile.PUBLIC)) or "")

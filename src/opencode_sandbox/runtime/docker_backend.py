@@ -193,7 +193,7 @@ class DockerRuntime:
         if spec.network is not None:
             try:
                 docker_netfilter.apply_policy(self.cli, self.images, spec.name, spec.network,
-                                              proxy.address if proxy is not None else None)
+                                              proxy.address if proxy is not None else None, network)
                 if proxy is not None:
                     docker_proxy.trust_proxy(self.cli, spec.name, proxy)
                 self._mark_policy_installed(spec.name)
@@ -235,7 +235,8 @@ class DockerRuntime:
             return
         try:
             docker_netfilter.apply_policy(self.cli, self.images, name, policy,
-                                          proxy.address if proxy is not None else None)
+                                          proxy.address if proxy is not None else None,
+                                          docker_netfilter.network_name(slug) if slug is not None else None)
             if proxy is not None:
                 docker_proxy.trust_proxy(self.cli, name, proxy)
             self._mark_policy_installed(name)

@@ -16,6 +16,7 @@ address that `public` refuses), and VMs of different projects cannot see each ot
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -68,6 +69,15 @@ def _network(cli: DockerCli, name: str) -> dict[str, Any] | None:
             return None
         raise
     return documents[0] if documents and str(documents[0].get("Name")) == name else None
+
+
+def _gateway(cli: DockerCli, container: str, network: str) -> IpAddress:
+    documents = cli.inspect("container", [container])
+    networks = ((documents[0].get("NetworkSettings") or {}).get("Networks") or {}) if documents else {}
+    text = str((networks.get(network) or {}).get("Gateway") or "")
+    if not text:
+        raise BootFailed(f"{container} has no gateway on {network}", hint="Run again; the VM is made again.")
+    return ipaddress.ip_address(text)
 
 
 def ensure_network(cli: DockerCli, slug: str) -> str:
@@ -142,11 +152,14 @@ def refusals(cli: DockerCli, images: DockerImageEngine, container: str) -> list[
 
 
 def apply_policy(cli: DockerCli, images: DockerImageEngine, container: str, policy: EgressPolicy,
-                 proxy: IpAddress | None = None) -> None:
+                 proxy: IpAddress | None = None, published_on: str | None = None) -> None:
     """Install `policy` into the running `container`'s network namespace; BootFailed when it
     cannot (the caller then stops the VM: it never runs with an open network by mistake).
-    `proxy`: the address of the project's egress proxy, for a policy that needs one."""
-    ruleset = nft_ruleset(policy, host_public_addresses(), host_resolvers(), proxy)
+    `proxy`: the address of the project's egress proxy, for a policy that needs one.
+    `published_on`: the network whose gateway (the host's side) is the only source of new
+    connections to the container: where its published ports come from."""
+    gateway = _gateway(cli, container, published_on) if published_on is not None else None
+    ruleset = nft_ruleset(policy, host_public_addresses(), host_resolvers(), proxy, gateway)
     if ruleset is None:
         return
     image = ensure_netfilter_image(cli, images)

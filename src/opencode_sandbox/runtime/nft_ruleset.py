@@ -66,20 +66,26 @@ def proxy_side_policy(policy: EgressPolicy) -> EgressPolicy:
 
 
 def nft_ruleset(policy: EgressPolicy, host_addresses: Iterable[IpAddress] = (),
-                resolvers: Iterable[IpAddress] = (), proxy: IpAddress | None = None) -> str | None:
+                resolvers: Iterable[IpAddress] = (), proxy: IpAddress | None = None,
+                inbound_from: IpAddress | None = None) -> str | None:
     """The `nft -f` input that replaces this tool's table with `policy`; None when nothing is
-    filtered (`all` without deny rules). `host_addresses`: the host's own public addresses, out of
-    reach under `public` (its private ones are in the private ranges already). `resolvers`: the
-    DNS servers Docker's embedded DNS forwards the VM's lookups to, reachable on port 53 under
-    `public` wherever they are. `proxy`: the proxy's address, which a policy that `needs_proxy`
-    must be given (the VM then reaches no resolver: the proxy resolves names)."""
+    filtered (`all` without deny rules, nothing inbound). `host_addresses`: the host's own public
+    addresses, out of reach under `public` (its private ones are in the private ranges already).
+    `resolvers`: the DNS servers Docker's embedded DNS forwards the VM's lookups to, reachable on
+    port 53 under `public` wherever they are. `proxy`: the proxy's address, which a policy that
+    `needs_proxy` must be given (the VM then reaches no resolver: the proxy resolves names).
+    `inbound_from`: the only address a new connection to the VM may come from, under every profile:
+    the host's side of the project network, where the engine's published ports (on the host's
+    127.0.0.1) come from. An engine that routes other machines' packets to the VM's own address
+    (Docker before 28 does, for a neighbour whose route leads through the host) then reaches
+    nothing in the VM."""
     refusal = docker_refusal(policy)
     if refusal is not None:
         raise refusal
     through_proxy = needs_proxy(policy)
     if through_proxy and proxy is None:
         raise ValueError("a policy that needs the proxy needs its address")
-    if policy.profile is Profile.ALL and not policy.deny and not through_proxy:
+    if policy.profile is Profile.ALL and not policy.deny and not through_proxy and inbound_from is None:
         return None
     allow, deny = _addressed(policy.allow), _addressed(policy.deny)
     no_dns = policy.profile is Profile.NONE or through_proxy
@@ -122,11 +128,27 @@ def nft_ruleset(policy: EgressPolicy, host_addresses: Iterable[IpAddress] = (),
         "    type filter hook output priority 0; policy accept;",
         *(f"    {line}" for line in output),
         "  }",
+        *_input_chain(inbound_from),
         *_refuse_chain(4),
         *_refuse_chain(6),
         "}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _input_chain(inbound_from: IpAddress | None) -> list[str]:
+    if inbound_from is None:
+        return []
+    return [
+        "  chain input {",
+        "    type filter hook input priority 0; policy accept;",
+        '    iifname "lo" accept',
+        "    ct state established,related accept",
+        f"    {_FAMILY[inbound_from.version]} saddr {inbound_from} accept",
+        "    meta l4proto tcp reject with tcp reset",
+        "    drop",
+        "  }",
+    ]
 
 
 def _addressed(rules: tuple[EgressRule, ...]) -> tuple[EgressRule, ...]:
