@@ -44,3 +44,12 @@ def test_the_summary_says_it_printed_nothing_and_what_it_waits_on() -> None:
 
 def test_lines_that_are_not_a_table_row_are_skipped() -> None:
     assert connections("garbage\n0: zz:zz 00:00 02\n\n", "tcp") == []
+
+
+def test_a_server_that_answers_inside_the_vm_but_not_on_the_host_is_told_apart() -> None:
+    said = summary("", [], False, inside="401")
+    assert said == ("It answers inside the VM (HTTP 401 on 127.0.0.1:4096), but not on the port the runtime "
+                    "publishes on the host: the runtime does not forward that port to it.")
+    assert "port forwarding" in (hint_for([], "401") or "")
+    assert summary("", [], False, inside="000") == "" and hint_for([], "000") is None
+    assert hint_for([], None) is None

@@ -111,7 +111,7 @@ def test_provisioning_reads_no_link_the_checkout_holds(project: Project, isolate
     """A repository that commits links in its opencode folder gets neither the launcher's
     environment nor a file of the user's into the VM home, and the user is told."""
     secret_file = isolated_home / "private.txt"
-    secret_file.write_text("the user's own\n")
+    secret_file.write_text("private-to-the-user-3f9a\n")
     secret_file.chmod(0o600)
     monkeypatch.setenv("PROVISION_LINK_VALUE", "kept-on-the-host-7c1d")
     folder = project.root / ".opencode-sandbox" / "opencode"
@@ -121,12 +121,13 @@ def test_provisioning_reads_no_link_the_checkout_holds(project: Project, isolate
     (folder / "outside").symlink_to(isolated_home, target_is_directory=True)
     (folder / "agent.md").write_text("copied\n")
     shown = project.shell("ls -A ~/.config/opencode; cat ~/.config/opencode/agent.md; "
-                          "grep -rl 'kept-on-the-host\\|the user' ~ 2>/dev/null; true")
+                          "grep -rl 'kept-on-the-host\\|private-to-the-user' ~ 2>/dev/null; true")
     assert shown.returncode == 0, shown.stderr
     listed = shown.stdout.split()
     assert "agent.md" in listed and "copied" in listed
     assert not {"env.txt", "notes.md", "outside"} & set(listed), shown.stdout
-    assert "kept-on-the-host" not in shown.stdout and "private.txt" not in shown.stdout, shown.stdout
+    assert "kept-on-the-host" not in shown.stdout and "private-to-the-user" not in shown.stdout, shown.stdout
+    assert shown.stdout.strip().endswith("copied"), f"a file in the VM holds what the links led to: {shown.stdout}"
     assert "not copied into the VM" in shown.stderr and "env.txt" in shown.stderr, shown.stderr
 
 

@@ -55,11 +55,23 @@ def connections(table: str, protocol: str) -> list[Waiting]:
     return [each for each in found if not ipaddress.ip_address(each.address).is_loopback]
 
 
-def summary(processes: str, waiting: Iterable[Waiting], printed_nothing: bool) -> str:
-    """The lines added to a start failure: what the process printed, what it waits on, its processes."""
+ANSWERED = ("200", "401")
+"""What /global/health answers in the VM, without the password, once the server serves."""
+
+
+def answers_inside(status: str | None) -> bool:
+    return status in ANSWERED
+
+
+def summary(processes: str, waiting: Iterable[Waiting], printed_nothing: bool, inside: str | None = None) -> str:
+    """The lines added to a start failure: what the process printed, whether it answers inside the
+    VM (`inside`: the HTTP status it gave there), what it waits on, its processes."""
     lines: list[str] = []
     if printed_nothing:
         lines.append("opencode serve has printed nothing: it never got as far as listening.")
+    if answers_inside(inside):
+        lines.append(f"It answers inside the VM (HTTP {inside} on 127.0.0.1:4096), but not on the port the runtime "
+                     "publishes on the host: the runtime does not forward that port to it.")
     waits = list(dict.fromkeys(each.describe() for each in waiting))
     if waits:
         lines.append("It waits on the network: " + "; ".join(waits) + ".")
@@ -70,8 +82,11 @@ def summary(processes: str, waiting: Iterable[Waiting], printed_nothing: bool) -
     return "\n".join(lines)
 
 
-def hint_for(waiting: Sequence[Waiting]) -> str | None:
-    """What to try when the wait is on the network."""
+def hint_for(waiting: Sequence[Waiting], inside: str | None = None) -> str | None:
+    """What to try when the wait is on the network, or the port between the host and the VM."""
+    if answers_inside(inside):
+        return ("see docs/troubleshooting.md, \"opencode serve did not answer\": the runtime's port forwarding; "
+                "`opencode-sandbox doctor` checks the runtime")
     if not waiting:
         return None
     return ("the VM cannot reach what opencode fetches at start: check the network policy "

@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 
 GUEST_URL = f"http://127.0.0.1:{DAEMON_PORT}"
 DAEMON_LOG = "/home/dev/.local/state/opencode-sandbox/daemon.log"
-_SERVE = f"opencode serve --hostname 0.0.0.0 --port {DAEMON_PORT}"
+# Every address family: offline, msb gives a microVM IPv6 alone and forwards its published ports
+# over IPv6, so a server on 0.0.0.0 alone never answers the host. `::` takes IPv4 too.
+_SERVE = f"opencode serve --hostname :: --port {DAEMON_PORT}"
 _START_SCRIPT = (
     "command -v opencode >/dev/null || { echo 'opencode: not found on the PATH' >&2; exit 127; } && "
     f'mkdir -p "$(dirname {DAEMON_LOG})" && '
@@ -122,6 +124,7 @@ _REPORT_TABLES = ("tcp", "tcp6", "udp", "udp6")
 _REPORT_SCRIPT = (
     f"pid=$(pgrep -o -f '{_PATTERN}'); [ -n \"$pid\" ] && ps -o pid,stat,etime,time,args -s \"$pid\" 2>/dev/null; "
     + "".join(f"echo '--- {table}'; cat /proc/net/{table} 2>/dev/null; " for table in _REPORT_TABLES)
+    + f"echo '--- inside'; curl -s -o /dev/null -m 10 -w '%{{http_code}}' {GUEST_URL}/global/health 2>/dev/null; true"
 )
 
 
@@ -134,12 +137,16 @@ def serve_report(runtime: Runtime, vm: str, printed_nothing: bool) -> tuple[str,
         result = runtime.exec(vm, ["sh", "-c", _REPORT_SCRIPT], workdir="/", timeout_s=30)
     except SandboxError:
         return "", None
-    processes, *tables = result.stdout.split("--- ")
+    processes, *sections = result.stdout.split("--- ")
     waiting = []
-    for section in tables:
-        name, _, table = section.partition("\n")
-        waiting += connections(table, name.strip())
-    return summary(processes, waiting, printed_nothing), hint_for(waiting)
+    inside: str | None = None
+    for section in sections:
+        name, _, text = section.partition("\n")
+        if name.strip() == "inside":
+            inside = text.strip() or None
+        else:
+            waiting += connections(text, name.strip())
+    return summary(processes, waiting, printed_nothing, inside), hint_for(waiting, inside)
 
 
 PROCESS_CHECK_S = 5.0
