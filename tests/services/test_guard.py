@@ -301,7 +301,7 @@ def test_a_reverted_project_config_is_read_again_before_the_start(fake: FakeRunt
     config.write_text("network: public\n")
     app = app_on(fake, checkout)
     review(app, vm_may_write_after=True)
-    config.write_text("network: all\n")
+    config.write_text("network: none\n")
     app.settings = load_settings([config], {}, {})  # as the command read it, before the review
 
     RunLifecycle(app)._review_guarded_files()
