@@ -116,3 +116,19 @@ def test_a_source_within_the_checkout_is_declared_so(tmp_path: Path) -> None:
     sources = default_sources(tmp_path, tmp_path / "c", tmp_path / "d", tmp_path / "checkout")
     assert [source.within for source in sources] == [None, None, None, tmp_path / "checkout"]
     assert isinstance(sources[0], ProvisionSource)
+
+
+def test_what_this_user_cannot_read_is_skipped_not_fatal(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root reads files whatever their mode")
+    top = tmp_path / "top"
+    (top / "closed").mkdir(parents=True)
+    (top / "secret.json").write_text("{}")
+    (top / "secret.json").chmod(0)
+    (top / "closed").chmod(0)
+    (top / "open.json").write_text("{}")
+    try:
+        tree = read_tree(top)
+    finally:
+        (top / "closed").chmod(0o755)
+    assert set(tree.files) == {"open.json"} and sorted(tree.skipped) == ["closed", "secret.json"]

@@ -29,7 +29,8 @@ class Tree(Record):
     files: dict[str, Content]
     """Path relative to the tree's top ("" for a top that is a file) -> content."""
     skipped: list[str]
-    """Paths, relative likewise, that are not regular files or folders (links included)."""
+    """Paths, relative likewise, that are not regular files or folders (links included), or that
+    this user cannot read."""
 
 
 def read_tree(top: Path, within: Path | None = None) -> Tree:
@@ -121,10 +122,11 @@ def _read_file(name: str, folder: int, path: str, flags: int, tree: Tree) -> Non
 
 
 def _open(name: str | Path, flags: int, folder: int | None = None) -> int | None:
-    """None when what is there now is a link or not what was looked at (it changed meanwhile)."""
+    """None when what is there now is a link, not what was looked at (it changed meanwhile) or
+    not readable by this user."""
     try:
         return os.open(name, flags, dir_fd=folder)
     except OSError as error:
-        if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT, errno.ENXIO):
+        if error.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT, errno.ENXIO, errno.EACCES):
             return None
         raise

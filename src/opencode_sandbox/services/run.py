@@ -469,7 +469,7 @@ class RunLifecycle:
         collected = provisioning.collect_files(sources)
         if collected.skipped:
             self.console.warn(
-                f"not copied into the VM (provisioning copies regular files only, never through a link): "
+                f"not copied into the VM (provisioning copies regular files you can read, never through a link): "
                 f"{', '.join(shown(str(path)) for path in collected.skipped)}",
                 hint="put the file itself there in place of the link",
             )
