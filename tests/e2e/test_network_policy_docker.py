@@ -109,34 +109,6 @@ def host_service() -> Iterator[int]:
         server.shutdown()
 
 
-@pytest.fixture
-def host_datagrams() -> Iterator[tuple[int, list[bytes]]]:
-    """A UDP service on every address of the host that answers each datagram: its port, and what it got."""
-    got: list[bytes] = []
-    service = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    service.bind(("0.0.0.0", 0))
-    service.settimeout(0.5)
-    done = threading.Event()
-
-    def answer() -> None:
-        while not done.is_set():
-            try:
-                data, sender = service.recvfrom(2048)
-            except TimeoutError:
-                continue
-            got.append(data)
-            service.sendto(b"answer", sender)
-
-    thread = threading.Thread(target=answer, daemon=True)
-    thread.start()
-    try:
-        yield service.getsockname()[1], got
-    finally:
-        done.set()
-        thread.join()
-        service.close()
-
-
 def send_to_groups(project: Project, port: int) -> str:
     """Datagrams from the VM to the local network's broadcast and all-hosts multicast addresses,
     then, on the same socket, to the host's address on the project network, as an answer would allow."""

@@ -282,34 +282,6 @@ GROUPS_SCRIPT = ("use Socket; socket(my $s, PF_INET, SOCK_DGRAM, 0) or die qq(so
                  "print qq(sent $sent\\n)")
 
 
-@pytest.fixture
-def host_datagrams() -> Iterator[tuple[int, list[bytes]]]:
-    """A UDP service on every address of this host: its port, and what it got."""
-    import socket
-
-    got: list[bytes] = []
-    service = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    service.bind(("0.0.0.0", 0))
-    service.settimeout(0.5)
-    done = threading.Event()
-
-    def keep() -> None:
-        while not done.is_set():
-            try:
-                got.append(service.recvfrom(2048)[0])
-            except TimeoutError:
-                continue
-
-    thread = threading.Thread(target=keep, daemon=True)
-    thread.start()
-    try:
-        yield service.getsockname()[1], got
-    finally:
-        done.set()
-        thread.join()
-        service.close()
-
-
 def test_the_ways_out_the_attack_found_are_closed_in_a_microvm(
     msb_project: Project, tmp_path: Path, host_datagrams: tuple[int, list[bytes]],
 ) -> None:

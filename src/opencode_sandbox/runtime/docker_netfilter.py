@@ -71,12 +71,13 @@ def _network(cli: DockerCli, name: str) -> dict[str, Any] | None:
     return documents[0] if documents and str(documents[0].get("Name")) == name else None
 
 
-def _gateway(cli: DockerCli, container: str, network: str) -> IpAddress:
+def address_on(cli: DockerCli, container: str, network: str, field: str = "IPAddress") -> IpAddress:
+    """The container's address on `network` (`field` "Gateway": the host's side of it)."""
     documents = cli.inspect("container", [container])
     networks = ((documents[0].get("NetworkSettings") or {}).get("Networks") or {}) if documents else {}
-    text = str((networks.get(network) or {}).get("Gateway") or "")
+    text = str((networks.get(network) or {}).get(field) or "")
     if not text:
-        raise BootFailed(f"{container} has no gateway on {network}", hint="Run again; the VM is made again.")
+        raise BootFailed(f"{container} has no {field.lower()} on {network}", hint="Run again to recreate it.")
     return ipaddress.ip_address(text)
 
 
@@ -158,7 +159,7 @@ def apply_policy(cli: DockerCli, images: DockerImageEngine, container: str, poli
     `proxy`: the address of the project's egress proxy, for a policy that needs one.
     `published_on`: the network whose gateway (the host's side) is the only source of new
     connections to the container: where its published ports come from."""
-    gateway = _gateway(cli, container, published_on) if published_on is not None else None
+    gateway = address_on(cli, container, published_on, "Gateway") if published_on is not None else None
     ruleset = nft_ruleset(policy, host_public_addresses(), host_resolvers(), proxy, gateway)
     if ruleset is None:
         return

@@ -15,7 +15,6 @@ image's `NODE_EXTRA_CA_CERTS` names, and placed where `update-ca-certificates` f
 
 from __future__ import annotations
 
-import ipaddress
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -233,7 +232,7 @@ def ensure_proxy(cli: DockerCli, images: DockerImageEngine, slug: str, image: st
     ca = _wait_ready(cli, name)
     if policy.secrets:
         give_secret_values(cli, name, {secret.name: secret_values[secret.name] for secret in policy.secrets})
-    return ProxyEndpoint(_address(cli, name, network), ca, name, network)
+    return ProxyEndpoint(docker_netfilter.address_on(cli, name, network), ca, name, network)
 
 
 def give_args(name: str, what: str) -> list[str]:
@@ -299,15 +298,6 @@ def _wait_ready(cli: DockerCli, name: str) -> bytes:
     return ca.encode()
 
 
-def _address(cli: DockerCli, name: str, network: str) -> IpAddress:
-    documents = cli.inspect("container", [name])
-    networks = ((documents[0].get("NetworkSettings") or {}).get("Networks") or {}) if documents else {}
-    text = str((networks.get(network) or {}).get("IPAddress") or "")
-    if not text:
-        raise BootFailed(f"the egress proxy {name} has no address on {network}", hint="Run again to recreate it.")
-    return ipaddress.ip_address(text)
-
-
 def trust_proxy(cli: DockerCli, vm: str, endpoint: ProxyEndpoint) -> None:
     """Make the running VM trust the proxy's CA and find the proxy at its current address, and
     the proxy serve that VM alone: every local user reaches the proxy's address through the host's
@@ -319,7 +309,7 @@ def trust_proxy(cli: DockerCli, vm: str, endpoint: ProxyEndpoint) -> None:
     except DockerFailed as failure:
         raise BootFailed(f"cannot make {vm} trust its egress proxy: {first_line(failure.stderr)}",
                          hint="The runner image needs a POSIX shell and grep; run again.") from None
-    vm_address = _address(cli, vm, endpoint.network)
+    vm_address = docker_netfilter.address_on(cli, vm, endpoint.network)
     try:
         cli.run(give_args(endpoint.name, "clients"), stdin=json.dumps([str(vm_address)]).encode())
     except DockerFailed as failure:
