@@ -32,6 +32,7 @@ from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.images.updater import record_baked_version
 from opencode_sandbox.paths import ToolPaths
 from opencode_sandbox.runtime.base import Runtime
+from opencode_sandbox.runtime.docker_identity import forget_mapped_mounts
 from opencode_sandbox.runtime.docker_netfilter import network_name
 from opencode_sandbox.runtime.docker_proxy import ca_volume_name, proxy_name
 from opencode_sandbox.runtime.types import SandboxInfo
@@ -191,6 +192,8 @@ class Project:
         if self.runtime == "microsandbox":
             remove_microsandbox_artifacts(self.slug)
         docker("rm", "-f", self.vm, proxy_name(self.slug))
+        if os.getuid() == 0:
+            forget_mapped_mounts(self.vm)
         docker("volume", "rm", "-f", ca_volume_name(self.slug))
         docker("network", "rm", network_name(self.slug))
         for volume in docker("volume", "ls", "--format", "{{.Name}}").stdout.split():

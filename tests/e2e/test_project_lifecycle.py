@@ -19,19 +19,13 @@ WRITE_THEN_HASH = (f"head -c {LARGE_FILE_MIB}M /dev/urandom > ~/large.bin"
                    " && sha256sum ~/large.bin | cut -d' ' -f1")
 
 
-def dev_name(project: Project) -> str:
-    """What `id -un` says in the VM: on the docker runtime dev takes the host user's ids, so a root
-    host user's dev is uid 0, named root; microsandbox maps the invoking user to the image's dev."""
-    return "root" if project.runtime == "docker" and os.geteuid() == 0 else "dev"
-
-
 def test_first_run_checkout_ownership_and_home_across_stop_and_stop_force(runtime_project: Project) -> None:
     project = runtime_project
     owner = (os.getuid(), os.getgid())
 
     first = project.shell("id -un; pwd; echo $HOME; echo $OPENCODE_DISABLE_AUTOUPDATE; exit 7")
     assert first.returncode == 7, first.stderr
-    assert first.stdout.splitlines() == [dev_name(project), "/workspace", "/home/dev", "true"]
+    assert first.stdout.splitlines() == ["dev", "/workspace", "/home/dev", "true"]
     assert "Creating" in first.stderr
     created = project.vm_created()
     assert project.vm_running()

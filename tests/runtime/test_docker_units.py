@@ -10,7 +10,7 @@ import pytest
 
 from opencode_sandbox.core.egress import EgressPolicy, Profile, parse_rule
 from opencode_sandbox.engine.command import DockerCli
-from opencode_sandbox.errors import UsageError
+from opencode_sandbox.errors import BootFailed, UsageError
 from opencode_sandbox.runtime.docker_args import run_args, sandbox_labels
 from opencode_sandbox.runtime.docker_backend import DockerRuntime
 from opencode_sandbox.runtime.docker_netfilter import policy_label, policy_of_label
@@ -118,7 +118,12 @@ def test_run_args() -> None:
     assert args[args.index("-e") : args.index("-e") + 2] == ["-e", "K"]  # its value travels in the environment
     assert "org.opencode-sandbox.managed=true" in args
     assert "org.opencode-sandbox.slug=a-0123456789abcd" in args
-    assert "--privileged" not in run_args(spec, labels, privileged=False)
+    assert "--cap-drop" not in args, "a privileged VM keeps what --privileged gives"
+    confined = run_args(spec._replace(pids_limit=512), labels, privileged=False)
+    assert "--privileged" not in confined
+    assert " ".join(confined).count("--cap-drop ALL --security-opt no-new-privileges") == 1
+    assert confined[confined.index("--pids-limit") + 1] == "512"
+    assert "--pids-limit" not in args
 
 
 def test_a_chosen_host_port_and_a_read_only_file_mount() -> None:
@@ -133,13 +138,13 @@ def test_a_chosen_host_port_and_a_read_only_file_mount() -> None:
     assert "type=bind,source=/srv/out,target=/mnt/out" in args
 
 
-def test_a_vm_on_its_own_network_runs_without_net_raw() -> None:
+def test_a_vm_on_its_own_network_keeps_no_capability() -> None:
     spec = SandboxSpec(name="opencode-sandbox-vm-a-0123456789abcd", image="img:1", cpus=1, memory_mib=512)
     labels = sandbox_labels({}, "a-0123456789abcd")
     args = run_args(spec, labels, privileged=False, network="opencode-sandbox-net-a-0123456789abcd")
     joined = " ".join(args)
     assert "--network opencode-sandbox-net-a-0123456789abcd" in joined
-    assert "--cap-drop NET_RAW" in joined
+    assert "--cap-drop ALL" in joined, "NET_RAW included: a raw socket would go around the policy's rules"
     assert "--network" not in run_args(spec, labels, privileged=False)
 
 
@@ -153,8 +158,15 @@ def test_the_policy_label_gives_the_same_policy_back() -> None:
 
 def test_docker_refuses_what_it_cannot_enforce_before_creating_anything() -> None:
     spec = SandboxSpec(name="opencode-sandbox-vm-a-0123456789abcd", image="img:1", cpus=1, memory_mib=512,
-                       network=EgressPolicy(Profile.ALLOWLIST))
+                       network=EgressPolicy(Profile.ALLOWLIST), privileged=True)
+    runtime = _runtime_of_a_dind_image()
+    with pytest.raises(UsageError) as refused:
+        runtime.create_sandbox(spec)
+    assert "Docker-in-Docker" in refused.value.message
+    assert "microsandbox" in (refused.value.hint or "")
 
+
+def _runtime_of_a_dind_image() -> DockerRuntime:
     class NoEngine(DockerCli):
         def run_raw(self, args: Sequence[str], **_: object) -> subprocess.CompletedProcess[bytes]:
             raise AssertionError(f"docker {' '.join(args)} must not run")
@@ -162,7 +174,13 @@ def test_docker_refuses_what_it_cannot_enforce_before_creating_anything() -> Non
     runtime = DockerRuntime(NoEngine())
     runtime.images.inspect_image = (  # type: ignore[method-assign]
         lambda reference: {"Config": {"Labels": {"org.opencode-sandbox.dind": "true"}}})
-    with pytest.raises(UsageError) as refused:
-        runtime.create_sandbox(spec)
-    assert "Docker-in-Docker" in refused.value.message
-    assert "microsandbox" in (refused.value.hint or "")
+    return runtime
+
+
+def test_an_images_label_alone_never_makes_a_privileged_vm() -> None:
+    spec = SandboxSpec(name="opencode-sandbox-vm-a-0123456789abcd", image="img:1", cpus=1, memory_mib=512,
+                       network=EgressPolicy(Profile.ALL))
+    with pytest.raises(BootFailed) as refused:
+        _runtime_of_a_dind_image().create_sandbox(spec)
+    assert "privileged" in refused.value.message
+    assert "dind: true" in (refused.value.hint or "") and "host root" in (refused.value.hint or "")

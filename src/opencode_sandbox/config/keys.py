@@ -184,12 +184,21 @@ def _not_shorter(value: Any, users: Any) -> str | None:
     return None
 
 
+def _not_higher(value: Any, users: Any) -> str | None:
+    if value > users:
+        return f"it is higher than {users}, which your configuration gives"
+    return None
+
+
 KEYS: tuple[Key, ...] = (
     Key("runtime", RuntimeKind.MICROSANDBOX, _read_runtime,
         "VM runtime: microsandbox (microVMs) or docker (shares the host kernel)", checkout_refusal=_narrower_runtime,
         checkout_note="`microsandbox`, or `docker` where your configuration chooses it"),
     Key("cpus", 2, _read_int(1, MAX_CPUS), "virtual CPUs of the project VM"),
     Key("memory", 4 * 1024**3, _read_memory, "memory of the project VM, such as 4G"),
+    Key("pids-limit", 4096, _read_int(64, 4_194_304),
+        "most processes and threads at once in a docker-runtime VM (a fork bomb stops there)",
+        checkout_refusal=_not_higher, checkout_note="a limit no higher than your configuration's"),
     Key("auto-stop-timeout", timedelta(seconds=10), _read_duration,
         "how long the VM stays up after the last client leaves"),
     Key("auto-stop-on-active-sessions", False, _read_bool,

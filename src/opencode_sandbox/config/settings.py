@@ -19,6 +19,7 @@ class Settings(Record):
     runtime: RuntimeKind
     cpus: int
     memory: int
+    pids_limit: int
     auto_stop_timeout: timedelta
     auto_stop_on_active_sessions: bool
     auto_stop_max_session_retries: int

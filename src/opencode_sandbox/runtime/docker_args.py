@@ -10,6 +10,14 @@ from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec
 
 DIND_LABEL = LABEL_DIND
 KEEP_ALIVE = ("sleep", "infinity")
+CONFINEMENT = ("--cap-drop", "ALL", "--security-opt", "no-new-privileges")
+"""No capability is kept: `dev` is never uid 0 and a non-root user gets none anyway; the tool's
+own root steps in the VM write only files root owns there (the proxy's CA, /etc/hosts), and the
+one step that needs more, giving `dev` the host user's ids, runs outside the VM
+(`docker_users`). Without `NET_RAW`, `CHOWN`, `FOWNER`, `FSETID`, `MKNOD` or `SETFCAP`, root in the
+VM can go around no network rule and leave no set-user-ID file, file capability or device node.
+`no-new-privileges`: the image's set-user-ID programs (`su`, `mount`, `passwd`, ...) and any file
+capability give nothing."""
 
 
 def sandbox_labels(spec_labels: Mapping[str, str], slug: str) -> dict[str, str]:
@@ -48,8 +56,8 @@ def run_args(spec: SandboxSpec, labels: Mapping[str, str], privileged: bool, net
     """`docker run -d` for a long-lived project VM: root keep-alive under an init process.
 
     The image's own entrypoint is bypassed so any runner image works; everything the user
-    does runs through `docker exec` as the requested user. On its own `network`, the VM runs
-    without `NET_RAW`: a raw socket would let root in it go around the network policy's rules.
+    does runs through `docker exec` as the requested user. Unless `privileged` (Docker-in-Docker),
+    the VM holds no capability at all and nothing in it gains privileges (`CONFINEMENT`).
     `hosts`: names written into the VM's `/etc/hosts`, by address.
     """
     args = [
@@ -71,10 +79,12 @@ def run_args(spec: SandboxSpec, labels: Mapping[str, str], privileged: bool, net
     ]
     if privileged:
         args.append("--privileged")
+    else:
+        args += [*CONFINEMENT]
+    if spec.pids_limit is not None:
+        args += ["--pids-limit", str(spec.pids_limit)]
     if network is not None:
         args += ["--network", network]
-        if not privileged:
-            args += ["--cap-drop", "NET_RAW"]
     for host, address in sorted((hosts or {}).items()):
         args += ["--add-host", f"{host}:{address}"]
     args += label_args(labels)

@@ -57,7 +57,16 @@ from opencode_sandbox.runtime.docker_args import (
     run_args,
     sandbox_labels,
 )
-from opencode_sandbox.runtime.docker_identity import adopt_command, with_dev_home
+from opencode_sandbox.runtime.docker_identity import (
+    adopt,
+    dev_ids,
+    ensure_mapped_mounts,
+    forget_mapped_mounts,
+    forget_stale_mapped_mounts,
+    home_volume_of,
+    with_dev_home,
+    with_mapped_mounts,
+)
 from opencode_sandbox.runtime.docker_parse import (
     container_name,
     container_status,
@@ -152,8 +161,23 @@ class DockerRuntime:
                 hint="Build it with `opencode-sandbox build`.",
             )
         self._require_volumes([m.source for m in spec.mounts if m.kind is MountKind.VOLUME])
-        privileged = labels_of(image).get(DIND_LABEL) == "true"
+        dind_image = labels_of(image).get(DIND_LABEL) == "true"
+        privileged = dind_image and spec.privileged  # a task's shell (volume edit) needs no Docker inside
+        if dind_image and not spec.privileged and slug_of_vm(spec.name) is not None:
+            raise BootFailed(
+                f"cannot start {spec.name}: image {spec.image} asks for a privileged VM (Docker-in-Docker), "
+                "which your configuration does not allow",
+                hint="A privileged VM is host root for the agent. Only if you accept that, set `dind: true` in your "
+                     "own configuration (~/.config/opencode-sandbox/config.yaml); otherwise remove the image's "
+                     "org.opencode-sandbox.dind label.",
+            )
         labels = sandbox_labels(spec.labels, slug)
+        if spec.dev_identity is not None:
+            spec, mapped = with_mapped_mounts(spec, spec.dev_identity[0])
+            if mapped:
+                forget_stale_mapped_mounts(set(self.cli.lines(["ps", "--all", "--format", "{{.Names}}"])))
+            labels.update(mapped)
+            ensure_mapped_mounts(spec.name, labels)
         network = None
         proxy: docker_proxy.ProxyEndpoint | None = None
         if spec.network is not None:
@@ -201,19 +225,12 @@ class DockerRuntime:
                 self._discard(spec.name)
                 raise
         if spec.dev_identity is not None:
-            self._adopt_identity(spec.name, *spec.dev_identity)
+            try:
+                adopt(self.cli, spec.name, spec.image, home_volume_of(spec.mounts), *dev_ids(*spec.dev_identity))
+            except BaseException:
+                self._discard(spec.name)
+                raise
         return info
-
-    def _adopt_identity(self, name: str, uid: int, gid: int) -> None:
-        result = self.exec(name, adopt_command(uid, gid), user="root", workdir="/", timeout_s=600)
-        if result.exit_code != 0:
-            self._discard(name)
-            output = (result.stderr or result.stdout).strip().splitlines()
-            raise BootFailed(
-                f"cannot start {name}: giving dev the host user's ids ({uid}:{gid}) failed: "
-                f"{output[-1] if output else f'exit code {result.exit_code}'}",
-                hint="The runner image needs a `dev` user and the usermod and groupmod commands (Debian's passwd).",
-            )
 
     def start_sandbox(self, name: str, *, secret_values: Mapping[str, str] | None = None) -> None:
         """Start, then install the VM's network policy again: its rules went with the old
@@ -224,6 +241,7 @@ class DockerRuntime:
         document = self._owned_container(name)
         policy = docker_netfilter.policy_of_label(labels_of(document).get(docker_netfilter.LABEL_NETWORK_POLICY))
         values = checked_secret_values(name, policy, secret_values or {}, action="start")
+        ensure_mapped_mounts(name, labels_of(document))
         proxy = None
         slug = slug_of_vm(name) or slug_of_task(name)
         if policy is not None and needs_proxy(policy) and slug is not None:
@@ -291,6 +309,7 @@ class DockerRuntime:
             self.stop_sandbox(name)
         # --volumes takes only anonymous volumes declared by the image; named ones stay.
         self.cli.run(["rm", "--force", "--volumes", name])
+        forget_mapped_mounts(name)
         docker_policy_marks.forget(name)
         slug = slug_of_vm(name)
         if slug is not None:
@@ -579,6 +598,7 @@ class DockerRuntime:
     def _discard(self, name: str) -> None:
         """Remove what a failed create left, whatever state it is in."""
         self.cli.run_raw(["rm", "--force", "--volumes", name])
+        forget_mapped_mounts(name)
         docker_policy_marks.forget(name)
         slug = slug_of_vm(name)
         if slug is not None:

@@ -1,39 +1,160 @@
-"""`dev` in a docker-runtime VM takes the host user's uid and gid.
+"""Who `dev` is in a docker-runtime VM: never uid 0, and the owner of what the host user owns.
 
-A container shares the host kernel's ids, so a bind-mounted checkout is writable by `dev`
-only when their numbers match, and what `dev` creates is owned on the host by whatever
-uid it has. The runner image makes `dev` uid 1000; right after creating a VM the docker
-runtime renumbers it to the host user's ids (as the devcontainers CLI does in an image
-layer, here in the container's own layer, so no extra image is built or pruned) and hands
-the home volume's files to it. For a root host user that means uid 0: without id-mapped
-bind mounts, nothing else can create files that root owns on the host. `dev` keeps its
-name and home, but uid 0 resolves to `root` first: `id -un` then says root, and the engine,
-which takes HOME from the uid, would give /root, so execs as `dev` name their HOME.
+A container shares the host kernel's ids, so a bind-mounted checkout is writable by `dev` only
+when their numbers match, and what `dev` creates is owned on the host by whatever uid it has.
+
+- An ordinary host user: `dev` takes the user's uid and gid (as the devcontainers CLI does in an
+  image layer; here in the container's own `/etc/passwd` and `/etc/group`, so no extra image is
+  built or pruned) and the home volume's files are handed to them.
+- A root host user: `dev` keeps the image's uid 1000, and every folder mounted writable (the
+  checkout, `mounts` entries with `:rw`) is mounted through an id-mapped mount
+  (`idmapped_mount`) that shows root's files as `dev`'s and writes `dev`'s as root's. uid 0 in
+  the VM has no id there at all: it can create or take over nothing.
+
+Both edits are made from outside the VM: the two files through the engine's copy into the
+container, the home volume's owners by a short-lived helper container. The VM itself keeps no
+capability for them (`docker_args.CONFINEMENT`).
 """
 
 from __future__ import annotations
 
-from opencode_sandbox import TYPE_CHECKING
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
-if TYPE_CHECKING:
-    from collections.abc import Mapping
+from opencode_sandbox.core.naming import LABEL_MANAGED, LABEL_PREFIX
+from opencode_sandbox.engine.command import DockerCli, DockerFailed, first_line
+from opencode_sandbox.errors import BootFailed
+from opencode_sandbox.runtime import idmapped_mount
+from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec
 
 DEV_HOME = "/home/dev"
+IMAGE_DEV_IDS = (1000, 1000)
+"""The runner image's `dev`."""
+LABEL_MAPPED = LABEL_PREFIX + "mapped-mounts"
+"""JSON: the host folders mounted through id-mapped mounts, by their index (`mapped_path`)."""
 
-# $1 uid, $2 gid. Idempotent: only ids and files that differ are changed. Files root owns in
-# the home stay root's, as the image made them.
-ADOPT_SCRIPT = r"""
+# $1 uid, $2 gid. Files root owns in the home stay root's, as the image made them, unless the home
+# itself is root's: `dev` was uid 0 there (a root host user's VM of an earlier version).
+HOME_OWNERS_SCRIPT = r"""
 set -eu
 uid=$1 gid=$2
-if [ "$(id -g dev)" != "$gid" ]; then groupmod --non-unique --gid "$gid" dev; fi
-if [ "$(id -u dev)" != "$uid" ]; then usermod --non-unique --uid "$uid" --gid "$gid" dev; fi
-find /home/dev -xdev ! -uid 0 \( ! -uid "$uid" -o ! -gid "$gid" \) -exec chown -h "$uid:$gid" {} +
+if [ "$(stat -c %u /home/dev)" = 0 ]; then
+  find /home/dev -xdev \( ! -uid "$uid" -o ! -gid "$gid" \) -exec chown -h "$uid:$gid" {} +
+else
+  find /home/dev -xdev ! -uid 0 \( ! -uid "$uid" -o ! -gid "$gid" \) -exec chown -h "$uid:$gid" {} +
+fi
 """
 
 
-def adopt_command(uid: int, gid: int) -> list[str]:
-    """The root command that renumbers `dev` and its home to `uid`:`gid`."""
-    return ["sh", "-c", ADOPT_SCRIPT, "adopt-host-identity", str(uid), str(gid)]
+def dev_ids(host_uid: int, host_gid: int) -> tuple[int, int]:
+    """`dev`'s uid and gid in the VM for this host user."""
+    return IMAGE_DEV_IDS if host_uid == 0 else (host_uid, host_gid)
+
+
+def with_mapped_mounts(spec: SandboxSpec, host_uid: int) -> tuple[SandboxSpec, dict[str, str]]:
+    """For a root host user, each writable host folder at its id-mapped place instead, and the
+    label that tells later starts what to mount there."""
+    if host_uid != 0:
+        return spec, {}
+    mapped: dict[str, str] = {}
+    mounts: list[Mount] = []
+    for index, mount in enumerate(spec.mounts):
+        if mount.kind is MountKind.BIND and not mount.readonly and Path(mount.source).is_dir():
+            mapped[str(index)] = mount.source
+            mount = mount._replace(source=str(idmapped_mount.mapped_path(spec.name, index)))
+        mounts.append(mount)
+    if not mapped:
+        return spec, {}
+    return spec._replace(mounts=tuple(mounts)), {LABEL_MAPPED: json.dumps(mapped, sort_keys=True)}
+
+
+def ensure_mapped_mounts(name: str, labels: Mapping[str, str]) -> None:
+    """The VM's id-mapped mounts in place before it starts (a reboot removes them)."""
+    text = labels.get(LABEL_MAPPED)
+    if not text:
+        return
+    uid, gid = IMAGE_DEV_IDS
+    for index, source in sorted(json.loads(text).items()):
+        idmapped_mount.ensure_mapped(Path(source), idmapped_mount.mapped_path(name, int(index)),
+                                     shown_uid=uid, shown_gid=gid)
+
+
+def forget_mapped_mounts(name: str) -> None:
+    idmapped_mount.unmount_all(name)
+
+
+def forget_stale_mapped_mounts(existing: set[str]) -> None:
+    """A root host user's mapped mounts of VMs that are gone (`docker rm` by hand, say)."""
+    idmapped_mount.forget_all_but(existing)
+
+
+def renumbered(passwd: str, group: str, uid: int, gid: int) -> tuple[str, str] | None:
+    """`/etc/passwd` and `/etc/group` with `dev` at `uid`:`gid`; None when there is no `dev`."""
+    users = passwd.splitlines()
+    groups = group.splitlines()
+    found = False
+    for number, line in enumerate(users):
+        fields = line.split(":")
+        if len(fields) >= 7 and fields[0] == "dev":
+            fields[2], fields[3] = str(uid), str(gid)
+            users[number] = ":".join(fields)
+            found = True
+    for number, line in enumerate(groups):
+        fields = line.split(":")
+        if len(fields) >= 4 and fields[0] == "dev":
+            fields[2] = str(gid)
+            groups[number] = ":".join(fields)
+    return ("\n".join(users) + "\n", "\n".join(groups) + "\n") if found else None
+
+
+def _archive(files: Mapping[str, str]) -> bytes:
+    import io
+    import tarfile
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for name, text in files.items():
+            data = text.encode()
+            member = tarfile.TarInfo(name)
+            member.size, member.mode, member.uid, member.gid = len(data), 0o644, 0, 0
+            archive.addfile(member, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def adopt(cli: DockerCli, name: str, image: str, home_volume: str | None, uid: int, gid: int) -> None:
+    """`dev` at `uid`:`gid` in the created VM, and its home volume's files handed to them."""
+    try:
+        passwd = cli.run(["exec", "--user", "root", name, "cat", "/etc/passwd"])
+        group = cli.run(["exec", "--user", "root", name, "cat", "/etc/group"])
+        files = renumbered(passwd, group, uid, gid)
+        if files is None:
+            raise BootFailed(f"cannot start {name}: the runner image has no user `dev`",
+                             hint="A runner image needs a `dev` user with its home in /home/dev.")
+        if files != (passwd, group):
+            cli.run(["cp", "-", f"{name}:/etc"], stdin=_archive({"passwd": files[0], "group": files[1]}))
+        if home_volume is None:
+            return
+        owner = cli.run(["exec", "--user", "root", name, "stat", "-c", "%u:%g", DEV_HOME]).strip()
+        if owner != f"{uid}:{gid}":
+            cli.run(home_owners_args(image, home_volume, uid, gid), timeout_s=600)
+    except DockerFailed as failure:
+        raise BootFailed(f"cannot start {name}: giving dev the ids {uid}:{gid} failed: {first_line(failure.stderr)}",
+                         hint="The runner image needs a POSIX shell, find and chown; run again.") from None
+
+
+def home_owners_args(image: str, home_volume: str, uid: int, gid: int) -> list[str]:
+    """A helper that may change owners in the home volume and nothing else."""
+    return ["run", "--rm", "--pull=never", "--network", "none", "--user", "root",
+            "--label", f"{LABEL_MANAGED}=helper",
+            "--cap-drop", "ALL", "--cap-add", "CHOWN", "--cap-add", "DAC_READ_SEARCH",
+            "--security-opt", "no-new-privileges",
+            "--mount", f"type=volume,source={home_volume},target={DEV_HOME}",
+            "--entrypoint", "sh", image, "-c", HOME_OWNERS_SCRIPT, "home-owners", str(uid), str(gid)]
+
+
+def home_volume_of(mounts: Sequence[Mount]) -> str | None:
+    return next((m.source for m in mounts if m.kind is MountKind.VOLUME and m.target == DEV_HOME), None)
 
 
 def with_dev_home(user: str, env: Mapping[str, str] | None) -> Mapping[str, str] | None:

@@ -46,6 +46,11 @@ class SandboxSpec(Record):
     dev_identity: tuple[int, int] | None = None
     """The host uid and gid that `dev` acts as: what it creates in a bind mount belongs to
     them on the host, and it can write what they own. None leaves the image's `dev` as it is."""
+    privileged: bool = False
+    """The user's configuration allows a privileged VM (Docker-in-Docker): host root for the agent
+    on the docker runtime, so an image's label alone never makes one."""
+    pids_limit: int | None = None
+    """The most processes and threads at once, where the runtime shares the host's kernel."""
     network: EgressPolicy | None = None
     """Where the sandbox may connect; None leaves the runtime's own default."""
     ca_certificates: tuple[bytes, ...] = ()

@@ -184,6 +184,11 @@ class RunLifecycle:
             refusal = docker_refusal(policy, privileged=self.app.settings.dind)
             if refusal is not None:
                 raise refusal
+            if self.app.settings.dind:
+                self.console.warn("dind: the VM runs privileged on the docker runtime, so the agent is root on this "
+                                  "host: it can read and change everything here",
+                                  hint="turn `dind` off in your configuration unless this project needs Docker "
+                                       "inside and you accept that")
         refused = policy.refusal()
         if refused is not None:
             raise UsageError(refused, hint="remove the secrets setting, or choose another network profile")
@@ -233,6 +238,10 @@ class RunLifecycle:
         if settings.runtime is RuntimeKind.MICROSANDBOX:
             # A microVM whose checkout does not mirror modes to the host is recreated once.
             values["checkout_modes"] = "mirrored"
+        else:
+            # A container made before it was confined (dev never uid 0, no capability, no new
+            # privileges, a pids limit) is recreated once; the home volume is kept.
+            values["confinement"] = {"dev": "never-root", "pids_limit": settings.pids_limit}
         labels = {
             **naming.managed_labels(self.slug),
             **({naming.LABEL_GIT: naming.GIT_OWN} if self.git_layout is not None else {}),
@@ -252,6 +261,8 @@ class RunLifecycle:
             published_ports=ports,
             host_ports={port.guest: port.host for port in settings.ports if port.host is not None},
             dev_identity=dev_identity,
+            privileged=settings.dind,
+            pids_limit=settings.pids_limit if settings.runtime is RuntimeKind.DOCKER else None,
             network=settings.egress_policy,
             ca_certificates=tuple(certificate.pem for certificate in certificates),
             ca_certificate_files=tuple(dict.fromkeys(str(certificate.source) for certificate in certificates)),
