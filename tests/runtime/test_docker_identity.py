@@ -42,7 +42,7 @@ def _spec(*mounts: Mount) -> SandboxSpec:
                        mounts=mounts)
 
 
-def test_a_root_host_user_mounts_every_writable_folder_mapped(tmp_path: Path) -> None:
+def test_a_root_host_user_mounts_every_folder_mapped(tmp_path: Path) -> None:
     checkout, shared, readonly = tmp_path / "checkout", tmp_path / "shared", tmp_path / "ro"
     for folder in (checkout, shared, readonly):
         folder.mkdir()
@@ -54,9 +54,11 @@ def test_a_root_host_user_mounts_every_writable_folder_mapped(tmp_path: Path) ->
     assert with_mapped_mounts(spec, 1001) == (spec, {})
     mapped, labels = with_mapped_mounts(spec, 0)
     sources = [mount.source for mount in mapped.mounts]
-    assert sources == ["home", str(idmapped_mount.mapped_path(spec.name, 1)), str(readonly),
-                       str(tmp_path / "file"), str(idmapped_mount.mapped_path(spec.name, 4))]
-    assert json.loads(labels[LABEL_MAPPED]) == {"1": str(checkout), "4": str(shared)}
+    assert sources == ["home", str(idmapped_mount.mapped_path(spec.name, 1)),
+                       str(idmapped_mount.mapped_path(spec.name, 2)), str(tmp_path / "file"),
+                       str(idmapped_mount.mapped_path(spec.name, 4))]
+    assert [mount.readonly for mount in mapped.mounts] == [False, False, True, False, False]
+    assert json.loads(labels[LABEL_MAPPED]) == {"1": str(checkout), "2": str(readonly), "4": str(shared)}
 
 
 def test_the_home_helper_may_change_owners_and_nothing_else() -> None:

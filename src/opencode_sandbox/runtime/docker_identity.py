@@ -6,8 +6,8 @@ when their numbers match, and what `dev` creates is owned on the host by whateve
 - An ordinary host user: `dev` takes the user's uid and gid (as the devcontainers CLI does in an
   image layer; here in the container's own `/etc/passwd` and `/etc/group`, so no extra image is
   built or pruned) and the home volume's files are handed to them.
-- A root host user: `dev` keeps the image's uid 1000, and every folder mounted writable (the
-  checkout, `mounts` entries with `:rw`) is mounted through an id-mapped mount
+- A root host user: `dev` keeps the image's uid 1000, and every folder mounted (the checkout,
+  the VM's git directory, `mounts` entries) is mounted through an id-mapped mount
   (`idmapped_mount`) that shows root's files as `dev`'s and writes `dev`'s as root's. uid 0 in
   the VM has no id there at all: it can create or take over nothing.
 
@@ -53,14 +53,15 @@ def dev_ids(host_uid: int, host_gid: int) -> tuple[int, int]:
 
 
 def with_mapped_mounts(spec: SandboxSpec, host_uid: int) -> tuple[SandboxSpec, dict[str, str]]:
-    """For a root host user, each writable host folder at its id-mapped place instead, and the
-    label that tells later starts what to mount there."""
+    """For a root host user, each host folder at its id-mapped place instead (a read-only one too,
+    so root's private files there stay readable to `dev`), and the label that tells later starts
+    what to mount there."""
     if host_uid != 0:
         return spec, {}
     mapped: dict[str, str] = {}
     mounts: list[Mount] = []
     for index, mount in enumerate(spec.mounts):
-        if mount.kind is MountKind.BIND and not mount.readonly and Path(mount.source).is_dir():
+        if mount.kind is MountKind.BIND and Path(mount.source).is_dir():
             mapped[str(index)] = mount.source
             mount = mount._replace(source=str(idmapped_mount.mapped_path(spec.name, index)))
         mounts.append(mount)

@@ -229,9 +229,35 @@ def project_checks(app: App) -> list[Check]:
     return [*checks, check] if check is not None else checks
 
 
+def check_user_mapping() -> list[Check]:
+    """For a root host user, whether the docker runtime can map the checkout to `dev` (never uid 0)."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    if os.geteuid() != 0:
+        return []
+    from opencode_sandbox.runtime import idmapped_mount
+
+    name = f"doctor-{os.getpid()}"
+    try:
+        with tempfile.TemporaryDirectory(prefix="opencode-sandbox-doctor-") as folder:
+            try:
+                idmapped_mount.ensure_mapped(Path(folder), idmapped_mount.mapped_path(name, 0),
+                                             shown_uid=1000, shown_gid=1000)
+            finally:
+                idmapped_mount.unmount_all(name)
+    except SandboxError as error:
+        return [Check("users", False, f"root's files cannot be mapped to dev: {error.message}", error.hint,
+                      required_for=frozenset({RuntimeKind.DOCKER}))]
+    return [Check("users", True, "id-mapped mounts work: on docker, dev writes root's checkout without being uid 0",
+                  required_for=frozenset({RuntimeKind.DOCKER}))]
+
+
 def run_checks(runtime: RuntimeKind, project_checks: Sequence[Check] = ()) -> DoctorReport:
     """The host's checks, then those of the current project (`check_project_home`)."""
-    return DoctorReport(runtime, (check_docker(), check_kvm(), check_git(), check_msb(), *project_checks))
+    mapping = check_user_mapping() if runtime is RuntimeKind.DOCKER else []
+    return DoctorReport(runtime, (check_docker(), check_kvm(), check_git(), check_msb(), *mapping, *project_checks))
 
 
 def require_ready(runtime: RuntimeKind) -> None:
