@@ -1,10 +1,16 @@
 """The guard's steps that are the same on both runtimes: a hook the VM plants where none existed
-is reported and reverted before git runs it, and the guarded paths that exist are read-only."""
+is reported and reverted before git runs it, the guarded paths that exist are read-only, and a
+privileged file or device node the VM makes loses its privileges within seconds."""
 
 from __future__ import annotations
 
+import errno
+import json
+import os
+from pathlib import Path
+
 from opencode_sandbox.core.guard import REVIEW_FOLDER
-from tests.e2e.harness import Project, git
+from tests.e2e.harness import Project, git, wait_until
 
 PLANTED = "#!/bin/sh\ntouch \"$(git rev-parse --show-toplevel)/../hook-ran\"\n"
 
@@ -41,3 +47,62 @@ def the_existing_guarded_paths_are_read_only(project: Project) -> None:
     configured = project.shell("git config core.fsmonitor /workspace/evil && git status --short >/dev/null")
     assert configured.returncode == 0, "the VM's git configuration is its own: " + configured.stderr
     assert "fsmonitor" not in (project.root / ".git" / "config").read_text(), "the host's config took the VM's"
+
+
+CAUGHT_WITHIN_S = 15.0
+"""The watch's round is a few seconds; an emulated microVM is given `LAB_CAUGHT_WITHIN_S`."""
+LAB_CAUGHT_WITHIN_S = 180.0
+SETXATTR = {"x86_64": 188, "aarch64": 5}
+"""The setxattr system call's number, which perl (in every Debian image) can make."""
+SET_CAPABILITY = ("my ($path, $name) = ($ARGV[0], 'security.capability'); "
+                  "my $value = pack('V5', 0x02000001, 1 << 7, 0, 0, 0); "
+                  "syscall({number}, $path, $name, $value, length($value), 0) == 0 or die \"$!\\n\"")
+"""CAP_SETUID, effective, as `setcap cap_setuid+ep` writes it; the image has no setcap."""
+
+
+def privileged_entries_lose_their_privileges_within_seconds(project: Project) -> None:
+    """`dev` makes a set-user-ID and set-group-ID copy of a shell; root tries a block device
+    node and a capability. Each fails in the VM or is neutralised on the host within seconds,
+    told by `guard status` and at the next start."""
+    within = LAB_CAUGHT_WITHIN_S if project.runtime == "microsandbox" else CAUGHT_WITHIN_S
+    assert project.shell("true").returncode == 0  # the VM runs on, with no client: the reaper watches
+    made = project.backend().exec(project.vm, ["sh", "-c", "cp /bin/sh x && chmod u+s,g+s x && stat -c %a x"])
+    assert made.exit_code == 0 and made.stdout.strip() == "6755", made.stderr
+    planted = project.root / "x"
+    assert wait_until(lambda: not planted.stat().st_mode & 0o6000, within), \
+        f"the set-user-ID file stayed; the reaper's log:\n{project.reaper_log()}"
+    node_made = _as_root(project, "sh", "-c", "mknod /workspace/node b 7 7 && chmod 0666 /workspace/node")
+    capability_set = _as_root(project, "sh", "-c", "cp /bin/sh /workspace/capped && chmod 755 /workspace/capped") \
+        and _as_root(project, "perl", "-e", SET_CAPABILITY.format(number=SETXATTR[os.uname().machine]),
+                     "/workspace/capped")
+    node, capped = project.root / "node", project.root / "capped"
+    assert wait_until(lambda: not os.path.lexists(node) and not _capability(capped), within), \
+        f"the device node or the capability stayed; the reaper's log:\n{project.reaper_log()}"
+
+    told = json.loads(project.cli("guard", "status", "--format", "json").stdout)["privileged"]
+    lines = [each["told"] for each in told]
+    assert any(line.startswith("the VM made x set-user-ID and set-group-ID (owner uid ")
+               and line.endswith("mode 6755) while it ran: the bits were removed") for line in lines), lines
+    if node_made:
+        assert any(line.startswith("the VM made node a block device node 7:7") for line in lines), lines
+    if capability_set:
+        assert any("the VM made capped a file with capabilities" in line for line in lines), lines
+    reviewed = project.shell("true")  # the next start tells the user, once
+    assert "lost their privileges" in reviewed.stderr and "the VM made x set-user-ID" in reviewed.stderr, \
+        reviewed.stderr
+    assert json.loads(project.cli("guard", "status", "--format", "json").stdout)["privileged"] == []
+
+
+def _as_root(project: Project, *argv: str) -> bool:
+    """Whether root in the VM could do it (a VM without CAP_MKNOD or CAP_SETFCAP cannot)."""
+    return project.backend().exec(project.vm, list(argv), user="root").exit_code == 0
+
+
+def _capability(path: Path) -> bytes:
+    try:
+        return os.getxattr(path, "security.capability", follow_symlinks=False)
+    except OSError as error:
+        if error.errno in (errno.ENODATA, errno.ENOENT):
+            return b""
+        raise
+

@@ -8,6 +8,7 @@ import json
 from opencode_sandbox.core.guard import REVIEW_FOLDER
 from tests.e2e.guard_scenarios import (
     a_planted_hook_is_reverted_before_git_runs_it,
+    privileged_entries_lose_their_privileges_within_seconds,
     the_existing_guarded_paths_are_read_only,
 )
 from tests.e2e.harness import Project, ServeOnly, Tmux, cli_command, docker
@@ -81,3 +82,7 @@ def test_on_a_terminal_stop_shows_the_change_and_keeps_it_when_asked(project: Pr
     assert not (project.root / REVIEW_FOLDER).exists()
     clean = project.cli("guard", "status")
     assert "state: clean" in clean.stdout, clean.stdout + clean.stderr
+
+
+def test_a_privileged_file_or_device_node_the_vm_makes_loses_its_privileges_within_seconds(project: Project) -> None:
+    privileged_entries_lose_their_privileges_within_seconds(project)

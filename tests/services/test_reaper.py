@@ -157,7 +157,7 @@ def test_a_stop_notes_where_the_vm_left_the_files_the_host_runs(setup: Setup) ->
     checkout = setup.root / "checkout"
     (checkout / ".git" / "hooks").mkdir(parents=True)
     store = GuardStore(setup.root / SLUG)
-    store.save(GuardRecord(str(checkout), (".git/hooks",), {}, vm_may_write=True), {})
+    store.save(GuardRecord(str(checkout), (".git/hooks",), {}, vm_may_write=True, host_git=True), {})
     (checkout / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\n")  # by the VM
 
     assert setup.run() is ReaperOutcome.STOPPED
@@ -494,7 +494,7 @@ def test_the_stop_record_is_written_before_a_waiting_start_may_take_its_lease(
 
     guard_held: list[bool] = []
 
-    def note(state_root: Path, slug: str) -> None:
+    def note(state_root: Path, slug: str, log: Callable[[str], None]) -> None:
         descriptor = os.open(state_root / slug / STOP_GUARD, os.O_RDWR)
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)

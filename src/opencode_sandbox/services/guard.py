@@ -26,6 +26,7 @@ from opencode_sandbox.core.guard import (
     shown,
     vm_changes,
 )
+from opencode_sandbox.core.guard_privileged import PUT_BACK_HINT, Caught, Privileged
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.services import guard_files, guard_moves
 from opencode_sandbox.services.guard_store import GuardRecord, GuardStore, covered
@@ -58,6 +59,10 @@ class GuardStatus(Record):
     """Git directories the VM made, moved out of the way while it ran, not yet told at a review."""
     held: tuple[str, ...] = ()
     """Guarded files the VM changed while it ran, put back as they were, not yet told."""
+    privileged: tuple[Caught, ...] = ()
+    """Privileged entries the VM made while it ran, and what was done about each, not yet told."""
+    unrecorded: tuple[Privileged, ...] = ()
+    """Privileged entries that appeared while a VM may write, not neutralised yet."""
     git: tuple[str, ...] = ()
     """How the host's branches and the VM's stand (docs/git.md)."""
 
@@ -101,14 +106,14 @@ def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | N
     host_git = app.project.is_git
     with store.lock():
         record = store.load()
-        if record is not None and record.root == str(root) and record.vm_may_write:
-            guard_moves.move_new_git_dirs(store, record, app.console.verbose)
-        _tell_moved(app, store)
-        found = guard_files.git_dir_entries(root, host_git)
-        earlier = record.git_entries if record is not None and record.root == str(root) else ()
+        if record is not None and record.root != str(root):
+            record = None
+        walked, unresolved = _catch_and_tell(app, store, record)
+        found = walked.git_dirs
+        earlier = record.git_entries if record is not None else ()
         now = guard_files.take_snapshot(root, (*paths, *found, *earlier))
         outcome = Review()
-        if record is not None and record.root == str(root) and (record.vm_may_write or record.at_stop is not None):
+        if record is not None and (record.vm_may_write or record.at_stop is not None):
             common = (set(record.paths) & set(paths)) | set(found) | set(earlier)
             by_vm, later = vm_changes(
                 covered(record.entries, common),
@@ -121,14 +126,28 @@ def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | N
             if by_vm:
                 outcome = _decide(app, store, now, by_vm, ask or ask_on_the_terminal)
                 if outcome.reverted:
-                    found = guard_files.git_dir_entries(root, host_git)
-        recorded = GuardRecord(str(root), paths, now.entries, vm_may_write_after, None, tuple(found), host_git)
+                    walked = guard_files.walk_checkout(root, host_git)
+                    found = walked.git_dirs
+        privileged = tuple(each for each in walked.privileged if each not in unresolved)
+        recorded = GuardRecord(str(root), paths, now.entries, vm_may_write_after, None, tuple(found), host_git,
+                               privileged)
         if recorded != record:  # a warm start whose files did not change writes nothing
             store.save(recorded, now.contents)
     return outcome
 
 
-def _tell_moved(app: App, store: GuardStore) -> None:
+def _catch_and_tell(app: App, store: GuardStore,
+                    record: GuardRecord | None) -> tuple[guard_files.Walk, frozenset[Privileged]]:
+    """The checkout walked once; what a VM may have made there since the record neutralised or
+    moved aside, and all of it told. What the walk found, and the privileged entries still not
+    neutralised (never recorded as the user's)."""
+    walked = guard_files.walk_checkout(app.project.root, app.project.is_git)
+    if record is not None and record.vm_may_write:
+        guard_moves.catch_new(store, record, walked, app.console.verbose)
+    return walked, _tell_moved(app, store, walked)
+
+
+def _tell_moved(app: App, store: GuardStore, walked: guard_files.Walk) -> frozenset[Privileged]:
     notes = guard_moves.read_notes(store)
     console = app.console
     if notes.moved:
@@ -146,8 +165,25 @@ def _tell_moved(app: App, store: GuardStore) -> None:
             console.note(f"  {shown(held.line())}")
             for line in held.diff:
                 console.note(f"    {shown(line)}")
-    if notes.moved or notes.held:
-        guard_moves.clear_notes(store)
+    unresolved = [each for each in notes.privileged if each.failed and each.found in walked.privileged]
+    _tell_privileged(console, notes.privileged, unresolved)
+    if notes.moved or notes.held or notes.privileged:
+        guard_moves.clear_notes(store, keep=unresolved)
+    return frozenset(each.found for each in unresolved)
+
+
+def _tell_privileged(console: Console, caught: Sequence[Caught], unresolved: Sequence[Caught]) -> None:
+    done = [each for each in caught if not each.failed]
+    if done:
+        console.warn(f"{len(done)} privileged file(s) or device node(s) the VM made below the checkout lost their "
+                     "privileges while it ran, before anything on this host could run or open them:",
+                     hint=PUT_BACK_HINT)
+        for each in done:
+            console.note(f"  {each.line()}")
+    for each in unresolved:
+        console.error(each.line(),
+                      hint="until it is done, anyone who can reach it can run it with its owner's rights or open "
+                           "the device; this is said at every start until it is gone")
 
 
 def _decide(app: App, store: GuardStore, now: guard_files.Snapshot, by_vm: Sequence[Change],
@@ -185,13 +221,15 @@ def show_change(console: Console, store: GuardStore, now: guard_files.Snapshot, 
         console.note(f"    {line}")
 
 
-def note_vm_stopped(state_root: Path, slug: str) -> None:
-    """The tool stopped the VM: what the guarded files hold now is where the VM left them."""
+def note_vm_stopped(state_root: Path, slug: str, log: Callable[[str], None] = lambda _: None) -> None:
+    """The tool stopped the VM: what the guarded files hold now is where the VM left them, and
+    what it made since the last round of the watch is caught like the watch catches it."""
     store = GuardStore(state_root / slug)
     with store.lock():
         record = store.load()
         if record is None or not record.vm_may_write or not Path(record.root).is_dir():
             return
+        guard_moves.catch_new(store, record, guard_files.walk_checkout(Path(record.root), record.host_git), log)
         now = guard_files.take_snapshot(Path(record.root), (*record.paths, *record.git_entries))
         store.save(record._replace(vm_may_write=False, at_stop=now.entries), {})
 
@@ -203,17 +241,29 @@ def status(app: App) -> GuardStatus:
     git = _git_lines(app)
     if record is None or record.root != str(app.project.root):
         return GuardStatus(False, paths, git=git)
-    found = guard_files.git_dir_entries(app.project.root, app.project.is_git)
+    walked = guard_files.walk_checkout(app.project.root, app.project.is_git)
+    found = walked.git_dirs
     now = guard_files.take_snapshot(app.project.root, (*paths, *found, *record.git_entries))
     common = (set(record.paths) & set(paths)) | set(found) | set(record.git_entries)
     baseline, current = covered(record.entries, common), covered(now.entries, common)
     notes = guard_moves.read_notes(store)
-    moved, held = notes.moved, tuple(each.line() for each in notes.held)
+    told = GuardStatus(True, paths, record.vm_may_write, moved=notes.moved,
+                       held=tuple(each.line() for each in notes.held), privileged=notes.privileged,
+                       unrecorded=_unrecorded(record, walked, notes.privileged), git=git)
     if not record.vm_may_write and record.at_stop is None:
-        return GuardStatus(True, paths, False, (), tuple(changes(baseline, current)), moved, held, git)
+        return told._replace(on_host=tuple(changes(baseline, current)))
     at_stop = None if record.at_stop is None else covered(record.at_stop, common)
     by_vm, later = vm_changes(baseline, at_stop, current)
-    return GuardStatus(True, paths, record.vm_may_write, tuple(by_vm), tuple(later), moved, held, git)
+    return told._replace(by_vm=tuple(by_vm), on_host=tuple(later))
+
+
+def _unrecorded(record: GuardRecord, walked: guard_files.Walk, told: Sequence[Caught]) -> tuple[Privileged, ...]:
+    """Privileged entries below the checkout that are neither the user's (in the record, or made
+    with no VM running) nor already told as not neutralised."""
+    if not record.vm_may_write:
+        return ()
+    known = {*record.privileged, *(each.found for each in told)}
+    return tuple(each for each in walked.privileged if each not in known)
 
 
 def _git_lines(app: App) -> tuple[str, ...]:
@@ -225,28 +275,32 @@ def _git_lines(app: App) -> tuple[str, ...]:
 
 
 def render_status(found: GuardStatus, output_format: str) -> str:
+    vm_made = found.by_vm or found.moved or found.held or found.privileged or found.unrecorded
     if output_format == "json":
         import json
 
         return json.dumps({
             "recorded": found.recorded,
-            "state": "changed" if found.by_vm or found.moved or found.held else "clean",
+            "state": "changed" if vm_made else "clean",
             "vm_may_write": found.vm_may_write,
             "guarded": list(found.paths),
             "changed": [change.as_mapping() for change in found.by_vm],
             "changed_on_host": [change.as_mapping() for change in found.on_host],
             "moved_aside": list(found.moved),
             "put_back": list(found.held),
+            "privileged": [{**each.as_mapping(), "told": each.line()} for each in found.privileged],
+            "privileged_not_yet_caught": [each.as_mapping() for each in found.unrecorded],
             "git": list(found.git),
         }, indent=2)
-    lines = [f"guarded: {', '.join(found.paths)}, and any git directory below the checkout"]
+    lines = [f"guarded: {', '.join(found.paths)}, any git directory below the checkout, and any privileged "
+             "file or device node the VM makes there"]
     git = [f"git: {line}" for line in found.git]
     if not found.recorded:
         return "\n".join([*lines, "state: not recorded yet (the next run, shell or serve records it)", *git])
-    if not found.by_vm and not found.moved and not found.held:
+    if not vm_made:
         lines.append("state: clean")
     elif not found.by_vm:
-        lines.append("state: the VM changed what the host runs while it ran (moved aside, listed below)")
+        lines.append("state: the VM changed what the host runs while it ran (made harmless, listed below)")
     else:
         lines.append("state: changed while a VM ran (the next run, shell, detach or stop asks to keep or revert):")
         lines += [f"  {change.headline()}" for change in found.by_vm]
@@ -259,7 +313,19 @@ def render_status(found: GuardStatus, output_format: str) -> str:
     if found.held:
         lines.append("files the VM changed while it ran, put back as they were (its versions kept where shown):")
         lines += [f"  {shown(line)}" for line in found.held]
-    return "\n".join([*lines, *git])
+    return "\n".join([*lines, *_privileged_lines(found), *git])
+
+
+def _privileged_lines(found: GuardStatus) -> list[str]:
+    lines: list[str] = []
+    if found.privileged:
+        lines.append(f"privileged entries the VM made ({PUT_BACK_HINT}):")
+        lines += [f"  {each.line()}" for each in found.privileged]
+    if found.unrecorded:
+        lines.append("privileged entries that appeared while the VM may write, neutralised at the next round:")
+        lines += [f"  {shown(each.path)}: {each.traits()} (owner uid {each.uid}, mode {each.mode:04o})"
+                  for each in found.unrecorded]
+    return lines
 
 
 def read_only_paths(root: Path, paths: Sequence[str]) -> list[str]:

@@ -16,7 +16,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from opencode_sandbox.core.digest import sha256
-from opencode_sandbox.core.guard import COPY_LIMIT, FILE, LINK, Entry, is_reviewed
+from opencode_sandbox.core.guard import COPY_LIMIT, FILE, LINK, REVIEW_FOLDER, Entry, is_reviewed
+from opencode_sandbox.core.guard_privileged import (
+    CAPABILITY_ATTRIBUTE,
+    Privileged,
+    needs_capability_check,
+    privileged_kind,
+)
+from opencode_sandbox.core.guard_privileged import FILE as PRIVILEGED_FILE
 
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NOT_A_FOLDER = (errno.ELOOP, errno.ENOTDIR)
@@ -199,6 +206,21 @@ def new_review_folder(root: Path, parent: str, stamp: str) -> str:
         os.close(root_fd)
 
 
+@contextlib.contextmanager
+def opened_folder(root: Path, parts: Sequence[str]) -> Iterator[int | None]:
+    """The folder at `parts` below the checkout, open while in the block; None when one is
+    missing or no folder."""
+    root_fd = os.open(root, _DIRECTORY)
+    folder: int | None = None
+    try:
+        folder = _open_folders(root_fd, parts)
+        yield folder
+    finally:
+        if folder is not None and folder != root_fd:
+            os.close(folder)
+        os.close(root_fd)
+
+
 def _open_folders(root_fd: int, parts: Sequence[str]) -> int | None:
     """The folder at `parts`, opened; None when one is missing or no folder (nothing beneath)."""
     folder = root_fd
@@ -293,44 +315,115 @@ def _without_execute_bits(folder: int, name: str) -> None:
             os.close(inner)
 
 
-_GIT_DIR_SHAPE = ("HEAD", "objects", "refs")
+_GIT_DIR_SHAPE = frozenset(("HEAD", "objects", "refs"))
 
 
-def git_dir_entries(root: Path, host_git: bool) -> list[str]:
-    """Every place below the checkout that git run there would take as a git directory: a
-    `.git` folder, file or link anywhere (but the checkout's own when `host_git`: the VM never
-    reaches it), and any folder shaped like a bare repository (HEAD, objects, refs). Walked
-    without following a link; the review folder is left out."""
-    found: list[str] = []
+class Walk:
+    """What one walk of the checkout found (`walk_checkout`)."""
+
+    def __init__(self) -> None:
+        self.git_dirs: list[str] = []
+        self.privileged: list[Privileged] = []
+
+
+def walk_checkout(root: Path, host_git: bool) -> Walk:
+    """The checkout walked once, without following a link.
+
+    `git_dirs`: every place below it that git run there would take as a git directory: a `.git`
+    folder, file or link anywhere (but the checkout's own when `host_git`: the VM never reaches
+    it, and it is not walked), and any folder shaped like a bare repository (HEAD, objects, refs).
+    The review folder and the inside of a git directory are not looked at for these.
+
+    `privileged`: every privileged entry (`core.guard_privileged`) anywhere below, in git
+    directories and the review folder too: a move keeps a file's privileges.
+    """
+    walk = Walk()
     root_fd = os.open(root, _DIRECTORY)
     try:
-        _find_git_dirs(root_fd, "", found, host_git)
+        _walk_folder(root_fd, "", walk, host_git, looking_for_git=True)
     finally:
         os.close(root_fd)
-    return found
+    walk.git_dirs.sort(key=_in_walk_order)
+    walk.privileged.sort(key=lambda found: _in_walk_order(found.path))
+    return walk
 
 
-def _find_git_dirs(folder: int, path: str, found: list[str], host_git: bool) -> None:
+def _in_walk_order(path: str) -> list[str]:
+    return path.split("/")
+
+
+_NEEDS_A_LOOK = stat.S_ISUID | stat.S_ISGID | 0o111
+"""A regular file with none of these bits is never privileged: the walk's common case, decided
+from its mode alone."""
+
+
+def _walk_folder(folder: int, path: str, walk: Walk, host_git: bool, looking_for_git: bool) -> None:
     try:
-        names = os.listdir(folder)
+        with os.scandir(folder) as listing:
+            entries = list(listing)
     except OSError:
         return
-    if path and all(name in names for name in _GIT_DIR_SHAPE):
-        found.append(path)
+    if looking_for_git and path and _GIT_DIR_SHAPE.issubset([entry.name for entry in entries]):
+        walk.git_dirs.append(path)
+        looking_for_git = False
+    prefix = f"{path}/" if path else ""
+    for entry in entries:
+        name = entry.name
+        inner_looking = looking_for_git
+        if looking_for_git and (name == ".git" or prefix + name == REVIEW_FOLDER):
+            inner_looking = False
+            if name == ".git":
+                if host_git and not path:
+                    continue
+                walk.git_dirs.append(prefix + name)
+        if entry.is_dir(follow_symlinks=False):
+            _walk_subfolder(folder, name, prefix + name, walk, host_git, inner_looking)
+        elif not entry.is_symlink():
+            _look_at(folder, entry, prefix + name, walk)
+
+
+def _walk_subfolder(parent: int, name: str, path: str, walk: Walk, host_git: bool, looking_for_git: bool) -> None:
+    try:
+        opened = os.open(name, _DIRECTORY, dir_fd=parent)
+    except OSError:
+        return  # gone or replaced by a link meanwhile
+    try:
+        _walk_folder(opened, path, walk, host_git, looking_for_git)
+    finally:
+        os.close(opened)
+
+
+def _look_at(folder: int, entry: os.DirEntry[str], path: str, walk: Walk) -> None:
+    try:
+        found = entry.stat(follow_symlinks=False)
+    except OSError:
         return
-    for name in sorted(names):
-        child = f"{path}/{name}" if path else name
-        if is_reviewed(child):
-            continue
-        if name == ".git":
-            if not (host_git and not path):
-                found.append(child)
-            continue
-        try:
-            opened = os.open(name, _DIRECTORY, dir_fd=folder)
-        except OSError:
-            continue  # a file, a link, or gone meanwhile
-        try:
-            _find_git_dirs(opened, child, found, host_git)
-        finally:
-            os.close(opened)
+    mode = found.st_mode
+    if stat.S_ISREG(mode) and not mode & _NEEDS_A_LOOK:
+        return
+    capability = read_capability(folder, entry.name) if needs_capability_check(mode) else b""
+    privileged = privileged_entry(path, found, capability)
+    if privileged is not None:
+        walk.privileged.append(privileged)
+
+
+def privileged_entry(path: str, found: os.stat_result, capability: bytes) -> Privileged | None:
+    """What an entry's status and `security.capability` value (b"": none) make it, None when
+    nothing privileged."""
+    kind = privileged_kind(found.st_mode, capability)
+    if kind is None:
+        return None
+    device = f"{os.major(found.st_rdev)}:{os.minor(found.st_rdev)}" if kind != PRIVILEGED_FILE else ""
+    return Privileged(path, kind, found.st_mode & 0o7777, found.st_uid, found.st_ino, found.st_ctime_ns,
+                      capability.hex() if kind == PRIVILEGED_FILE else "", device)
+
+
+def read_capability(folder: int, name: str) -> bytes:
+    """The `security.capability` value of `name` in the open `folder`, read without following a
+    link; empty when it has none, the file system keeps none, or the system has no such thing."""
+    if not hasattr(os, "getxattr"):
+        return b""
+    try:
+        return os.getxattr(f"/proc/self/fd/{folder}/{name}", CAPABILITY_ATTRIBUTE, follow_symlinks=False)
+    except OSError:
+        return b""  # none (ENODATA), none possible (ENOTSUP), or gone meanwhile

@@ -1,18 +1,21 @@
 """Moving what the VM changed out of the host's way: while it runs (`catch_while_running`, every
 few seconds from the idle reaper) and when a review reverts.
 
-What is moved goes into a new folder under the checkout's review folder; each move is noted in
-the project's private `guard/moved.yaml` until the next review tells it (`read_notes`).
+What is moved goes into a new folder under the checkout's review folder; a privileged entry the
+VM made (`core.guard_privileged`) loses its privileges where it is. Each is noted in the
+project's private `guard/moved.yaml` until the next review tells it (`read_notes`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from opencode_sandbox.core.guard import FILE, REVIEW_FOLDER, Change, changes, diff_lines, shown
+from opencode_sandbox.core.guard_privileged import Caught, caught_from_mapping
 from opencode_sandbox.core.records import Record
-from opencode_sandbox.services import guard_files
+from opencode_sandbox.services import guard_files, guard_privileged
 from opencode_sandbox.services.guard_store import GuardRecord, GuardStore, covered
 from opencode_sandbox.state.files import UnreadableState, read_yaml_mapping, write_yaml
 
@@ -39,28 +42,59 @@ class Notes(Record):
     moved: tuple[str, ...] = ()
     """Git directories moved aside: `path -> where`."""
     held: tuple[Held, ...] = ()
+    privileged: tuple[Caught, ...] = ()
+    """Privileged entries the VM made, and what was done about each."""
 
 
 def catch_while_running(state_root: Path, slug: str, log: Callable[[str], None]) -> Notes:
-    """While the VM runs, before the host's git, a shell hook or an editor reads them: every git
-    directory that appeared below the checkout since the record (a nested repository, a `.git`
-    file, a bare repository's shape) is moved into the review folder whole, and every guarded
-    file the VM changed is put back as recorded, the VM's version kept beside the moved ones.
-    Each is told at the next review. What was done."""
+    """While the VM runs, before the host's git, a shell hook, an editor or a user reads or runs
+    them: every privileged entry that appeared below the checkout since the record is
+    neutralised, every git directory that appeared (a nested repository, a `.git` file, a bare
+    repository's shape) is moved into the review folder whole, and every guarded file the VM
+    changed is put back as recorded, the VM's version kept beside the moved ones. Each is told
+    at the next review. What was done."""
     store = GuardStore(state_root / slug)
     with store.lock():
         record = store.load()
         if record is None or not record.vm_may_write or not Path(record.root).is_dir():
             return Notes()
-        moved = move_new_git_dirs(store, record, log)
+        walked = guard_files.walk_checkout(Path(record.root), record.host_git)
+        caught, moved = catch_new(store, record, walked, log)
         held = _hold_changed_files(store, record, log)
-        return Notes(tuple(moved), tuple(held))
+        return Notes(tuple(moved), tuple(held), tuple(caught))
 
 
-def move_new_git_dirs(store: GuardStore, record: GuardRecord, log: Callable[[str], None]) -> list[str]:
+def catch_new(store: GuardStore, record: GuardRecord, walked: guard_files.Walk,
+              log: Callable[[str], None]) -> tuple[list[Caught], list[str]]:
+    """What `walked` found that the record does not hold, made harmless: privileged entries
+    first, as a git directory moved aside keeps what is in it. `walked` is updated to what the
+    checkout holds afterwards."""
+    return neutralise_new_privileged(store, record, walked, log), move_new_git_dirs(store, record, walked, log)
+
+
+def neutralise_new_privileged(store: GuardStore, record: GuardRecord, walked: guard_files.Walk,
+                              log: Callable[[str], None]) -> list[Caught]:
+    """Never put back: the user's word is setting a bit again themselves. Noted for the next review;
+    one that could not be neutralised stays in `walked` and is tried again at the next round."""
+    root, known = Path(record.root), frozenset(record.privileged)
+    caught: list[Caught] = []
+    for found in [each for each in walked.privileged if each not in known]:
+        outcome = guard_privileged.neutralise(root, found, known)
+        if outcome is None:
+            continue  # gone or replaced meanwhile: the next walk judges what is there
+        caught.append(outcome)
+        if not outcome.failed:
+            walked.privileged.remove(found)
+    for each in _note(store, privileged=caught):
+        log(each.line())
+    return caught
+
+
+def move_new_git_dirs(store: GuardStore, record: GuardRecord, walked: guard_files.Walk,
+                      log: Callable[[str], None]) -> list[str]:
     """Each whole, so nothing of one stays behind to be read; noted for the next review."""
     root = Path(record.root)
-    new = [path for path in guard_files.git_dir_entries(root, record.host_git) if path not in record.git_entries]
+    new = [path for path in walked.git_dirs if path not in record.git_entries]
     if not new:
         return []
     folder = new_review_folder(root)
@@ -73,6 +107,7 @@ def move_new_git_dirs(store: GuardStore, record: GuardRecord, log: Callable[[str
             continue
         if kept is not None:
             moved.append(f"{path} -> {kept}")
+            walked.git_dirs.remove(path)
             log(f"moved the git directory the VM made at {shown(path)} to {shown(kept)}")
     if moved:
         _note(store, moved=moved)
@@ -151,23 +186,42 @@ def read_notes(store: GuardStore) -> Notes:
         data = read_yaml_mapping(store.folder / MOVED_FILE) or {}
     except UnreadableState:
         return Notes()
-    moved, held = data.get("moved"), data.get("held")
+    moved, held, privileged = data.get("moved"), data.get("held"), data.get("privileged")
     return Notes(
         tuple(str(item) for item in moved) if isinstance(moved, list) else (),
         tuple(Held(str(item.get("change", "")), str(item.get("kept", "")),
                    tuple(str(line) for line in item.get("diff") or ()))
               for item in held if isinstance(item, dict)) if isinstance(held, list) else (),
+        tuple(_caught(privileged) if isinstance(privileged, list) else ()),
     )
 
 
-def clear_notes(store: GuardStore) -> None:
+def _caught(items: list[object]) -> Iterator[Caught]:
+    for item in items:
+        if isinstance(item, dict):
+            with contextlib.suppress(ValueError):
+                yield caught_from_mapping(item)
+
+
+def clear_notes(store: GuardStore, keep: Sequence[Caught] = ()) -> None:
+    """The notes told; `keep`: privileged entries still not neutralised, told again next time."""
     (store.folder / MOVED_FILE).unlink(missing_ok=True)
+    if keep:
+        _note(store, privileged=keep)
 
 
-def _note(store: GuardStore, moved: Sequence[str] = (), held: Sequence[Held] = ()) -> None:
+def _note(store: GuardStore, moved: Sequence[str] = (), held: Sequence[Held] = (),
+          privileged: Sequence[Caught] = ()) -> list[Caught]:
+    """What is new to the notes of `privileged`: one that could not be neutralised is tried, and
+    found again, at every round, and noted once."""
     earlier = read_notes(store)
+    fresh = [each for each in dict.fromkeys(privileged) if each not in earlier.privileged]
+    if not (moved or held or fresh):
+        return []
     write_yaml(store.folder / MOVED_FILE, {
         "moved": [*earlier.moved, *moved],
         "held": [{"change": each.change, "kept": each.kept, "diff": list(each.diff)}
                  for each in (*earlier.held, *held)],
+        "privileged": [each.as_mapping() for each in (*earlier.privileged, *fresh)],
     })
+    return fresh

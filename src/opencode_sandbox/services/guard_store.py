@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from opencode_sandbox.core.guard import FILE, Entry, entry_from_mapping
+from opencode_sandbox.core.guard_privileged import Privileged, privileged_from_mapping
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.state.files import (
     FILE_MODE,
@@ -37,6 +38,8 @@ class GuardRecord(Record):
     """The git directories below the checkout when the record was taken (`git_dir_entries`)."""
     host_git: bool = False
     """The checkout's own `.git` is the host's repository, out of the VM's reach."""
+    privileged: tuple[Privileged, ...] = ()
+    """The privileged entries below the checkout when the record was taken: the user's own."""
 
 
 class GuardStore:
@@ -71,6 +74,7 @@ class GuardStore:
                 at_stop=_entries(at_stop) if at_stop is not None else None,
                 git_entries=tuple(str(path) for path in data.get("git_entries", ())),
                 host_git=bool(data.get("host_git")),
+                privileged=tuple(privileged_from_mapping(each) for each in data.get("privileged") or ()),
             )
         except (UnreadableState, KeyError, TypeError, ValueError, AttributeError):
             return None  # recorded afresh: nothing to compare with
@@ -94,6 +98,7 @@ class GuardStore:
                 path: entry.as_mapping() for path, entry in record.at_stop.items()},
             "git_entries": list(record.git_entries),
             "host_git": record.host_git,
+            "privileged": [each.as_mapping() for each in record.privileged],
         })
         for copy in copies.iterdir():
             if copy.name not in wanted:

@@ -261,7 +261,7 @@ class Reaper:
         from opencode_sandbox.services.guard import note_vm_stopped
 
         try:
-            note_vm_stopped(current.state_root, current.slug)
+            note_vm_stopped(current.state_root, current.slug, self._log)
         except OSError as error:
             self._log(f"reading the guarded files failed: {error}")
 
