@@ -57,6 +57,7 @@ def test_every_key_is_read_from_a_file(layout: tuple[Path, Path]) -> None:
 runtime: docker
 cpus: 6
 memory: 512M
+pids-limit: 1000
 auto-stop-timeout: 90m
 auto-stop-on-active-sessions: true
 auto-stop-max-session-retries: 3
@@ -81,6 +82,7 @@ guarded-paths: [.husky, ./Makefile]
     assert settings.runtime is RuntimeKind.DOCKER
     assert settings.cpus == 6
     assert settings.memory == 512 * 1024**2
+    assert settings.pids_limit == 1000
     assert settings.auto_stop_timeout == timedelta(minutes=90)
     assert settings.auto_stop_on_active_sessions is True
     assert settings.auto_stop_max_session_retries == 3
@@ -104,7 +106,7 @@ guarded-paths: [.husky, ./Makefile]
         (user_dir / "data", "/mnt/data", True), (Path.home() / ".gitconfig", "/etc-copy/gitconfig", False)]
     assert [(port.guest, port.host) for port in settings.ports] == [(3000, None), (80, 8080)]
     assert settings.guarded_paths == (".husky", "Makefile")
-    assert len(KEYS) == 20
+    assert len(KEYS) == 21
     assert all(source.startswith(str(user_dir / "config.yaml")) for source in settings.sources.values())
 
 
@@ -410,6 +412,7 @@ WIDER_AND_NARROWER = {  # key: (a value that widens what the user's configuratio
     "auto-prune-age": ("1s", "60d"),
     "manual-prune-age": ("1s", "30d"),
     "ports": ("'5432:5432'", "3000"),
+    "pids-limit": ("100000", "512"),
 }
 ANY_VALUE = {"cpus", "memory", "auto-stop-timeout", "auto-stop-on-active-sessions", "auto-stop-max-session-retries",
              "daemon-start-timeout", "egress-deny"}
