@@ -61,6 +61,23 @@ def stopped_vm(name: str) -> SandboxInfo:
     return SandboxInfo(name, SandboxStatus.STOPPED, IMAGE.reference, now, now)
 
 
+CONFINED = {"dev": "never-root", "pids_limit": 4096}
+
+
+def test_a_container_from_before_its_confinement_is_recreated_once(tmp_path: Path) -> None:
+    run = lifecycle(RuntimeKind.DOCKER, tmp_path)
+    current = run._spec(IMAGE, HOME)
+    assert current.pids_limit == 4096 and current.privileged is False
+    before = fingerprint({**labelled_values_before_mirrored_modes(run, tmp_path),
+                          "network": EgressPolicy(Profile.PUBLIC).fingerprint_value()})
+    vm = stopped_vm(run.vm)
+    label = current.labels[naming.LABEL_FINGERPRINT]
+    assert plan_vm(vm.status, IMAGE.digest, IMAGE.digest, before, label).action is VmAction.RECREATE
+    assert plan_vm(vm.status, IMAGE.digest, IMAGE.digest, label, label).action is VmAction.START
+    run.app.settings = run.app.settings._replace(pids_limit=512)
+    assert run._spec(IMAGE, HOME).labels[naming.LABEL_FINGERPRINT] != label, "a new limit recreates the container"
+
+
 def test_a_microvm_from_before_mirrored_modes_is_recreated_once(tmp_path: Path) -> None:
     run = lifecycle(RuntimeKind.MICROSANDBOX, tmp_path)
     current = run._spec(IMAGE, HOME).labels[naming.LABEL_FINGERPRINT]
@@ -139,7 +156,8 @@ def test_mounts_and_ports_reach_the_spec_and_a_change_of_either_recreates_the_vm
     assert plain.published_ports == (4096,) and plain.host_ports == {}
     assert plain.labels[naming.LABEL_FINGERPRINT] == fingerprint(
         {**labelled_values_before_mirrored_modes(lifecycle(RuntimeKind.DOCKER, tmp_path), tmp_path),
-         "network": EgressPolicy(Profile.PUBLIC).fingerprint_value()})  # unchanged without mounts or ports
+         "network": EgressPolicy(Profile.PUBLIC).fingerprint_value(),
+         "confinement": CONFINED})  # unchanged without mounts or ports
     mounted = spec(mounts=[f"{tmp_path / 'link'}:/mnt/shared"], ports=["3000", "8080:80"])
     assert mounted.mounts[2:] == (Mount(MountKind.BIND, str(shared), "/mnt/shared", True),)  # the link resolved
     assert mounted.published_ports == (4096, 3000, 80) and mounted.host_ports == {80: 8080}
