@@ -1,4 +1,4 @@
-"""Whose one of this tool's docker objects is, and what a refusal says.
+"""Whose one of this tool's docker objects is.
 
 The docker runtime labels what it makes with the uid of the host user whose run made it
 (`LABEL_OWNER_UID`); the names come from the remote alone, so two host users with clones of one
@@ -44,13 +44,6 @@ class HostUser(Record):
         return f"{self.name} (uid {self.uid})" if self.name else f"uid {self.uid}"
 
 
-class Removal(Record):
-    """How a refused object goes away: by its owner with this tool, or by hand with `docker`."""
-
-    by_owner: str
-    by_hand: str
-
-
 def owner_uid(labels: Mapping[str, str]) -> int | None:
     """The uid the owner label names; None without one, or when it names no uid."""
     text = labels.get(LABEL_OWNER_UID)
@@ -70,19 +63,3 @@ def owned_by_another(labels: Mapping[str, str], uid: int) -> bool:
     """Labelled with another owner than `uid` (an unlabelled object is not: `judge` decides it)."""
     text = labels.get(LABEL_OWNER_UID)
     return text is not None and text != str(uid)
-
-
-def refusal(what: str, name: str, claim: Claim, owner: HostUser, me: HostUser, removal: Removal) -> tuple[str, str]:
-    """The message and the hint for an object of `claim` (OTHERS or UNKNOWN) that is not used."""
-    other_runtime = "or run yours with `--runtime microsandbox`, whose VMs are each host user's own"
-    if claim is Claim.OTHERS:
-        message = f"the {what} {name} belongs to host user {owner.describe()}, not to you ({me.describe()})"
-        hint = (f"Host users with clones of the same remote share its names on one Docker engine. "
-                f"{owner.name or 'That user'} can remove it with {removal.by_owner}; {other_runtime}.")
-        return message, hint
-    message = (f"the {what} {name} was made by an older opencode-sandbox: it names no owner, and your "
-               "state folder does not record it as yours")
-    hint = (f"If another host user made it, their next `opencode-sandbox` run marks it as theirs, or they "
-            f"remove it with {removal.by_owner}. If it is yours, remove it with {removal.by_hand} and run "
-            f"again; {other_runtime}.")
-    return message, hint

@@ -15,7 +15,8 @@ from collections.abc import Callable, Collection, Mapping
 
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.naming import owner_labels, slug_of_home_volume, slug_of_task, slug_of_vm, vm_name
-from opencode_sandbox.core.ownership import Claim, HostUser, Removal, judge, owner_uid, refusal
+from opencode_sandbox.core.ownership import Claim, HostUser, judge, owner_uid
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.errors import OwnedByAnother
 
 if TYPE_CHECKING:
@@ -25,6 +26,14 @@ if TYPE_CHECKING:
 
 RecordedHome = Callable[[str], "str | None"]
 """The home volume this host user's state file records for a project slug, None when none."""
+
+
+class Removal(Record):
+    """How a refused object goes away: by its owner with this tool, or by hand with `docker`."""
+
+    by_owner: str
+    by_hand: str
+
 
 _BY_OWNER_VM = "`opencode-sandbox kill --force` in their checkout"
 _REMOVALS = {
@@ -85,11 +94,7 @@ class DockerOwner:
         """Raise `OwnedByAnother` unless `claim` lets this user use the object."""
         if claim.usable:
             return
-        uid = owner_uid(labels)
-        removal = _REMOVALS[what]
-        message, hint = refusal(what, name, claim, host_user(uid), host_user(self.uid),
-                                Removal(removal.by_owner.format(name=name), removal.by_hand.format(name=name)))
-        raise OwnedByAnother(message, hint, owner_uid=uid)
+        raise refusal(what, name, claim, owner_uid(labels), self.uid)
 
     def require_container(self, what: str, name: str, document: Mapping[str, Any]) -> Claim:
         labels = _labels(document)
@@ -100,6 +105,26 @@ class DockerOwner:
     def require_piece(self, cli: DockerCli, what: str, name: str, slug: str, document: Mapping[str, Any]) -> None:
         labels = _labels(document)
         self.require(what, name, self.of_piece(cli, slug, labels), labels)
+
+
+def refusal(what: str, name: str, claim: Claim, owner: int | None, me: int) -> OwnedByAnother:
+    """The error for an object of `claim` (OTHERS or UNKNOWN), whose owner label names `owner`."""
+    removal = _REMOVALS[what]
+    by_owner, by_hand = removal.by_owner.format(name=name), removal.by_hand.format(name=name)
+    other_runtime = "or run yours with `--runtime microsandbox`, whose VMs are each host user's own"
+    if claim is Claim.OTHERS:
+        them = host_user(owner)
+        return OwnedByAnother(
+            f"the {what} {name} belongs to host user {them.describe()}, not to you, {host_user(me).describe()}",
+            f"Host users with clones of the same remote share its names on one Docker engine. "
+            f"{them.name or 'That user'} can remove it with {by_owner}; {other_runtime}.",
+            owner_uid=owner)
+    return OwnedByAnother(
+        f"the {what} {name} was made by an older opencode-sandbox: it names no owner, and your state folder "
+        "does not record it as yours",
+        f"If another host user made it, their next `opencode-sandbox` run marks it as theirs, or they remove it "
+        f"with {by_owner}. If it is yours, remove it with {by_hand} and run again; {other_runtime}.",
+        owner_uid=owner)
 
 
 def host_user(uid: int | None) -> HostUser:
