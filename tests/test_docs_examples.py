@@ -21,7 +21,7 @@ DOCS = ROOT / "docs"
 SOURCE = ROOT / "src" / "opencode_sandbox"
 GUIDES = ["getting-started.md", "runtimes.md", "lifecycle.md", "troubleshooting.md"]
 ERROR_TYPES = {"SandboxError", "UsageError", "ConfigError", "NotAvailableYet", "RuntimeUnavailable", "BootFailed",
-               "VmDidNotBoot", "NotFound", "NotOurs"}
+               "VmDidNotBoot", "NotFound", "NotOurs", "OwnedByAnother"}
 
 
 @pytest.fixture(autouse=True)

@@ -100,6 +100,11 @@ class App:
 
         return StateStore(self.paths.state_dir, warn=self.console.warn)
 
+    def recorded_home(self, slug: str) -> str | None:
+        """The home volume this user's state file records for a project: what makes an object of
+        an older version, without an owner label, this user's on a shared Docker engine."""
+        return self.state.load(slug).home_volume
+
     @property
     def runtime(self) -> Runtime:
         """The chosen runtime; choosing docker says once per process what it gives up."""
@@ -109,7 +114,7 @@ class App:
 
             if self.settings.runtime is RuntimeKind.DOCKER:
                 self.console.warn_once(DOCKER_NOTICE)
-            self._runtime = make_runtime(self.settings.runtime)
+            self._runtime = make_runtime(self.settings.runtime, self.recorded_home)
         return self._runtime
 
     @property
@@ -127,6 +132,6 @@ class App:
         if not self._other_runtime_found:
             from opencode_sandbox.runtime.select import other_runtime
 
-            self._other_runtime = other_runtime(self.runtime.kind)
+            self._other_runtime = other_runtime(self.runtime.kind, self.recorded_home)
             self._other_runtime_found = True
         return self._other_runtime

@@ -40,6 +40,16 @@ class NotOurs(SandboxError):
     """An artifact with one of our names that this tool did not create."""
 
 
+class OwnedByAnother(SandboxError):
+    """One of this tool's artifacts that another host user made, or whose owner cannot be told:
+    on a shared Docker engine, nothing of another user's is attached to, changed or removed.
+    `owner_uid` is the uid its label names, None when it carries none."""
+
+    def __init__(self, message: str, hint: str | None = None, *, owner_uid: int | None) -> None:
+        super().__init__(message, hint)
+        self.owner_uid = owner_uid
+
+
 class BootFailed(SandboxError):
     """A sandbox that could not be started."""
 

@@ -48,6 +48,19 @@ def test_changed_settings_recreate_without_image_change() -> None:
     assert not plan.image_changed
 
 
+@pytest.mark.parametrize("status", list(SandboxStatus))
+def test_a_vm_without_its_owner_label_is_recreated_once_keeping_its_home(status: SandboxStatus) -> None:
+    plan = plan_vm(status, "d1", "d1", "f1", "f1", owner_unlabelled=True)
+    assert plan.action is VmAction.RECREATE and "without the label of its host user" in plan.reason
+    assert not plan.image_changed, "the home volume is kept without asking"
+    assert plan_home_volume("home-1", {"home-1"}, plan).action is HomeAction.USE
+
+
+def test_an_image_change_outranks_the_missing_owner_label() -> None:
+    plan = plan_vm(SandboxStatus.STOPPED, "d0", "d1", "f1", "f1", owner_unlabelled=True)
+    assert plan.action is VmAction.RECREATE and plan.image_changed
+
+
 def test_fingerprint_is_stable_and_order_free() -> None:
     assert fingerprint({"a": 1, "b": [1, 2]}) == fingerprint({"b": [1, 2], "a": 1})
     assert fingerprint({"a": 1}) != fingerprint({"a": 2})

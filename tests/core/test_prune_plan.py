@@ -16,6 +16,7 @@ from opencode_sandbox.core.naming import (
     PROXY_REPOSITORY,
     home_volume_name,
     managed_labels,
+    owner_labels,
     runner_image,
     task_name,
     vm_name,
@@ -319,6 +320,33 @@ def test_policy_pieces_of_a_vm_removed_outside_the_tool_go_once_old_enough() -> 
     assert plan(inventory, scope=Scope.IMAGES) == [] and plan(inventory, scope=Scope.VOLUMES) == []
     assert [r.name for r in plan(inventory, age=timedelta(0))] == [
         f"{kind.name.lower()}-{slug}" for slug in (SLUG_A, SLUG_B) for kind in POLICY_PIECES]
+
+
+def test_another_host_users_artifacts_of_a_known_project_are_never_planned() -> None:
+    """Two users' clones of one remote share the slug: the owner label keeps the other's apart."""
+    theirs = {**managed_labels(SLUG_A), **owner_labels(0)}
+    their_image = image(SLUG_A, "aaa")
+    inventory = Inventory(
+        sandboxes=(vm(SLUG_A, image=their_image.reference, labels=theirs),),
+        volumes=(volume(SLUG_A, labels=theirs),),
+        runtime_images=(their_image, image(SLUG_A, "bbb")),
+        policy_pieces=tuple(piece._replace(labels=theirs) for piece in pieces(SLUG_A)),
+        projects=KNOWN,
+        owner_uid=1001,
+    )
+    removals = plan(inventory, age=timedelta(0))
+    assert names(removals) == {runner_image(SLUG_A, "bbb")}, "their VM's image stays, as any image in use"
+    assert [r.reason for r in removals] == ["its project has no VM"]
+    mine = {**managed_labels(SLUG_A), **owner_labels(1001)}
+    own = inventory._replace(sandboxes=(vm(SLUG_A, image=their_image.reference, labels=mine),),
+                             volumes=(volume(SLUG_A, labels=mine),))
+    assert {ArtifactKind.VM, ArtifactKind.HOME_VOLUME} <= {r.kind for r in plan(own, age=timedelta(0))}
+
+
+def test_without_an_owner_uid_the_labels_decide_nothing() -> None:
+    theirs = {**managed_labels(SLUG_A), **owner_labels(0)}
+    inventory = Inventory(sandboxes=(vm(SLUG_A, labels=theirs),), projects=KNOWN)
+    assert names(plan(inventory)) == {vm_name(SLUG_A)}
 
 
 def test_policy_pieces_of_a_pruned_vm_are_listed_with_it_however_young() -> None:

@@ -110,11 +110,16 @@ class Project:
         return self.cli(*flags, "shell", "--", "sh", "-c", script)
 
     def backend(self) -> Runtime:
-        """The tool's own backend for this project's runtime, in the test process's environment."""
+        """The tool's own backend for this project's runtime, in the test process's environment;
+        on docker it acts for the project's host user, whose VM and volumes it then sees."""
         if self.runtime == "docker":
             from opencode_sandbox.runtime.docker_backend import DockerRuntime
+            from opencode_sandbox.runtime.docker_owner import DockerOwner
+            from opencode_sandbox.state.store import StateStore
 
-            return DockerRuntime()
+            store = StateStore(self.paths.state_dir)
+            return DockerRuntime(owner=DockerOwner(self.user.uid if self.user else None,
+                                                   lambda slug: store.load(slug).home_volume))
         from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
 
         return MicrosandboxRuntime()

@@ -7,6 +7,10 @@ programs can be scripted with `on_exec`. Bind mounts read and write the real hos
 Published ports really listen on 127.0.0.1 while a sandbox runs.
 
 Failure injection: `boot_failures`, `engine_down`, `crash(name)`.
+
+As kind DOCKER it acts for one host user (`owner`, the docker runtime's own `DockerOwner`): what
+it makes carries the owner label, another user's sandboxes and volumes are never listed, and
+every other call on one raises `OwnedByAnother`, as the docker backend does.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from pathlib import Path
 from opencode_sandbox.core.naming import (
     IMAGE_REPOSITORY_PREFIX,
     LABEL_MANAGED,
+    LABEL_OWNER_UID,
     LABEL_SLUG,
     is_ours,
     slug_of_home_volume,
@@ -40,6 +45,7 @@ from opencode_sandbox.errors import (
     SandboxError,
     VmDidNotBoot,
 )
+from opencode_sandbox.runtime.docker_owner import DockerOwner
 from opencode_sandbox.runtime.secret_values import checked_secret_values
 from opencode_sandbox.runtime.types import (
     ExecResult,
@@ -111,6 +117,14 @@ class FakeSandbox:
     """What its network policy refused in this run (`FakeRuntime.refuse`)."""
     secret_values: dict[str, str] = field(default_factory=dict)
     """The secrets' values its last create or start was given, as msb reads them at each."""
+    foreign_mounts: tuple[str, ...] = ()
+    """The volumes a foreign sandbox mounts (ours keep theirs in `spec`)."""
+
+    @property
+    def mounted_volumes(self) -> set[str]:
+        if self.spec is None:
+            return set(self.foreign_mounts)
+        return {mount.source for mount in self.spec.mounts if mount.kind is MountKind.VOLUME}
 
 
 @dataclass(frozen=True)
@@ -145,10 +159,13 @@ class FakeRuntime:
 
     kind = RuntimeKind.DOCKER
 
-    def __init__(self, kind: RuntimeKind = RuntimeKind.DOCKER, image_engine: FakeImageEngine | None = None) -> None:
+    def __init__(self, kind: RuntimeKind = RuntimeKind.DOCKER, image_engine: FakeImageEngine | None = None,
+                 owner: DockerOwner | None = None) -> None:
         """`image_engine`: where Docker images come from, as the real backends take them from
-        the Docker engine; without it, only what `add_docker_image` planted."""
+        the Docker engine; without it, only what `add_docker_image` planted. `owner`: the host
+        user a DOCKER fake acts for (this process's uid, no state folder, by default)."""
         self.kind = kind
+        self.owner = owner or DockerOwner()
         self.image_engine = image_engine
         self.sandboxes: dict[str, FakeSandbox] = {}
         self.volumes: dict[str, FakeVolume] = {}
@@ -175,8 +192,11 @@ class FakeRuntime:
             self.images[reference] = image
         return image
 
-    def add_foreign_sandbox(self, name: str, labels: Mapping[str, str] | None = None, image: str = "") -> None:
-        self.sandboxes[name] = FakeSandbox(name, dict(labels or {}), None, dev_home_files(), image=image)
+    def add_foreign_sandbox(self, name: str, labels: Mapping[str, str] | None = None, image: str = "",
+                            mounts: Sequence[str] = (), status: SandboxStatus = SandboxStatus.CREATED) -> None:
+        """A sandbox this runtime did not make: another tool's, another user's, an older version's."""
+        self.sandboxes[name] = FakeSandbox(name, dict(labels or {}), None, dev_home_files(), status=status,
+                                           image=image, foreign_mounts=tuple(mounts))
 
     def add_foreign_volume(self, name: str, labels: Mapping[str, str] | None = None) -> None:
         self.volumes[name] = FakeVolume(name, dict(labels or {}))
@@ -205,6 +225,7 @@ class FakeRuntime:
         if sandbox is None:
             return None
         self._require_ours("container", name, sandbox.labels)
+        self._require_owner(sandbox)
         return self._info(sandbox)
 
     def list_sandboxes(self) -> list[SandboxInfo]:
@@ -212,7 +233,7 @@ class FakeRuntime:
         return [
             self._info(sandbox)
             for name, sandbox in sorted(self.sandboxes.items())
-            if is_ours(name, sandbox.labels)
+            if is_ours(name, sandbox.labels) and self._usable(sandbox)
         ]
 
     def sandbox_images(self) -> dict[str, str]:
@@ -237,6 +258,7 @@ class FakeRuntime:
         existing = self.sandboxes.get(spec.name)
         if existing is not None:
             self._require_ours("container", spec.name, existing.labels)
+            self._require_owner(existing)
             raise SandboxError(f"sandbox {spec.name} already exists", hint="Remove it first.")
         for mount in spec.mounts:
             if mount.kind is MountKind.BIND and not Path(mount.source).exists():
@@ -245,7 +267,7 @@ class FakeRuntime:
                     hint="Check the mounted paths.",
                 )
         self._take_boot_failure(spec.name)
-        labels = {**spec.labels, LABEL_MANAGED: "true"}
+        labels = {**spec.labels, LABEL_MANAGED: "true", **self._owner_labels()}
         labels.setdefault(LABEL_SLUG, slug)
         files = {path: replace(node) for path, node in image.files.items()}
         sandbox = FakeSandbox(spec.name, labels, spec, files, secret_values=values)
@@ -342,7 +364,7 @@ class FakeRuntime:
             raise ValueError(f"not a volume name of this tool: {name!r}")
         if self.get_volume(name) is not None:
             raise SandboxError(f"volume {name} already exists", hint="Remove it first.")
-        all_labels = {**labels, LABEL_MANAGED: "true"}
+        all_labels = {**labels, LABEL_MANAGED: "true", **self._owner_labels()}
         all_labels.setdefault(LABEL_SLUG, slug)
         volume = FakeVolume(name, all_labels)
         self.volumes[name] = volume
@@ -354,6 +376,7 @@ class FakeRuntime:
         if volume is None:
             return None
         self._require_ours("volume", name, volume.labels)
+        self._require_volume_owner(volume)
         return self._volume_info(volume)
 
     def list_volumes(self) -> list[VolumeInfo]:
@@ -361,7 +384,7 @@ class FakeRuntime:
         return [
             self._volume_info(volume)
             for name, volume in sorted(self.volumes.items())
-            if is_ours(name, volume.labels)
+            if is_ours(name, volume.labels) and self._volume_usable(volume)
         ]
 
     def remove_volume(self, name: str) -> None:
@@ -466,6 +489,7 @@ class FakeRuntime:
         if sandbox is None:
             raise NotFound(f"sandbox {name} does not exist", hint="List sandboxes.")
         self._require_ours("container", name, sandbox.labels)
+        self._require_owner(sandbox)
         return sandbox
 
     def _owned_volume(self, name: str) -> FakeVolume:
@@ -473,7 +497,31 @@ class FakeRuntime:
         if volume is None:
             raise NotFound(f"volume {name} does not exist", hint="List volumes.")
         self._require_ours("volume", name, volume.labels)
+        self._require_volume_owner(volume)
         return volume
+
+    # the host user (docker only: msb keeps each user's VMs apart itself)
+    def _owner_labels(self) -> dict[str, str]:
+        return self.owner.labels() if self.kind is RuntimeKind.DOCKER else {}
+
+    def _usable(self, sandbox: FakeSandbox) -> bool:
+        return self.kind is not RuntimeKind.DOCKER \
+            or self.owner.of_container(sandbox.name, sandbox.labels, sandbox.mounted_volumes).usable
+
+    def _require_owner(self, sandbox: FakeSandbox) -> None:
+        if self.kind is RuntimeKind.DOCKER:
+            self.owner.require_container("VM" if slug_of_vm(sandbox.name) else "task sandbox", sandbox.name,
+                                         {"Config": {"Labels": sandbox.labels},
+                                          "Mounts": [{"Type": "volume", "Name": name}
+                                                     for name in sorted(sandbox.mounted_volumes)]})
+
+    def _volume_usable(self, volume: FakeVolume) -> bool:
+        return self.kind is not RuntimeKind.DOCKER or self.owner.of_volume(volume.name, volume.labels).usable
+
+    def _require_volume_owner(self, volume: FakeVolume) -> None:
+        if self.kind is RuntimeKind.DOCKER:
+            self.owner.require("home volume", volume.name, self.owner.of_volume(volume.name, volume.labels),
+                               volume.labels)
 
     def _take_boot_failure(self, name: str) -> None:
         if self.boot_failures:
@@ -515,6 +563,7 @@ class FakeRuntime:
             created_at=sandbox.created_at,
             last_activity_at=sandbox.last_activity_at,
             labels=dict(sandbox.labels),
+            owner_unlabelled=self.kind is RuntimeKind.DOCKER and LABEL_OWNER_UID not in sandbox.labels,
         )
 
     def _volume_info(self, volume: FakeVolume) -> VolumeInfo:

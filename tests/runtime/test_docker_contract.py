@@ -7,8 +7,9 @@ from collections.abc import Iterator
 import pytest
 
 from opencode_sandbox.runtime.docker_backend import DockerRuntime
+from opencode_sandbox.runtime.docker_owner import DockerOwner
 from tests.runtime.conftest import docker
-from tests.runtime.contract import RuntimeContract
+from tests.runtime.ownership_contract import ActingFor, OwnershipContract
 
 pytestmark = pytest.mark.docker
 
@@ -21,9 +22,12 @@ class DockerForeignArtifacts:
         self.containers: list[str] = []
         self.volumes: list[str] = []
 
-    def sandbox(self, name: str) -> None:
+    def sandbox(self, name: str, labels: dict[str, str] | None = None, mounts: tuple[str, ...] = ()) -> None:
         self.containers.append(name)
-        made = docker("create", "--name", name, self.image)
+        label_args = [arg for key, value in (labels or {}).items() for arg in ("--label", f"{key}={value}")]
+        mount_args = [arg for index, volume in enumerate(mounts)
+                      for arg in ("--mount", f"type=volume,source={volume},target=/mnt/{index}")]
+        made = docker("create", "--name", name, *label_args, *mount_args, self.image)
         assert made.returncode == 0, made.stderr
 
     def volume(self, name: str, labels: dict[str, str]) -> None:
@@ -45,10 +49,14 @@ class DockerForeignArtifacts:
             docker("volume", "rm", "--force", name)
 
 
-class TestDockerContract(RuntimeContract):
+class TestDockerContract(OwnershipContract):
     @pytest.fixture
     def runtime(self) -> DockerRuntime:
         return DockerRuntime()
+
+    @pytest.fixture
+    def acting_for(self) -> ActingFor:
+        return lambda recorded_home: DockerRuntime(owner=DockerOwner(recorded_home=recorded_home))
 
     @pytest.fixture
     def contract_image(self, docker_contract_image: str) -> str:

@@ -9,14 +9,18 @@ from typing import Any
 
 import pytest
 
-from opencode_sandbox.core.naming import LABEL_KIND, LABEL_MANAGED, LABEL_SLUG
+from opencode_sandbox.core.naming import LABEL_KIND, LABEL_MANAGED, LABEL_OWNER_UID, LABEL_SLUG
 from opencode_sandbox.core.prune_plan import ArtifactKind, PolicyPieceFact
 from opencode_sandbox.engine.command import DockerCli
-from opencode_sandbox.errors import NotFound, SandboxError
+from opencode_sandbox.errors import NotFound, OwnedByAnother, SandboxError
+from opencode_sandbox.runtime.docker_owner import DockerOwner
 from opencode_sandbox.runtime.docker_policy_pieces import list_policy_pieces, remove_policy_piece
 
 SLUG = "web-0123456789abcd"
 CREATED = "2026-11-30T10:00:00.123456789Z"
+ME = 4242
+STRANGER = 4343
+OWNER = DockerOwner(ME)
 
 
 class Listed(DockerCli):
@@ -39,8 +43,9 @@ class Listed(DockerCli):
 
 
 def document(name: str, kind_label: str, slug: str | None = SLUG, managed: str = "true",
-             in_config: bool = False) -> dict[str, Any]:
-    labels = {LABEL_MANAGED: managed, LABEL_KIND: kind_label, **({LABEL_SLUG: slug} if slug else {})}
+             in_config: bool = False, owner: int | None = ME) -> dict[str, Any]:
+    labels = {LABEL_MANAGED: managed, LABEL_KIND: kind_label, **({LABEL_SLUG: slug} if slug else {}),
+              **({LABEL_OWNER_UID: str(owner)} if owner is not None else {})}
     if in_config:
         return {"Name": "/" + name, "Created": CREATED, "Config": {"Labels": labels}}
     return {"Name": name, "CreatedAt" if kind_label == "proxy-ca" else "Created": CREATED, "Labels": labels}
@@ -58,21 +63,49 @@ def test_each_kind_is_recognised_by_its_labels_and_a_name_that_matches_its_slug(
                     document("opencode-sandbox-net-theirs-0123456789abcd", "network", managed="helper",
                              slug="theirs-0123456789abcd")],
     })
-    assert list_policy_pieces(cli) == [
+    pieces = list_policy_pieces(cli, OWNER)
+    assert [piece._replace(labels={}) for piece in pieces] == [
         PolicyPieceFact(ArtifactKind.EGRESS_PROXY, f"opencode-sandbox-proxy-{SLUG}", SLUG, when),
         PolicyPieceFact(ArtifactKind.PROXY_CA_VOLUME, f"opencode-sandbox-proxy-ca-{SLUG}", SLUG, when),
         PolicyPieceFact(ArtifactKind.PROJECT_NETWORK, f"opencode-sandbox-net-{SLUG}", SLUG, when),
     ]
+    assert {piece.labels[LABEL_OWNER_UID] for piece in pieces} == {str(ME)}
+
+
+def test_another_host_users_pieces_are_neither_listed_nor_removed() -> None:
+    network = f"opencode-sandbox-net-{SLUG}"
+    cli = Listed({"container": [document(f"opencode-sandbox-proxy-{SLUG}", "proxy", in_config=True,
+                                         owner=STRANGER)],
+                  "network": [document(network, "network", owner=STRANGER)]})
+    assert list_policy_pieces(cli, OWNER) == []
+    with pytest.raises(OwnedByAnother, match=f"belongs to host user uid {STRANGER}") as raised:
+        remove_policy_piece(cli, ArtifactKind.PROJECT_NETWORK, network, OWNER)
+    assert raised.value.owner_uid == STRANGER
+    assert "opencode-sandbox prune" in (raised.value.hint or "")
+    assert cli.ran == []
+
+
+def test_pieces_an_older_version_left_unlabelled_go_with_the_users_record_of_the_project() -> None:
+    """No VM: the pieces are the user's whose state file records the project, nobody else's."""
+    network = f"opencode-sandbox-net-{SLUG}"
+    cli = Listed({"network": [document(network, "network", owner=None)]})
+    recorded = DockerOwner(ME, {SLUG: "opencode-sandbox-home-web-0123456789abcd-20260101T000000"}.get)
+    assert [piece.name for piece in list_policy_pieces(cli, recorded)] == [network]
+    assert list_policy_pieces(cli, OWNER) == []
+    with pytest.raises(OwnedByAnother, match="names no owner"):
+        remove_policy_piece(cli, ArtifactKind.PROJECT_NETWORK, network, OWNER)
+    remove_policy_piece(cli, ArtifactKind.PROJECT_NETWORK, network, recorded)
+    assert cli.ran == [["network", "rm", network]]
 
 
 def test_removal_takes_only_this_tools_piece_and_says_when_it_is_gone() -> None:
     ours = f"opencode-sandbox-net-{SLUG}"
     look_alike = "opencode-sandbox-net-theirs-0123456789abcd"
     cli = Listed({"network": [document(ours, "network"), document(look_alike, "network", slug=SLUG)]})
-    remove_policy_piece(cli, ArtifactKind.PROJECT_NETWORK, ours)
+    remove_policy_piece(cli, ArtifactKind.PROJECT_NETWORK, ours, OWNER)
     assert cli.ran == [["network", "rm", ours]]
     with pytest.raises(SandboxError, match="not created by opencode-sandbox"):
-        remove_policy_piece(cli, ArtifactKind.PROJECT_NETWORK, look_alike)
+        remove_policy_piece(cli, ArtifactKind.PROJECT_NETWORK, look_alike, OWNER)
     with pytest.raises(NotFound):
-        remove_policy_piece(cli, ArtifactKind.EGRESS_PROXY, f"opencode-sandbox-proxy-{SLUG}")
+        remove_policy_piece(cli, ArtifactKind.EGRESS_PROXY, f"opencode-sandbox-proxy-{SLUG}", OWNER)
     assert cli.ran == [["network", "rm", ours]]

@@ -18,11 +18,13 @@ import pytest
 
 import opencode_sandbox
 from opencode_sandbox.core.egress import EgressPolicy, Profile, parse_rule, policy_of_document
+from opencode_sandbox.core.naming import LABEL_OWNER_UID
 from opencode_sandbox.core.secrets import parse_secrets
 from opencode_sandbox.engine.command import DockerCli
-from opencode_sandbox.errors import BootFailed
+from opencode_sandbox.errors import BootFailed, OwnedByAnother
 from opencode_sandbox.runtime import docker_proxy
 from opencode_sandbox.runtime.docker_args import run_args
+from opencode_sandbox.runtime.docker_owner import DockerOwner
 from opencode_sandbox.runtime.types import SandboxSpec
 
 PACKAGE = Path(opencode_sandbox.__file__).parent
@@ -60,12 +62,14 @@ def test_the_image_holds_the_policy_module_itself_and_the_certificates_it_is_giv
 
 
 def test_the_proxy_runs_without_capabilities_and_takes_its_policy_from_its_environment() -> None:
-    args = docker_proxy._run_args("slug-0123456789abcd", "opencode-sandbox/egress-proxy:x", "net", "cfg")
+    args = docker_proxy._run_args("slug-0123456789abcd", "opencode-sandbox/egress-proxy:x", "net", "cfg",
+                                  DockerOwner(4242).labels())
     assert args[args.index("--cap-drop") + 1] == "ALL" and "--read-only" in args
     assert f"{docker_proxy.RUN_DIR}:mode=0700,uid=10080,gid=10080,size=1m" in args
     assert "type=volume,source=opencode-sandbox-proxy-ca-slug-0123456789abcd,target=/var/lib/mitmproxy" in args
     assert args[args.index("--env") + 1] == docker_proxy.POLICY_VARIABLE, "a bare name: the value is no argument"
     assert "org.opencode-sandbox.kind=proxy" in args and "org.opencode-sandbox.slug=slug-0123456789abcd" in args
+    assert f"{LABEL_OWNER_UID}=4242" in args, "the proxy is its host user's"
     assert "ssl_verify_upstream_trusted_ca=/etc/ssl/certs/ca-certificates.crt" in args, \
         "servers are verified with the system bundle, which holds the certificates the image was given"
     assert "update-ca-certificates" in docker_proxy.DOCKERFILE
@@ -341,12 +345,18 @@ def proxy_document(labels: dict[str, str], status: str) -> dict[str, Any]:
 
 
 def test_only_the_projects_own_running_proxy_counts_as_alive() -> None:
-    ours = {"org.opencode-sandbox.managed": "true", "org.opencode-sandbox.slug": "slug-0123456789abcd"}
-    assert docker_proxy.proxy_alive(Inspected(proxy_document(ours, "running")), "slug-0123456789abcd")
-    assert not docker_proxy.proxy_alive(Inspected(proxy_document(ours, "exited")), "slug-0123456789abcd")
-    assert not docker_proxy.proxy_alive(Inspected(proxy_document({}, "running")), "slug-0123456789abcd")
+    owner = DockerOwner(4242)
+    ours = {"org.opencode-sandbox.managed": "true", "org.opencode-sandbox.slug": "slug-0123456789abcd",
+            LABEL_OWNER_UID: "4242"}
+    theirs = {**ours, LABEL_OWNER_UID: "4343"}
+    assert docker_proxy.proxy_alive(Inspected(proxy_document(ours, "running")), "slug-0123456789abcd", owner)
+    assert not docker_proxy.proxy_alive(Inspected(proxy_document(ours, "exited")), "slug-0123456789abcd", owner)
+    assert not docker_proxy.proxy_alive(Inspected(proxy_document({}, "running")), "slug-0123456789abcd", owner)
+    assert not docker_proxy.proxy_alive(Inspected(proxy_document(theirs, "running")), "slug-0123456789abcd", owner)
     with pytest.raises(BootFailed, match="not created by opencode-sandbox"):
-        docker_proxy.stop_proxy(Inspected(proxy_document({}, "running")), "slug-0123456789abcd")
+        docker_proxy.stop_proxy(Inspected(proxy_document({}, "running")), "slug-0123456789abcd", owner)
+    with pytest.raises(OwnedByAnother, match="belongs to host user uid 4343"):
+        docker_proxy.stop_proxy(Inspected(proxy_document(theirs, "running")), "slug-0123456789abcd", owner)
 
 
 def test_the_proxys_refusals_are_read_back_from_its_log_lines() -> None:

@@ -7,8 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from opencode_sandbox.runtime.docker_owner import DockerOwner, RecordedHome
 from tests.fakes.runtime import FakeNode, FakeRuntime, Tree, dev_home_files
-from tests.runtime.contract import CONTRACT_FILES, RuntimeContract
+from tests.runtime.contract import CONTRACT_FILES
+from tests.runtime.ownership_contract import ActingFor, OwnershipContract
 
 
 def contract_tree() -> Tree:
@@ -23,8 +25,8 @@ class FakeForeignArtifacts:
         self.runtime = runtime
         self.image = image
 
-    def sandbox(self, name: str) -> None:
-        self.runtime.add_foreign_sandbox(name, image=self.image)
+    def sandbox(self, name: str, labels: dict[str, str] | None = None, mounts: tuple[str, ...] = ()) -> None:
+        self.runtime.add_foreign_sandbox(name, labels, image=self.image, mounts=mounts)
 
     def volume(self, name: str, labels: dict[str, str]) -> None:
         self.runtime.add_foreign_volume(name, labels)
@@ -36,7 +38,7 @@ class FakeForeignArtifacts:
         return name in self.runtime.volumes
 
 
-class TestFakeContract(RuntimeContract):
+class TestFakeContract(OwnershipContract):
     @pytest.fixture
     def runtime(self) -> Iterator[FakeRuntime]:
         fake = FakeRuntime()
@@ -44,6 +46,14 @@ class TestFakeContract(RuntimeContract):
             yield fake
         finally:
             fake.close()
+
+    @pytest.fixture
+    def acting_for(self, runtime: FakeRuntime) -> ActingFor:
+        def act(recorded_home: RecordedHome | None) -> FakeRuntime:
+            runtime.owner = DockerOwner(recorded_home=recorded_home)
+            return runtime
+
+        return act
 
     @pytest.fixture
     def contract_image(self, runtime: FakeRuntime) -> str:

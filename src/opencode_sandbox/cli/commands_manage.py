@@ -20,7 +20,7 @@ def _list_command(name: str) -> click.Command:
     @list_options
     @pass_app
     def list_vms(app: App, running: bool, stopped: bool, names: bool, output_format: str) -> None:
-        """List this tool's VMs across all projects."""
+        """List your VMs of this tool across all projects (never another host user's)."""
         from opencode_sandbox.services.listing import render_sandboxes, select_sandboxes
         from opencode_sandbox.ui.table import wants_color
 

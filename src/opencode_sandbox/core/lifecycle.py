@@ -38,11 +38,14 @@ def plan_vm(
     current_digest: str,
     booted_fingerprint: str | None,
     current_fingerprint: str,
+    owner_unlabelled: bool = False,
 ) -> VmPlan:
     """Reuse, start, create or recreate the project VM.
 
     `status` is the VM's, None when the project has none; `booted_*` come from the VM's labels
     (what it was created with); `current_*` from the image and settings of this run.
+    `owner_unlabelled`: the VM is this host user's but an older version made it without the
+    owner label, which Docker cannot add to a container: it is recreated once (on its home volume).
     """
     if status is None:
         return VmPlan(VmAction.CREATE, "no VM exists for this project")
@@ -50,6 +53,8 @@ def plan_vm(
         return VmPlan(VmAction.RECREATE, "the runner image changed", image_changed=True)
     if booted_fingerprint != current_fingerprint:
         return VmPlan(VmAction.RECREATE, "settings that need a new VM changed (cpus, memory, network, env, mounts)")
+    if owner_unlabelled:
+        return VmPlan(VmAction.RECREATE, "an older version made it without the label of its host user")
     if status is SandboxStatus.RUNNING:
         return VmPlan(VmAction.CONNECT, "the VM is running")
     if status in (SandboxStatus.STARTING, SandboxStatus.DRAINING):

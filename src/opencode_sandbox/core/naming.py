@@ -31,6 +31,9 @@ LABEL_GIT = LABEL_PREFIX + "git"
 """`own`: the VM works on a git directory of its own (docs/git.md), kept in step with the host."""
 GIT_OWN = "own"
 LABEL_DIND = LABEL_PREFIX + "dind"
+LABEL_OWNER_UID = LABEL_PREFIX + "owner-uid"
+"""The uid of the host user whose run made a docker object (docs/runtimes.md): on a shared engine,
+the clones of one remote by two host users share its names, never its objects."""
 
 HOME_TIMESTAMP_FORMAT = "%Y%m%dT%H%M%S"
 _SLUG_RE = r"[a-z0-9-]+-[0-9a-z]{14}"
@@ -45,6 +48,10 @@ MAX_NAME_LENGTH = 128
 
 def managed_labels(slug: str) -> dict[str, str]:
     return {LABEL_MANAGED: "true", LABEL_SLUG: slug}
+
+
+def owner_labels(uid: int) -> dict[str, str]:
+    return {LABEL_OWNER_UID: str(uid)}
 
 
 def vm_name(slug: str) -> str:

@@ -9,7 +9,10 @@ Rules, in the order they are decided:
    labels, `opencode-sandbox-home` without a slug, foreign images) is never planned.
 2. Only projects this user knows are judged: those with a folder in the state folder. The
    sandboxes, volumes and images of any other project (another user's, on a shared Docker
-   engine) are never planned, and their sandboxes count as live users of their images.
+   engine) are never planned, and their sandboxes count as live users of their images. Nor is
+   a sandbox, volume or policy piece whose owner label names another host user, whatever
+   its project (two users' clones of one remote share its slug); such a sandbox, too, counts
+   as a live user of its image.
 3. A sandbox is stale when it is not running, starting or draining and its last activity
    (or, lacking that, its creation) is at or before `now - age`. A sandbox with no known
    time at all is never stale. Age 0 makes every sandbox that is not active stale.
@@ -73,6 +76,7 @@ from opencode_sandbox.core.naming import (
     slug_of_task,
     slug_of_vm,
 )
+from opencode_sandbox.core.ownership import owned_by_another
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.units import format_duration
 
@@ -150,6 +154,7 @@ class PolicyPieceFact(Record):
     name: str
     slug: str
     created_at: datetime | None
+    labels: Mapping[str, str] = NO_LABELS
 
 
 class ProjectRecord(Record):
@@ -178,6 +183,11 @@ class Inventory(Record):
     """The egress proxy's images, each tag a fact."""
     policy_pieces: tuple[PolicyPieceFact, ...] = ()
     """This tool's policy pieces on the docker runtime, whose slug label matches their name."""
+    owner_uid: int | None = None
+    """The host user who prunes: an artifact whose owner label names another is never planned."""
+
+    def of_another(self, labels: Mapping[str, str]) -> bool:
+        return self.owner_uid is not None and owned_by_another(labels, self.owner_uid)
 
 
 class Removal(Record):
@@ -243,7 +253,7 @@ def plan_prune(inventory: Inventory, now: datetime, age: timedelta, scope: Scope
     recent: set[str] = set()
     for sandbox in inventory.sandboxes:
         slug = sandbox_slug(sandbox)
-        if slug is None or slug not in inventory.projects:
+        if slug is None or slug not in inventory.projects or inventory.of_another(sandbox.labels):
             continue
         known.add(slug)
         if slug_of_vm(sandbox.name):
@@ -271,13 +281,14 @@ def plan_prune(inventory: Inventory, now: datetime, age: timedelta, scope: Scope
         removals += _policy_piece_removals(inventory, recent, pruned_vms, cutoff)
 
     if scope in (Scope.ALL, Scope.VOLUMES):
-        removals += _volume_removals(inventory.volumes, pruned_vms, cutoff)
+        mine = [volume for volume in inventory.volumes if not inventory.of_another(volume.labels)]
+        removals += _volume_removals(mine, pruned_vms, cutoff)
 
     if scope in (Scope.ALL, Scope.IMAGES):
         remaining = [
             sandbox
             for sandbox in inventory.sandboxes
-            if (slug := sandbox_slug(sandbox)) is not None
+            if (slug := sandbox_slug(sandbox)) is not None and not inventory.of_another(sandbox.labels)
             and not (slug in stale and (removes_sandboxes or (slug in pruned_vms and slug_of_vm(sandbox.name))))
         ]
         remaining += [sandbox for sandbox in inventory.elsewhere or () if sandbox_slug(sandbox) is not None]
@@ -324,7 +335,7 @@ def _policy_piece_removals(
     removals: list[Removal] = []
     order = {kind: index for index, kind in enumerate(POLICY_PIECES)}
     for piece in sorted(inventory.policy_pieces, key=lambda item: (item.slug, order[item.kind], item.name)):
-        if piece.slug not in inventory.projects or piece.slug in recent:
+        if piece.slug not in inventory.projects or piece.slug in recent or inventory.of_another(piece.labels):
             continue
         if piece.slug in pruned_vms:
             removals.append(Removal(piece.kind, piece.name, "its project's VM is pruned", piece.slug))
@@ -344,6 +355,9 @@ class _ImageJudge:
         self.projects = inventory.projects
         self.vms_everywhere_known = inventory.elsewhere is not None
         self.referenced: set[str] = set(inventory.foreign_images)
+        for sandbox in inventory.sandboxes:
+            if inventory.of_another(sandbox.labels):
+                self.referenced |= _references_of(sandbox)
         self.live_vms: dict[str, list[SandboxFact]] = defaultdict(list)
         for sandbox in remaining:
             self.referenced |= _references_of(sandbox)

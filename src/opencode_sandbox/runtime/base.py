@@ -25,7 +25,11 @@ class Runtime(Protocol):
     a name that exists but lacks our labels, `BootFailed` when a sandbox cannot start (and
     no record is left behind by `create_sandbox`): its subclass `VmDidNotBoot` when the VM
     itself did not come up, which another attempt may not repeat, and `BootFailed` itself
-    when another attempt cannot help (a missing image or folder).
+    when another attempt cannot help (a missing image or folder). On a runtime whose objects
+    every host user shares (docker), what it makes carries its host user's owner label, lists
+    leave out another user's sandboxes and volumes, and every other call on one raises
+    `OwnedByAnother`; `SandboxInfo.owner_unlabelled` marks a sandbox of this user that an older
+    version made without that label.
     """
 
     kind: RuntimeKind

@@ -13,6 +13,9 @@ process cost and talk to the engine's socket directly (`engine.socket_client`, `
 - Ports are published on 127.0.0.1 only, on a free host port chosen by Docker.
 - A container that exited cleanly or by `docker stop`/`docker kill` is `stopped`; one that
   exited otherwise, was OOM-killed or is dead is `crashed`.
+- Whatever it makes for a project carries the owner label of the host user it runs for
+  (`docker_owner`); another user's VM, volume or network piece is never listed, and every other
+  call on one raises `OwnedByAnother`.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from opencode_sandbox.core.naming import (
     BASE_IMAGES,
     IMAGE_REPOSITORY_PREFIX,
     LABEL_MANAGED,
+    LABEL_OWNER_UID,
     is_ours,
     slug_of_home_volume,
     slug_of_task,
@@ -67,6 +71,7 @@ from opencode_sandbox.runtime.docker_identity import (
     with_dev_home,
     with_mapped_mounts,
 )
+from opencode_sandbox.runtime.docker_owner import DockerOwner, mounted_volumes
 from opencode_sandbox.runtime.docker_parse import (
     container_name,
     container_status,
@@ -108,8 +113,11 @@ class DockerRuntime:
 
     kind = RuntimeKind.DOCKER
 
-    def __init__(self, cli: DockerCli | None = None, helper_image: str | None = None) -> None:
+    def __init__(self, cli: DockerCli | None = None, helper_image: str | None = None,
+                 owner: DockerOwner | None = None) -> None:
         self.cli = cli or DockerCli()
+        self.owner = owner or DockerOwner()
+        """The host user this runtime acts for: what it makes carries their uid."""
         self.images = DockerImageEngine(self.cli)
         """The engine's images, through the same command and socket as the containers."""
         self.helper_image = helper_image
@@ -124,21 +132,26 @@ class DockerRuntime:
         document = self._container(name)
         if document is None:
             return None
-        info = sandbox_info(document)
+        info = _with_owner(sandbox_info(document))
         if info.status is not SandboxStatus.RUNNING:
             return info
         slug = slug_of_vm(name)
         if docker_netfilter.LABEL_NETWORK_POLICY in info.labels \
                 and not docker_policy_marks.installed_for(name, _started_at(document)):
             info = info._replace(repair="it was started without its network policy (outside opencode-sandbox)")
-        elif slug is not None and _proxy_policy(document) is not None and not docker_proxy.proxy_alive(self.cli, slug):
+        elif slug is not None and _proxy_policy(document) is not None \
+                and not docker_proxy.proxy_alive(self.cli, slug, self.owner):
             info = info._replace(repair=f"its egress proxy {docker_proxy.proxy_name(slug)} is not running")
         return info
 
     def list_sandboxes(self) -> list[SandboxInfo]:
+        """This tool's sandboxes of this host user; another user's are left out."""
         ids = self.cli.lines(["ps", "--all", "--quiet", "--no-trunc", "--filter", f"label={LABEL_MANAGED}=true"])
-        infos = [sandbox_info(document) for document in self.cli.inspect("container", ids)]
-        return sorted((info for info in infos if is_ours(info.name, info.labels)), key=lambda i: i.name)
+        infos = [_with_owner(sandbox_info(document)) for document in self.cli.inspect("container", ids)
+                 if is_ours(container_name(document), labels_of(document))
+                 and self.owner.of_container(container_name(document), labels_of(document),
+                                             mounted_volumes(document)).usable]
+        return sorted(infos, key=lambda i: i.name)
 
     def sandbox_images(self) -> dict[str, str]:
         listed = self.cli.lines(["ps", "--all", "--no-trunc", "--format", "{{.Names}}\t{{.Image}}"])
@@ -171,7 +184,7 @@ class DockerRuntime:
                      "own configuration (~/.config/opencode-sandbox/config.yaml); otherwise remove the image's "
                      "org.opencode-sandbox.dind label.",
             )
-        labels = sandbox_labels(spec.labels, slug)
+        labels = {**sandbox_labels(spec.labels, slug), **self.owner.labels()}
         if spec.dev_identity is not None:
             spec, mapped = with_mapped_mounts(spec, spec.dev_identity[0])
             if mapped:
@@ -185,12 +198,12 @@ class DockerRuntime:
             if refusal is not None:
                 raise refusal
             labels[docker_netfilter.LABEL_NETWORK_POLICY] = docker_netfilter.policy_label(spec.network)
-            network = docker_netfilter.ensure_network(self.cli, slug)
+            network = docker_netfilter.ensure_network(self.cli, slug, self.owner)
             if needs_proxy(spec.network):
                 image_reference = docker_proxy.ensure_proxy_image(self.images, spec.ca_certificates)
                 labels[docker_proxy.LABEL_PROXY_IMAGE] = image_reference
                 proxy = docker_proxy.ensure_proxy(self.cli, self.images, slug, image_reference, spec.network,
-                                                  host_public_addresses(), values)
+                                                  host_public_addresses(), values, self.owner)
                 placeholders = {secret.name: placeholder(secret.name) for secret in spec.network.secrets}
                 spec = spec._replace(env={**spec.env, **placeholders, **docker_proxy.proxy_environment()})
         args = run_args(spec, labels, privileged, network,
@@ -247,7 +260,7 @@ class DockerRuntime:
         if policy is not None and needs_proxy(policy) and slug is not None:
             image_reference = labels_of(document).get(docker_proxy.LABEL_PROXY_IMAGE, "")
             proxy = docker_proxy.ensure_proxy(self.cli, self.images, slug, image_reference, policy,
-                                              host_public_addresses(), values)
+                                              host_public_addresses(), values, self.owner)
         self._start_container(name)
         if policy is None:
             return
@@ -301,7 +314,7 @@ class DockerRuntime:
     def _stop_proxy(self, name: str, kill: bool) -> None:
         slug = slug_of_vm(name)
         if slug is not None:
-            docker_proxy.stop_proxy(self.cli, slug, kill=kill)
+            docker_proxy.stop_proxy(self.cli, slug, self.owner, kill=kill)
 
     def remove_sandbox(self, name: str) -> None:
         status = container_status(self._owned_container(name).get("State") or {})
@@ -313,14 +326,14 @@ class DockerRuntime:
         docker_policy_marks.forget(name)
         slug = slug_of_vm(name)
         if slug is not None:
-            docker_proxy.remove_proxy(self.cli, slug)
-            docker_netfilter.remove_network(self.cli, slug)
+            docker_proxy.remove_proxy(self.cli, slug, self.owner)
+            docker_netfilter.remove_network(self.cli, slug, self.owner)
 
     def list_policy_pieces(self) -> list[PolicyPieceFact]:
-        return docker_policy_pieces.list_policy_pieces(self.cli)
+        return docker_policy_pieces.list_policy_pieces(self.cli, self.owner)
 
     def remove_policy_piece(self, kind: ArtifactKind, name: str) -> None:
-        docker_policy_pieces.remove_policy_piece(self.cli, kind, name)
+        docker_policy_pieces.remove_policy_piece(self.cli, kind, name, self.owner)
 
     def refusals(self, name: str) -> list[Refusal]:
         document = self._owned_container(name)
@@ -331,7 +344,7 @@ class DockerRuntime:
         found = docker_netfilter.refusals(self.cli, self.images, name)
         slug = slug_of_vm(name)
         if _proxy_policy(document) is not None and slug is not None:
-            found += docker_proxy.denials(self.cli, slug)
+            found += docker_proxy.denials(self.cli, slug, self.owner)
         return found
 
     def port_map(self, name: str) -> dict[int, int]:
@@ -422,7 +435,7 @@ class DockerRuntime:
             raise ValueError(f"not a volume name of this tool: {name!r}")
         if self.get_volume(name) is not None:
             raise SandboxError(f"volume {name} already exists", hint="Use it, or remove it first.")
-        self.cli.run(["volume", "create", *label_args(sandbox_labels(labels, slug)), name])
+        self.cli.run(["volume", "create", *label_args({**sandbox_labels(labels, slug), **self.owner.labels()}), name])
         info = self.get_volume(name)
         if info is None:
             raise NotFound(f"volume {name} vanished right after its creation", hint=_RETRY_HINT)
@@ -437,12 +450,15 @@ class DockerRuntime:
             return None
         if not is_ours(info.name, info.labels):
             raise _not_ours("volume", name)
+        self.owner.require("home volume", name, self.owner.of_volume(name, info.labels), info.labels)
         return info
 
     def list_volumes(self) -> list[VolumeInfo]:
+        """This tool's home volumes of this host user; another user's are left out."""
         names = self.cli.lines(["volume", "ls", "--quiet", "--filter", f"label={LABEL_MANAGED}=true"])
         infos = [volume_info(document) for document in self.cli.inspect("volume", names)]
-        return sorted((info for info in infos if is_ours(info.name, info.labels)), key=lambda i: i.name)
+        return sorted((info for info in infos if is_ours(info.name, info.labels)
+                       and self.owner.of_volume(info.name, info.labels).usable), key=lambda i: i.name)
 
     def remove_volume(self, name: str) -> None:
         self._owned_volume(name)
@@ -560,6 +576,7 @@ class DockerRuntime:
         document = documents[0]
         if not is_ours(name, labels_of(document)):
             raise _not_ours("container", name)
+        self.owner.require_container("VM" if slug_of_vm(name) else "task sandbox", name, document)
         return document
 
     def _owned_container(self, name: str) -> dict[str, Any]:
@@ -602,8 +619,8 @@ class DockerRuntime:
         docker_policy_marks.forget(name)
         slug = slug_of_vm(name)
         if slug is not None:
-            docker_proxy.remove_proxy(self.cli, slug)
-            docker_netfilter.remove_network(self.cli, slug)
+            docker_proxy.remove_proxy(self.cli, slug, self.owner)
+            docker_netfilter.remove_network(self.cli, slug, self.owner)
 
     def _tolerate_not_running(self, args: list[str], timeout_s: float | None) -> None:
         try:
@@ -636,6 +653,11 @@ class DockerRuntime:
 
 
 _RETRY_HINT = "Run the command again; if it keeps failing, check `opencode-sandbox doctor`."
+
+
+def _with_owner(info: SandboxInfo) -> SandboxInfo:
+    """A sandbox this host user may use that carries no owner label was made by an older version."""
+    return info._replace(owner_unlabelled=LABEL_OWNER_UID not in info.labels)
 
 
 def _started_at(document: Mapping[str, Any]) -> str:

@@ -27,6 +27,7 @@ from opencode_sandbox.core.egress import EgressPolicy, IpAddress, policy_of_docu
 from opencode_sandbox.core.naming import LABEL_CONTENT_HASH, LABEL_KIND, LABEL_MANAGED, LABEL_PREFIX, LABEL_SLUG, TOOL
 from opencode_sandbox.engine.command import DockerCli, DockerFailed, first_line
 from opencode_sandbox.errors import BootFailed
+from opencode_sandbox.runtime.docker_args import label_args
 from opencode_sandbox.runtime.host_addresses import host_public_addresses, host_resolvers
 from opencode_sandbox.runtime.nft_ruleset import TABLE, nft_ruleset, refusals_of_listing
 from opencode_sandbox.runtime.types import Refusal
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from opencode_sandbox.engine.docker import DockerImageEngine
+    from opencode_sandbox.runtime.docker_owner import DockerOwner
 
 LABEL_NETWORK_POLICY = LABEL_PREFIX + "network-policy"
 NETFILTER_IMAGE = f"{TOOL}/netfilter:latest"
@@ -81,8 +83,9 @@ def address_on(cli: DockerCli, container: str, network: str, field: str = "IPAdd
     return ipaddress.ip_address(text)
 
 
-def ensure_network(cli: DockerCli, slug: str) -> str:
-    """The project's own network, created on first use and labelled as this tool's."""
+def ensure_network(cli: DockerCli, slug: str, owner: DockerOwner) -> str:
+    """The project's own network, created on first use and labelled as this tool's and this
+    host user's; another user's is refused (`OwnedByAnother`)."""
     name = network_name(slug)
     document = _network(cli, name)
     if document is not None:
@@ -90,10 +93,11 @@ def ensure_network(cli: DockerCli, slug: str) -> str:
         if labels.get(LABEL_MANAGED) != "true" or labels.get(LABEL_SLUG) != slug:
             raise BootFailed(f"network {name} exists but was not created by opencode-sandbox",
                              hint=f"Rename or remove it with `docker network rm {name}`.")
+        owner.require_piece(cli, "network", name, slug, document)
         return name
     try:
         cli.run(["network", "create", "--label", f"{LABEL_MANAGED}=true", "--label", f"{LABEL_SLUG}={slug}",
-                 "--label", f"{LABEL_KIND}={NETWORK_KIND}", name])
+                 "--label", f"{LABEL_KIND}={NETWORK_KIND}", *label_args(owner.labels()), name])
     except DockerFailed as failure:
         if "already exists" not in failure.stderr:
             raise BootFailed(f"cannot create the network {name}: {first_line(failure.stderr)}",
@@ -101,14 +105,16 @@ def ensure_network(cli: DockerCli, slug: str) -> str:
     return name
 
 
-def remove_network(cli: DockerCli, slug: str) -> None:
-    """The project's network, once no container uses it; anything else is left alone."""
+def remove_network(cli: DockerCli, slug: str, owner: DockerOwner) -> None:
+    """The project's network, once no container uses it; anything else, another host user's
+    included, is left alone."""
     name = network_name(slug)
     document = _network(cli, name)
     if document is None:
         return
     labels = document.get("Labels") or {}
-    if labels.get(LABEL_MANAGED) == "true" and labels.get(LABEL_SLUG) == slug and not document.get("Containers"):
+    if labels.get(LABEL_MANAGED) == "true" and labels.get(LABEL_SLUG) == slug and not document.get("Containers") \
+            and owner.of_piece(cli, slug, labels).usable:
         cli.run_raw(["network", "rm", name])
 
 

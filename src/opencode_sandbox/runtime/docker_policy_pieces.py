@@ -3,7 +3,8 @@ the egress proxy container, the proxy's CA volume and the project's network.
 
 Removing a VM through the tool removes them too; these are found here when the VM was removed
 another way (`docker rm`). A piece counts as this tool's only with our managed label and a slug
-label whose names match its own name.
+label whose names match its own name, and as this host user's by its owner label
+(`docker_owner`): another user's pieces are neither listed nor removed.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from opencode_sandbox.runtime.docker_proxy import CA_VOLUME_KIND, ca_volume_name
 
 if TYPE_CHECKING:
     from typing import Any
+
+    from opencode_sandbox.runtime.docker_owner import DockerOwner
 
 
 class _Sort(Record):
@@ -42,20 +45,25 @@ _SORTS = {
     ArtifactKind.PROJECT_NETWORK: _Sort("network", NETWORK_KIND, network_name, ("network", "ls", "--no-trunc"),
                                         ("network", "rm")),
 }
+_WHAT = {ArtifactKind.EGRESS_PROXY: "egress proxy", ArtifactKind.PROXY_CA_VOLUME: "proxy CA volume",
+         ArtifactKind.PROJECT_NETWORK: "network"}
+"""How a refusal names each kind of piece."""
 
 
-def list_policy_pieces(cli: DockerCli) -> list[PolicyPieceFact]:
+def list_policy_pieces(cli: DockerCli, owner: DockerOwner) -> list[PolicyPieceFact]:
     found: list[PolicyPieceFact] = []
     for kind, sort in _SORTS.items():
         ids = cli.lines([*sort.list_command, "--quiet", "--filter", f"label={LABEL_MANAGED}=true",
                          "--filter", f"label={LABEL_KIND}={sort.kind_label}"])
         found += [piece for document in cli.inspect(sort.object_type, ids)
-                  if (piece := _piece(kind, document)) is not None]
+                  if (piece := _piece(kind, document)) is not None
+                  and owner.of_piece(cli, piece.slug, piece.labels).usable]
     return found
 
 
-def remove_policy_piece(cli: DockerCli, kind: ArtifactKind, name: str) -> None:
-    """Remove one piece; `NotFound` when it is gone, `SandboxError` when it is not ours or in use."""
+def remove_policy_piece(cli: DockerCli, kind: ArtifactKind, name: str, owner: DockerOwner) -> None:
+    """Remove one piece; `NotFound` when it is gone, `OwnedByAnother` when it is another host
+    user's, `SandboxError` when it is not ours or in use."""
     sort = _SORTS[kind]
     documents = cli.inspect(sort.object_type, [name])
     if not documents:
@@ -63,6 +71,7 @@ def remove_policy_piece(cli: DockerCli, kind: ArtifactKind, name: str) -> None:
     piece = _piece(kind, documents[0])
     if piece is None or piece.name != name:
         raise SandboxError(f"{sort.object_type} {name} was not created by opencode-sandbox; left alone", hint=None)
+    owner.require_piece(cli, _WHAT[kind], name, piece.slug, documents[0])
     try:
         cli.run([*sort.remove_command, name])
     except DockerFailed as failure:
@@ -81,4 +90,4 @@ def _piece(kind: ArtifactKind, document: dict[str, Any]) -> PolicyPieceFact | No
     if labels.get(LABEL_MANAGED) != "true" or labels.get(LABEL_KIND) != sort.kind_label or not slug \
             or name != sort.name_of(slug):
         return None
-    return PolicyPieceFact(kind, name, slug, parse_time(document.get("Created") or document.get("CreatedAt")))
+    return PolicyPieceFact(kind, name, slug, parse_time(document.get("Created") or document.get("CreatedAt")), labels)

@@ -27,6 +27,7 @@ from opencode_sandbox.core.naming import (
     LABEL_CONTENT_HASH,
     LABEL_KIND,
     LABEL_MANAGED,
+    LABEL_OWNER_UID,
     LABEL_PREFIX,
     LABEL_SLUG,
     PROXY_REPOSITORY,
@@ -34,8 +35,9 @@ from opencode_sandbox.core.naming import (
 )
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.engine.command import DockerCli, DockerFailed, first_line
-from opencode_sandbox.errors import BootFailed
+from opencode_sandbox.errors import BootFailed, OwnedByAnother
 from opencode_sandbox.runtime import docker_netfilter
+from opencode_sandbox.runtime.docker_args import label_args
 from opencode_sandbox.runtime.nft_ruleset import PROXY_PORT, proxy_side_policy
 from opencode_sandbox.runtime.types import Refusal, SandboxStatus
 
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from opencode_sandbox.engine.docker import DockerImageEngine
+    from opencode_sandbox.runtime.docker_owner import DockerOwner
 
 PROXY_BASE = "debian:trixie-slim"
 MITMPROXY_VERSION = "12.3.1"
@@ -202,17 +205,20 @@ def ensure_proxy_image(images: DockerImageEngine, certificates: Sequence[bytes])
 
 
 def ensure_proxy(cli: DockerCli, images: DockerImageEngine, slug: str, image: str, policy: EgressPolicy,
-                 host_addresses: Iterable[IpAddress], secret_values: Mapping[str, str]) -> ProxyEndpoint:
+                 host_addresses: Iterable[IpAddress], secret_values: Mapping[str, str],
+                 owner: DockerOwner) -> ProxyEndpoint:
     """The project's proxy, running with `policy` and its own namespace's rules: started when it
-    is stopped, created again when it is gone, died or holds another configuration. It is given
-    the values of the policy's secrets (`secret_values`, each one there) every time."""
+    is stopped, created again when it is gone, died, holds another configuration or no owner
+    label. It is given the values of the policy's secrets (`secret_values`, each one there) every
+    time. Another host user's proxy, network or CA volume is refused (`OwnedByAnother`)."""
     name = proxy_name(slug)
-    network = docker_netfilter.ensure_network(cli, slug)
+    network = docker_netfilter.ensure_network(cli, slug, owner)
     policy_json = proxy_policy_document(policy, host_addresses)
     config = sha256(f"{image}\n{network}\n{policy_json}".encode()).hexdigest()[:16]
-    document = _owned_proxy(cli, slug)
+    document = _owned_proxy(cli, slug, owner)
     status = _status(document)
     if document is not None and (_labels(document).get(LABEL_PROXY_CONFIG) != config
+                                 or _labels(document).get(LABEL_OWNER_UID) is None
                                  or status not in (SandboxStatus.RUNNING, SandboxStatus.STOPPED)):
         cli.run_raw(["rm", "--force", name])
         document = None
@@ -221,8 +227,9 @@ def ensure_proxy(cli: DockerCli, images: DockerImageEngine, slug: str, image: st
                          hint="Remove the VM with `opencode-sandbox stop -f` and run again: that builds it.")
     try:
         if document is None:
-            _ensure_ca_volume(cli, slug)
-            cli.run(_run_args(slug, image, network, config), environment={POLICY_VARIABLE: policy_json})
+            _ensure_ca_volume(cli, slug, owner)
+            cli.run(_run_args(slug, image, network, config, owner.labels()),
+                    environment={POLICY_VARIABLE: policy_json})
         elif status is not SandboxStatus.RUNNING:
             cli.run(["start", name])
     except DockerFailed as failure:
@@ -251,20 +258,22 @@ def give_secret_values(cli: DockerCli, name: str, values: Mapping[str, str]) -> 
                          hint="Run again; if it keeps failing, check `docker logs " + name + "`.") from None
 
 
-def _ensure_ca_volume(cli: DockerCli, slug: str) -> None:
-    """The volume that keeps the proxy's CA across recreations, labelled as the project's."""
+def _ensure_ca_volume(cli: DockerCli, slug: str, owner: DockerOwner) -> None:
+    """The volume that keeps the proxy's CA across recreations, labelled as the project's and
+    this host user's."""
     volume = ca_volume_name(slug)
     documents = cli.inspect("volume", [volume])
     if documents and str(documents[0].get("Name")) == volume:
         if not _is_projects(documents[0], slug):
             raise BootFailed(f"volume {volume} exists but was not created by opencode-sandbox",
                              hint=f"Rename or remove it with `docker volume rm {volume}`.")
+        owner.require_piece(cli, "proxy CA volume", volume, slug, documents[0])
         return
     cli.run(["volume", "create", "--label", f"{LABEL_MANAGED}=true", "--label", f"{LABEL_SLUG}={slug}",
-             "--label", f"{LABEL_KIND}={CA_VOLUME_KIND}", volume])
+             "--label", f"{LABEL_KIND}={CA_VOLUME_KIND}", *label_args(owner.labels()), volume])
 
 
-def _run_args(slug: str, image: str, network: str, config: str) -> list[str]:
+def _run_args(slug: str, image: str, network: str, config: str, owner_labels: Mapping[str, str]) -> list[str]:
     return [
         "run", "--detach", "--pull=never", "--name", proxy_name(slug), "--network", network,
         "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--read-only", "--memory", "512m",
@@ -272,7 +281,7 @@ def _run_args(slug: str, image: str, network: str, config: str) -> list[str]:
         "--tmpfs", f"{RUN_DIR}:mode=0700,uid={PROXY_UID},gid={PROXY_UID},size=1m",
         "--mount", f"type=volume,source={ca_volume_name(slug)},target={CONFDIR}",
         "--label", f"{LABEL_MANAGED}=true", "--label", f"{LABEL_SLUG}={slug}", "--label", f"{LABEL_KIND}={KIND_PROXY}",
-        "--label", f"{LABEL_PROXY_CONFIG}={config}",
+        "--label", f"{LABEL_PROXY_CONFIG}={config}", *label_args(owner_labels),
         "--env", POLICY_VARIABLE,
         image,
         "--listen-port", str(PROXY_PORT), "--set", f"confdir={CONFDIR}", "--set", "block_global=false",
@@ -318,9 +327,9 @@ def trust_proxy(cli: DockerCli, vm: str, endpoint: ProxyEndpoint) -> None:
                          hint="Run again; if it keeps failing, check `docker logs " + endpoint.name + "`.") from None
 
 
-def stop_proxy(cli: DockerCli, slug: str, kill: bool = False) -> None:
+def stop_proxy(cli: DockerCli, slug: str, owner: DockerOwner, kill: bool = False) -> None:
     """Stop (or kill) the project's proxy when it runs; a stopped or missing one is left as it is."""
-    document = _owned_proxy(cli, slug)
+    document = _owned_proxy(cli, slug, owner)
     if document is None or _status(document) is not SandboxStatus.RUNNING:
         return
     try:
@@ -330,9 +339,9 @@ def stop_proxy(cli: DockerCli, slug: str, kill: bool = False) -> None:
             raise
 
 
-def denials(cli: DockerCli, slug: str) -> list[Refusal]:
+def denials(cli: DockerCli, slug: str, owner: DockerOwner) -> list[Refusal]:
     """What the project's proxy refused in the last hour, from the lines its addon writes."""
-    if _owned_proxy(cli, slug) is None:
+    if _owned_proxy(cli, slug, owner) is None:
         return []
     logged = cli.run_raw(["logs", "--since", "1h", proxy_name(slug)])
     return denials_of_log(logged.stdout.decode(errors="replace"))
@@ -358,17 +367,19 @@ def denials_of_log(text: str) -> list[Refusal]:
     return list(seen.values())
 
 
-def remove_proxy(cli: DockerCli, slug: str) -> None:
-    """The project's proxy container and its CA volume, when they are this tool's."""
-    if _owned_proxy(cli, slug) is not None:
+def remove_proxy(cli: DockerCli, slug: str, owner: DockerOwner) -> None:
+    """The project's proxy container and its CA volume, when they are this tool's and this host
+    user's; another user's proxy is refused (`OwnedByAnother`), another user's volume left alone."""
+    if _owned_proxy(cli, slug, owner) is not None:
         cli.run(["rm", "--force", proxy_name(slug)])
     volume = ca_volume_name(slug)
     documents = cli.inspect("volume", [volume])
-    if documents and str(documents[0].get("Name")) == volume and _is_projects(documents[0], slug):
+    if documents and str(documents[0].get("Name")) == volume and _is_projects(documents[0], slug) \
+            and owner.of_piece(cli, slug, _labels(documents[0])).usable:
         cli.run_raw(["volume", "rm", volume])
 
 
-def _owned_proxy(cli: DockerCli, slug: str) -> dict[str, Any] | None:
+def _owned_proxy(cli: DockerCli, slug: str, owner: DockerOwner) -> dict[str, Any] | None:
     name = proxy_name(slug)
     documents = cli.inspect("container", [name])
     if not documents or str(documents[0].get("Name", "")).lstrip("/") != name:
@@ -376,6 +387,7 @@ def _owned_proxy(cli: DockerCli, slug: str) -> dict[str, Any] | None:
     if not _is_projects(documents[0], slug):
         raise BootFailed(f"container {name} exists but was not created by opencode-sandbox",
                          hint=f"Rename or remove it with `docker rm -f {name}`.")
+    owner.require_piece(cli, "egress proxy", name, slug, documents[0])
     return documents[0]
 
 
@@ -397,11 +409,11 @@ def _status(document: dict[str, Any] | None) -> SandboxStatus | None:
     return container_status(document.get("State") or {})
 
 
-def proxy_alive(cli: DockerCli, slug: str) -> bool:
-    """Whether the project's proxy runs; a container of another owner under its name does not
-    count (starting the VM then says so)."""
+def proxy_alive(cli: DockerCli, slug: str, owner: DockerOwner) -> bool:
+    """Whether the project's proxy runs; a container of another tool or host user under its name
+    does not count (starting the VM then says so)."""
     try:
-        return _status(_owned_proxy(cli, slug)) is SandboxStatus.RUNNING
-    except BootFailed:
+        return _status(_owned_proxy(cli, slug, owner)) is SandboxStatus.RUNNING
+    except (BootFailed, OwnedByAnother):
         return False
 

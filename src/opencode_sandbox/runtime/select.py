@@ -7,20 +7,28 @@ from opencode_sandbox.runtime.kind import RuntimeKind
 
 if TYPE_CHECKING:
     from opencode_sandbox.runtime.base import Runtime
+    from opencode_sandbox.runtime.docker_owner import RecordedHome
 
 
-def make_runtime(kind: RuntimeKind) -> Runtime:
-    """The backend of `kind`. It prints nothing: the docker runtime's notice is the caller's."""
+def make_runtime(kind: RuntimeKind, recorded_home: RecordedHome | None = None) -> Runtime:
+    """The backend of `kind`. It prints nothing: the docker runtime's notice is the caller's.
+    `recorded_home` tells the docker runtime which objects of an older version, without an
+    owner label, this host user's state folder records (`docker_owner`)."""
     if kind is RuntimeKind.DOCKER:
-        from opencode_sandbox.runtime.docker_backend import DockerRuntime
-
-        return DockerRuntime()
+        return _docker(recorded_home)
     from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
 
     return MicrosandboxRuntime()
 
 
-def other_runtime(kind: RuntimeKind) -> Runtime | None:
+def _docker(recorded_home: RecordedHome | None) -> Runtime:
+    from opencode_sandbox.runtime.docker_backend import DockerRuntime
+    from opencode_sandbox.runtime.docker_owner import DockerOwner
+
+    return DockerRuntime(owner=DockerOwner(recorded_home=recorded_home))
+
+
+def other_runtime(kind: RuntimeKind, recorded_home: RecordedHome | None = None) -> Runtime | None:
     """The runtime that is not `kind`, when it is installed here: pruning must see its VMs too
     (both run the runner images of the one Docker engine). No notice: nothing runs on it."""
     import shutil
@@ -28,9 +36,7 @@ def other_runtime(kind: RuntimeKind) -> Runtime | None:
     if kind is RuntimeKind.MICROSANDBOX:
         if shutil.which("docker") is None:
             return None
-        from opencode_sandbox.runtime.docker_backend import DockerRuntime
-
-        return DockerRuntime()
+        return _docker(recorded_home)
     from opencode_sandbox.errors import RuntimeUnavailable
     from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
     from opencode_sandbox.runtime.msb_cli import locate_msb

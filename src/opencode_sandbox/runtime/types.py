@@ -72,6 +72,9 @@ class SandboxInfo(Record):
     repair: str = ""
     """What a running sandbox lacks that starting it again restores (the docker runtime's
     egress proxy died, say); empty when nothing."""
+    owner_unlabelled: bool = False
+    """Made by an older version without the owner label and recorded as this host user's (docker
+    runtime): recreating it once, on its home volume, labels it."""
 
 
 class VolumeInfo(Record):

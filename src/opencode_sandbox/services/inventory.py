@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
@@ -102,7 +103,7 @@ def gather_inventory(
         state = store.load(slug)
         projects[slug] = ProjectRecord(state.home_volume, state.image_reference, state.image_digest)
     return Inventory(sandboxes, volumes, runtime_images, docker_images, projects, other_sandboxes, frozenset(foreign),
-                     proxy_images, policy_pieces)
+                     proxy_images, policy_pieces, os.getuid())
 
 
 def foreign_images(runtime: Runtime, ours: Sequence[SandboxInfo]) -> set[str]:

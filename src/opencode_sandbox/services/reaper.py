@@ -307,14 +307,19 @@ class SettingsFile:
 
 
 class RuntimeCache:
-    def __init__(self) -> None:
+    """One runtime of each kind, acting for the host user whose state folder is `state_root`."""
+
+    def __init__(self, state_root: Path) -> None:
+        self._state_root = state_root
         self._runtimes: dict[RuntimeKind, Runtime] = {}
 
     def __call__(self, kind: RuntimeKind) -> Runtime:
         if kind not in self._runtimes:
             from opencode_sandbox.runtime.select import make_runtime
+            from opencode_sandbox.state.store import StateStore
 
-            self._runtimes[kind] = make_runtime(kind)
+            store = StateStore(self._state_root)
+            self._runtimes[kind] = make_runtime(kind, lambda slug: store.load(slug).home_volume)
         return self._runtimes[kind]
 
 
@@ -369,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from opencode_sandbox.services.live_watch import LiveWatch
 
-        runtimes = RuntimeCache()
+        runtimes = RuntimeCache(state_root)
         reaper = Reaper(SettingsFile(state_root, slug, log), runtimes, reader, log, watch=LiveWatch(runtimes, log))
         outcome = run_exclusively(state_root, slug, log, reaper.run)
     except SandboxError as error:

@@ -343,6 +343,7 @@ class RunLifecycle:
             image.digest,
             labels.get(naming.LABEL_FINGERPRINT),
             spec.labels[naming.LABEL_FINGERPRINT],
+            existing.owner_unlabelled if existing else False,
         )
 
     def _decide(

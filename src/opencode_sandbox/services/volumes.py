@@ -23,7 +23,7 @@ from enum import StrEnum
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.naming import home_volume_name, managed_labels, slug_of_home_volume, task_name, vm_name
 from opencode_sandbox.core.records import Record
-from opencode_sandbox.errors import NotFound, SandboxError, UsageError
+from opencode_sandbox.errors import NotFound, OwnedByAnother, SandboxError, UsageError
 from opencode_sandbox.runtime.base import Runtime
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec, SandboxStatus
 from opencode_sandbox.state.store import StateStore
@@ -93,10 +93,18 @@ def free_home_volume_name(runtime: Runtime, slug: str, now: datetime | None = No
     """
     moment = now or datetime.now(UTC)
     name = home_volume_name(slug, moment)
-    while name == taken or runtime.get_volume(name) is not None:
+    while name == taken or _exists(runtime.get_volume, name):
         moment += timedelta(seconds=1)
         name = home_volume_name(slug, moment)
     return name
+
+
+def _exists(get: Callable[[str], object | None], name: str) -> bool:
+    """Whether a volume or sandbox of this name exists; another host user's counts."""
+    try:
+        return get(name) is not None
+    except OwnedByAnother:
+        return True
 
 
 def _refuse_active_vm(runtime: Runtime, slug: str) -> str | None:
@@ -228,7 +236,7 @@ def _edit_in_shell(runtime: Runtime, change: VolumeChange, say: Callable[[str], 
 
 def _free_task_name(runtime: Runtime, slug: str) -> str:
     number = int(time.time())
-    while runtime.get_sandbox(task_name(slug, number)) is not None:
+    while _exists(runtime.get_sandbox, task_name(slug, number)):
         number += 1
     return task_name(slug, number)
 
