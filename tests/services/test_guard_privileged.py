@@ -19,11 +19,13 @@ from pathlib import Path
 import pytest
 
 from opencode_sandbox.app import App
+from opencode_sandbox.config.loader import load_settings
 from opencode_sandbox.core.guard import REVIEW_FOLDER
 from opencode_sandbox.core.guard_privileged import BLOCK_DEVICE, CAPABILITY_ATTRIBUTE, CHARACTER_DEVICE, FILE
 from opencode_sandbox.runtime.types import RuntimeKind
 from opencode_sandbox.services import guard_files, guard_privileged
 from opencode_sandbox.services.guard import note_vm_stopped, render_status, review, status
+from opencode_sandbox.services.guard_mounts import writable_folders
 from opencode_sandbox.services.guard_moves import Notes, catch_while_running
 from opencode_sandbox.services.guard_store import GuardStore
 from tests.fakes.runtime import FakeRuntime
@@ -414,3 +416,30 @@ def test_privileged_files_made_with_no_vm_running_are_the_users(app: App, checko
     assert stat.S_IMODE(mine.stat().st_mode) == 0o4755
     record = GuardStore(app.state.project_dir(SLUG)).load()
     assert record is not None and [found.path for found in record.privileged] == ["mine"]
+
+
+def test_a_folder_mounted_writable_is_watched_like_the_checkout(app: App, tmp_path: Path) -> None:
+    shared, readonly = tmp_path / "shared", tmp_path / "readonly"
+    mine = executable(shared / "mine", 0o4750)  # the user's, present at the record
+    executable(readonly / "theirs", 0o4755)
+    (tmp_path / "shared-link").symlink_to(shared)
+    app.settings = load_settings([], {}, {"mounts": [f"{tmp_path / 'shared-link'}:/mnt/shared:rw",
+                                                     f"{readonly}:/mnt/ro", f"{mine}:/mnt/one-file:rw"]})
+    assert writable_folders(app.settings) == (str(shared),), "a link resolved; read-only and file mounts left out"
+    review(app, vm_may_write_after=True)  # the start
+    planted = executable(shared / "deep" / "planted", 0o2755)
+    log: list[str] = []
+
+    notes = catch(app, log)
+
+    assert stat.S_IMODE(planted.stat().st_mode) == 0o755
+    assert stat.S_IMODE(mine.stat().st_mode) == 0o4750, "the user's own was touched"
+    [caught] = notes.privileged
+    assert caught.line().startswith(f"the VM made {shared}/deep/planted set-group-ID (owner uid ")
+    assert log == [caught.line()]
+    review(app, vm_may_write_after=False)  # the detach tells it
+    assert f"the VM made {shared}/deep/planted set-group-ID" in messages(app)
+    executable(shared / "later", 0o4755)  # with no VM running: the user's own
+    review(app, vm_may_write_after=True)
+    assert catch(app) == Notes()
+    assert stat.S_IMODE((shared / "later").stat().st_mode) == 0o4755

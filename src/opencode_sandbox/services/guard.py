@@ -28,7 +28,7 @@ from opencode_sandbox.core.guard import (
 )
 from opencode_sandbox.core.guard_privileged import PUT_BACK_HINT, Caught, Privileged
 from opencode_sandbox.core.records import Record
-from opencode_sandbox.services import guard_files, guard_moves
+from opencode_sandbox.services import guard_files, guard_mounts, guard_moves
 from opencode_sandbox.services.guard_store import GuardRecord, GuardStore, covered
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | N
         record = store.load()
         if record is not None and record.root != str(root):
             record = None
-        walked, unresolved = _catch_and_tell(app, store, record)
+        walked, in_mounts, unresolved = _catch_and_tell(app, store, record)
         found = walked.git_dirs
         earlier = record.git_entries if record is not None else ()
         now = guard_files.take_snapshot(root, (*paths, *found, *earlier))
@@ -130,24 +130,26 @@ def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | N
                     found = walked.git_dirs
         privileged = tuple(each for each in walked.privileged if each not in unresolved)
         recorded = GuardRecord(str(root), paths, now.entries, vm_may_write_after, None, tuple(found), host_git,
-                               privileged)
+                               privileged, guard_mounts.writable_folders(app.settings),
+                               tuple(each for each in in_mounts if each not in unresolved))
         if recorded != record:  # a warm start whose files did not change writes nothing
             store.save(recorded, now.contents)
     return outcome
 
 
-def _catch_and_tell(app: App, store: GuardStore,
-                    record: GuardRecord | None) -> tuple[guard_files.Walk, frozenset[Privileged]]:
-    """The checkout walked once; what a VM may have made there since the record neutralised or
-    moved aside, and all of it told. What the walk found, and the privileged entries still not
-    neutralised (never recorded as the user's)."""
+def _catch_and_tell(app: App, store: GuardStore, record: GuardRecord | None
+                    ) -> tuple[guard_files.Walk, list[Privileged], frozenset[Privileged]]:
+    """The checkout walked once; what a VM may have made there (or in a folder mounted writable)
+    since the record neutralised or moved aside, and all of it told. What the walks found, and
+    the privileged entries still not neutralised (never recorded as the user's)."""
     walked = guard_files.walk_checkout(app.project.root, app.project.is_git)
     if record is not None and record.vm_may_write:
         guard_moves.catch_new(store, record, walked, app.console.verbose)
-    return walked, _tell_moved(app, store, walked)
+    in_mounts = guard_mounts.walk(guard_mounts.writable_folders(app.settings))
+    return walked, in_mounts, _tell_moved(app, store, [*walked.privileged, *in_mounts])
 
 
-def _tell_moved(app: App, store: GuardStore, walked: guard_files.Walk) -> frozenset[Privileged]:
+def _tell_moved(app: App, store: GuardStore, privileged_now: Sequence[Privileged]) -> frozenset[Privileged]:
     notes = guard_moves.read_notes(store)
     console = app.console
     if notes.moved:
@@ -165,7 +167,7 @@ def _tell_moved(app: App, store: GuardStore, walked: guard_files.Walk) -> frozen
             console.note(f"  {shown(held.line())}")
             for line in held.diff:
                 console.note(f"    {shown(line)}")
-    unresolved = [each for each in notes.privileged if each.failed and each.found in walked.privileged]
+    unresolved = [each for each in notes.privileged if each.failed and each.found in privileged_now]
     _tell_privileged(console, notes.privileged, unresolved)
     if notes.moved or notes.held or notes.privileged:
         guard_moves.clear_notes(store, keep=unresolved)

@@ -15,7 +15,7 @@ from pathlib import Path
 from opencode_sandbox.core.guard import FILE, REVIEW_FOLDER, Change, changes, diff_lines, shown
 from opencode_sandbox.core.guard_privileged import Caught, caught_from_mapping
 from opencode_sandbox.core.records import Record
-from opencode_sandbox.services import guard_files, guard_privileged
+from opencode_sandbox.services import guard_files, guard_mounts, guard_privileged
 from opencode_sandbox.services.guard_store import GuardRecord, GuardStore, covered
 from opencode_sandbox.state.files import UnreadableState, read_yaml_mapping, write_yaml
 
@@ -67,9 +67,13 @@ def catch_while_running(state_root: Path, slug: str, log: Callable[[str], None])
 def catch_new(store: GuardStore, record: GuardRecord, walked: guard_files.Walk,
               log: Callable[[str], None]) -> tuple[list[Caught], list[str]]:
     """What `walked` found that the record does not hold, made harmless: privileged entries
-    first, as a git directory moved aside keeps what is in it. `walked` is updated to what the
-    checkout holds afterwards."""
-    return neutralise_new_privileged(store, record, walked, log), move_new_git_dirs(store, record, walked, log)
+    first, as a git directory moved aside keeps what is in it, and those of the folders mounted
+    writable. `walked` is updated to what the checkout holds afterwards."""
+    caught = neutralise_new_privileged(store, record, walked, log)
+    in_mounts = guard_mounts.neutralise_new(record.mounts, record.mount_privileged)
+    for each in _note(store, privileged=in_mounts):
+        log(each.line())
+    return [*caught, *in_mounts], move_new_git_dirs(store, record, walked, log)
 
 
 def neutralise_new_privileged(store: GuardStore, record: GuardRecord, walked: guard_files.Walk,

@@ -40,6 +40,10 @@ class GuardRecord(Record):
     """The checkout's own `.git` is the host's repository, out of the VM's reach."""
     privileged: tuple[Privileged, ...] = ()
     """The privileged entries below the checkout when the record was taken: the user's own."""
+    mounts: tuple[str, ...] = ()
+    """The host folders mounted writable into the VM (`guard_mounts.writable_folders`)."""
+    mount_privileged: tuple[Privileged, ...] = ()
+    """The privileged entries in `mounts` when the record was taken, by absolute path: the user's own."""
 
 
 class GuardStore:
@@ -75,6 +79,8 @@ class GuardStore:
                 git_entries=tuple(str(path) for path in data.get("git_entries", ())),
                 host_git=bool(data.get("host_git")),
                 privileged=tuple(privileged_from_mapping(each) for each in data.get("privileged") or ()),
+                mounts=tuple(str(folder) for folder in data.get("mounts") or ()),
+                mount_privileged=tuple(privileged_from_mapping(each) for each in data.get("mount_privileged") or ()),
             )
         except (UnreadableState, KeyError, TypeError, ValueError, AttributeError):
             return None  # recorded afresh: nothing to compare with
@@ -99,6 +105,8 @@ class GuardStore:
             "git_entries": list(record.git_entries),
             "host_git": record.host_git,
             "privileged": [each.as_mapping() for each in record.privileged],
+            "mounts": list(record.mounts),
+            "mount_privileged": [each.as_mapping() for each in record.mount_privileged],
         })
         for copy in copies.iterdir():
             if copy.name not in wanted:
