@@ -102,7 +102,8 @@ def test_nothing_in_the_vm_is_or_becomes_root(any_user_project: Project) -> None
     assert "/usr/bin/su" in lines[2:], "the runner image's su is the set-user-ID program tried above"
 
 
-def test_a_fork_bomb_stops_at_the_limit_and_the_host_stays_usable(project: Project) -> None:
+def test_a_fork_bomb_stops_at_the_limit_and_the_host_stays_usable(any_user_project: Project) -> None:
+    project = any_user_project
     project.env["OPENCODE_SANDBOX_PIDS_LIMIT"] = str(PIDS_LIMIT)
     assert project.shell("true").returncode == 0
     bomb = subprocess.Popen(project.command("shell", "--", "python3", "-c", FORK_BOMB, "20"), cwd=project.root,

@@ -93,7 +93,8 @@ RUN = CommandLine(
 
 SHELL = CommandLine(
     (
-        Option("root", ("--root",), "Run as root instead of the user dev.", FLAG),
+        Option("root", ("--root",), "Run as root instead of the user dev (on docker: a root without capabilities, "
+           "which cannot write the checkout).", FLAG),
         _REBUILD,
         Option("dry_run", ("-n", "--dry-run"),
                "Check the inputs as a start would and print what it would do, changing nothing.", FLAG),
