@@ -187,6 +187,14 @@ class Project:
     def vms(self) -> list[str]:
         return [sandbox.name for sandbox in self.backend().list_sandboxes() if sandbox.name == self.vm]
 
+    def root_in_home(self, script: str) -> subprocess.CompletedProcess[str]:
+        """`script` as root with Docker's usual capabilities over the project's home volume, in a
+        helper container of the VM's image: root in the VM itself holds no capability."""
+        [volume] = self.home_volumes()
+        image = docker("inspect", "--format", "{{.Config.Image}}", self.vm, check=True).stdout.strip()
+        return docker("run", "--rm", "--network", "none", "--user", "root", "--mount",
+                      f"type=volume,source={volume},target=/home/dev", "--entrypoint", "sh", image, "-c", script)
+
     def write_dockerfile(self, text: str) -> None:
         folder = self.root / ".opencode-sandbox"
         folder.mkdir(exist_ok=True)

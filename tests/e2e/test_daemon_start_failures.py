@@ -41,7 +41,7 @@ def test_a_home_of_another_owner_is_named_with_its_fix(other_user_project: Proje
     healthy = project.cli("doctor")
     assert healthy.returncode == 0, healthy.stdout + healthy.stderr
     assert f"home    dev (uid 1001, gid 1001) can use its home in {project.vm}" in healthy.stdout
-    chowned = docker("exec", "-u", "root", project.vm, "chown", "-R", "{}:{}".format(*STRANGER), "/home/dev")
+    chowned = project.root_in_home("chown -R {}:{} /home/dev".format(*STRANGER))
     assert chowned.returncode == 0, chowned.stderr
     mode = docker("exec", project.vm, "stat", "-c", "%a", "/home/dev").stdout.strip()
     doctor = project.cli("doctor")
@@ -89,7 +89,7 @@ def test_a_data_folder_of_another_owner_is_named_when_opencode_serve_dies(other_
     project = other_user_project
     assert project.shell("mkdir -p ~/.local/share/opencode").returncode == 0
     folder = "/home/dev/.local/share/opencode"
-    chowned = docker("exec", "-u", "root", project.vm, "sh", "-c", f"chown -R 4242:4242 {folder} && chmod 700 {folder}")
+    chowned = project.root_in_home(f"chown -R 4242:4242 {folder} && chmod 700 {folder}")
     assert chowned.returncode == 0, chowned.stderr
     assert project.cli("stop").returncode == 0
 

@@ -62,7 +62,7 @@ def test_a_client_ended_by_a_closed_terminal_or_kill_leaves_the_vm_to_the_idle_s
 
 
 def _signal_serve(project: Project, name: str) -> None:
-    sent = docker("exec", project.vm, "pkill", f"-{name}", "-f", "opencode serve --hostname")
+    sent = docker("exec", "--user", "dev", project.vm, "pkill", f"-{name}", "-f", "opencode serve --hostname")
     assert sent.returncode == 0, sent.stderr
 
 

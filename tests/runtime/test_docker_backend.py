@@ -108,8 +108,12 @@ def test_dind_image_runs_privileged_and_plain_does_not(
     cli = CountingCli()
     runtime = DockerRuntime(cli)
     try:
-        try:
+        with pytest.raises(BootFailed) as refused:  # the image's label alone, without the user's `dind: true`
             runtime.create_sandbox(make_spec(slug, dind, tmp_path))
+        assert "asks for a privileged VM" in refused.value.message
+        assert not any(args[0] == "run" for args in cli.argument_lists)
+        try:
+            runtime.create_sandbox(make_spec(slug, dind, tmp_path)._replace(privileged=True))
         except BootFailed as failure:
             # Hosts that are themselves unprivileged containers refuse --privileged.
             assert "not permitted" in failure.message
@@ -123,6 +127,7 @@ def test_dind_image_runs_privileged_and_plain_does_not(
         runtime.create_sandbox(make_spec(slug, docker_contract_image, tmp_path))
         host_config = inspect(vm_name(slug))["HostConfig"]
         assert isinstance(host_config, dict) and host_config["Privileged"] is False
+        assert host_config["CapDrop"] == ["ALL"] and host_config["SecurityOpt"] == ["no-new-privileges"]
     finally:
         docker("rm", "--force", vm_name(slug))
         docker("image", "rm", "--force", dind)

@@ -92,6 +92,11 @@ def test_an_id_mapped_mount_shows_roots_files_as_devs_and_maps_nothing_else(tmp_
         assert (os.stat(source / "by-dev").st_uid, os.stat(source / "by-dev").st_gid) == (0, 0)
         with pytest.raises(OSError):  # uid 0 has no id through the mount
             (target / "by-root").write_text("x")
+        moved = tmp_path / "moved"
+        moved.mkdir()
+        (moved / "elsewhere").write_text("e")
+        idmapped_mount.ensure_mapped(moved, target, shown_uid=1000, shown_gid=1000)
+        assert sorted(os.listdir(target)) == ["elsewhere"], "a mount of another folder is replaced"
     finally:
         idmapped_mount.unmount_all(vm)
     assert not idmapped_mount.is_mounted(target)

@@ -66,7 +66,6 @@ from opencode_sandbox.runtime.docker_identity import (
     dev_ids,
     ensure_mapped_mounts,
     forget_mapped_mounts,
-    forget_stale_mapped_mounts,
     home_volume_of,
     with_dev_home,
     with_mapped_mounts,
@@ -187,8 +186,6 @@ class DockerRuntime:
         labels = {**sandbox_labels(spec.labels, slug), **self.owner.labels()}
         if spec.dev_identity is not None:
             spec, mapped = with_mapped_mounts(spec, spec.dev_identity[0])
-            if mapped:
-                forget_stale_mapped_mounts(set(self.cli.lines(["ps", "--all", "--format", "{{.Names}}"])))
             labels.update(mapped)
             ensure_mapped_mounts(spec.name, labels)
         network = None

@@ -76,18 +76,14 @@ def ensure_mapped_mounts(name: str, labels: Mapping[str, str]) -> None:
     if not text:
         return
     uid, gid = IMAGE_DEV_IDS
-    for index, source in sorted(json.loads(text).items()):
-        idmapped_mount.ensure_mapped(Path(source), idmapped_mount.mapped_path(name, int(index)),
-                                     shown_uid=uid, shown_gid=gid)
+    with idmapped_mount.held(name):
+        for index, source in sorted(json.loads(text).items()):
+            idmapped_mount.ensure_mapped(Path(source), idmapped_mount.mapped_path(name, int(index)),
+                                         shown_uid=uid, shown_gid=gid)
 
 
 def forget_mapped_mounts(name: str) -> None:
     idmapped_mount.unmount_all(name)
-
-
-def forget_stale_mapped_mounts(existing: set[str]) -> None:
-    """A root host user's mapped mounts of VMs that are gone (`docker rm` by hand, say)."""
-    idmapped_mount.forget_all_but(existing)
 
 
 def renumbered(passwd: str, group: str, uid: int, gid: int) -> tuple[str, str] | None:

@@ -18,6 +18,7 @@ import contextlib
 import ctypes
 import functools
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from opencode_sandbox import TYPE_CHECKING
@@ -129,6 +130,11 @@ def unmount_all(vm: str) -> None:
     folder = MOUNTS_ROOT / vm
     if not folder.is_dir():
         return
+    with held(vm):
+        _unmount_folder(folder)
+
+
+def _unmount_folder(folder: Path) -> None:
     for each in folder.iterdir():
         if is_mounted(each):
             _check(_libc().umount2(os.fsencode(each), MNT_DETACH), f"cannot unmount {each}")
@@ -138,21 +144,15 @@ def unmount_all(vm: str) -> None:
         folder.rmdir()
 
 
-def forget_all_but(vms: set[str]) -> None:
-    """Unmount what was made for VMs that no longer exist (removed by other means than this tool)."""
-    if not MOUNTS_ROOT.is_dir():
-        return
-    for folder in MOUNTS_ROOT.iterdir():
-        if folder.name not in vms:
-            unmount_all(folder.name)
-
-
 def ensure_mapped(source: Path, target: Path, *, shown_uid: int, shown_gid: int) -> None:
-    """The mapped mount at `target`, made when it is missing (a new VM, or the first start after
-    the host rebooted)."""
-    if is_mounted(target):
-        return
+    """The mapped mount of `source` at `target`, made when it is missing (a new VM, or the first
+    start after the host rebooted) or holds another folder (one left by a VM of the same name that
+    was removed by other means than this tool)."""
     try:
+        if is_mounted(target):
+            if _same_folder(source, target):
+                return
+            _check(_libc().umount2(os.fsencode(target), MNT_DETACH), f"cannot unmount {target}")
         mount_mapped(source, target, shown_uid=shown_uid, shown_gid=shown_gid)
     except OSError as error:
         raise BootFailed(
@@ -161,3 +161,27 @@ def ensure_mapped(source: Path, target: Path, *, shown_uid: int, shown_gid: int)
                  "keeps the agent off uid 0, and for a root host user it needs id-mapped mounts "
                  "(Linux 5.12 or newer, on a file system that supports them, such as ext4, xfs or btrfs).",
         ) from None
+
+
+def _same_folder(source: Path, target: Path) -> bool:
+    """A bind mount shows its source's own inode, on its device."""
+    try:
+        at_source, at_target = os.stat(source), os.stat(target)
+    except OSError:
+        return False
+    return (at_source.st_dev, at_source.st_ino) == (at_target.st_dev, at_target.st_ino)
+
+
+@contextlib.contextmanager
+def held(vm: str) -> Iterator[None]:
+    """The VM's mapped mounts to this process alone while it makes or removes them: runs of one
+    project may start at once."""
+    import fcntl
+
+    MOUNTS_ROOT.mkdir(parents=True, exist_ok=True, mode=0o700)
+    descriptor = os.open(MOUNTS_ROOT / f".{vm}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
