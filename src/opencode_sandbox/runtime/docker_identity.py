@@ -76,7 +76,7 @@ def ensure_mapped_mounts(name: str, labels: Mapping[str, str]) -> None:
     if not text:
         return
     uid, gid = IMAGE_DEV_IDS
-    with idmapped_mount.held(name):
+    with idmapped_mount.held():
         for index, source in sorted(json.loads(text).items()):
             idmapped_mount.ensure_mapped(Path(source), idmapped_mount.mapped_path(name, int(index)),
                                          shown_uid=uid, shown_gid=gid)

@@ -130,7 +130,7 @@ def unmount_all(vm: str) -> None:
     folder = MOUNTS_ROOT / vm
     if not folder.is_dir():
         return
-    with held(vm):
+    with held():
         _unmount_folder(folder)
 
 
@@ -173,13 +173,13 @@ def _same_folder(source: Path, target: Path) -> bool:
 
 
 @contextlib.contextmanager
-def held(vm: str) -> Iterator[None]:
-    """The VM's mapped mounts to this process alone while it makes or removes them: runs of one
-    project may start at once."""
+def held() -> Iterator[None]:
+    """The mapped mounts to this process alone while it makes or removes some: runs of one project
+    may start at once. One lock for all: each holder is done in milliseconds."""
     import fcntl
 
     MOUNTS_ROOT.mkdir(parents=True, exist_ok=True, mode=0o700)
-    descriptor = os.open(MOUNTS_ROOT / f".{vm}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    descriptor = os.open(MOUNTS_ROOT / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX)
         yield
