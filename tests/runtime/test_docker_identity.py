@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 from pathlib import Path
 
@@ -85,10 +86,12 @@ def test_an_id_mapped_mount_shows_roots_files_as_devs_and_maps_nothing_else(tmp_
         idmapped_mount.ensure_mapped(source, target, shown_uid=1000, shown_gid=1000)  # already there: kept
         assert (os.stat(target / "root-owned").st_uid, os.stat(target / "root-owned").st_gid) == (1000, 1000)
         assert os.stat(target / "someone-elses").st_uid == 65534, "an unmapped owner shows as nobody"
-        as_dev = subprocess.run(["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "sh", "-c",
-                                 f"echo dev > '{target}/by-dev' && echo more >> '{target}/root-owned'"],
-                                capture_output=True, text=True, check=False)
-        assert as_dev.returncode == 0, as_dev.stderr
+        for folder in (target.parent, idmapped_mount.MOUNTS_ROOT, idmapped_mount.MOUNTS_ROOT.parent):
+            assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700, f"{folder} is reachable by others"
+        from_outside = subprocess.run(["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "ls", target],
+                                      capture_output=True, text=True, check=False)
+        assert from_outside.returncode != 0, "a host user with dev's uid reached root's files through the mount"
+        assert _as_uid_1000_in(target, "by-dev", "dev\n") and _as_uid_1000_in(target, "root-owned", "more\n")
         assert (os.stat(source / "by-dev").st_uid, os.stat(source / "by-dev").st_gid) == (0, 0)
         with pytest.raises(OSError):  # uid 0 has no id through the mount
             (target / "by-root").write_text("x")
@@ -102,3 +105,22 @@ def test_an_id_mapped_mount_shows_roots_files_as_devs_and_maps_nothing_else(tmp_
     assert not idmapped_mount.is_mounted(target)
     assert not target.parent.exists()
     assert (source / "root-owned").read_text() == "rmore\n", "unmounting leaves the files alone"
+
+
+def _as_uid_1000_in(folder: Path, name: str, text: str) -> bool:
+    """Appends `text` to `name` in `folder` as uid 1000, as dev in the VM would: through a descriptor of
+    the folder opened here, which a bind mount in the VM stands for."""
+    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    child = os.fork()
+    if child == 0:
+        try:
+            os.setgroups([])
+            os.setgid(1000)
+            os.setuid(1000)
+            handle = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644, dir_fd=descriptor)
+            os.write(handle, text.encode())
+            os._exit(0)
+        except OSError:
+            os._exit(1)
+    os.close(descriptor)
+    return os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) == 0

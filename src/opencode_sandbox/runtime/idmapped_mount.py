@@ -41,7 +41,9 @@ AT_FDCWD = -100
 MNT_DETACH = 2
 
 MOUNTS_ROOT = Path("/run/opencode-sandbox/mapped")
-"""On the host's /run: gone with a reboot, and outside every folder the tool ever removes whole."""
+"""On the host's /run: gone with a reboot, and outside every folder the tool ever removes whole.
+Every folder from `/run/opencode-sandbox` down is root's alone (0700): through a mapped mount,
+root's files look like uid 1000's, so a host user with that uid must never reach one."""
 
 
 class MountAttr(ctypes.Structure):
@@ -59,6 +61,23 @@ def _check(result: int, what: str) -> int:
         error = ctypes.get_errno()
         raise OSError(error, f"{what}: {os.strerror(error)}")
     return result
+
+
+def _private_folders(folder: Path) -> None:
+    """`folder` and each folder above it up to `/run/opencode-sandbox`, made or kept root's alone,
+    none of them a link."""
+    import stat
+
+    top = MOUNTS_ROOT.parent
+    chain = [folder, *folder.parents]
+    for each in reversed(chain[: chain.index(top) + 1]):
+        with contextlib.suppress(FileExistsError):
+            each.mkdir(mode=0o700)
+        found = os.lstat(each)
+        if not stat.S_ISDIR(found.st_mode) or found.st_uid != 0:
+            raise OSError(f"{each} is not a folder of root's")
+        if stat.S_IMODE(found.st_mode) != 0o700:
+            os.chmod(each, 0o700)
 
 
 def mapped_path(vm: str, index: int) -> Path:
@@ -95,7 +114,7 @@ def _user_namespace(disk_uid: int, disk_gid: int, shown_uid: int,
 def mount_mapped(source: Path, target: Path, *, shown_uid: int, shown_gid: int) -> None:
     """`source` at `target`, its uid 0 and gid 0 shown as `shown_uid` and `shown_gid`, every other id
     unmapped; set-user-ID bits and device nodes have no effect through it."""
-    target.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _private_folders(target)
     userns, child = _user_namespace(0, 0, shown_uid, shown_gid)
     tree = -1
     try:
@@ -149,6 +168,7 @@ def ensure_mapped(source: Path, target: Path, *, shown_uid: int, shown_gid: int)
     start after the host rebooted) or holds another folder (one left by a VM of the same name that
     was removed by other means than this tool)."""
     try:
+        _private_folders(target.parent)  # never the mount point itself: that is the source folder
         if is_mounted(target):
             if _same_folder(source, target):
                 return
@@ -178,7 +198,7 @@ def held() -> Iterator[None]:
     may start at once. One lock for all: each holder is done in milliseconds."""
     import fcntl
 
-    MOUNTS_ROOT.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _private_folders(MOUNTS_ROOT)
     descriptor = os.open(MOUNTS_ROOT / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX)
