@@ -145,9 +145,11 @@ def test_mounts_and_ports_reach_the_spec_and_a_change_of_either_recreates_the_vm
     shared = tmp_path / "shared"
     shared.mkdir()
     (tmp_path / "link").symlink_to(shared)
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
 
     def spec(**flags: object) -> SandboxSpec:
-        run = lifecycle(RuntimeKind.DOCKER, tmp_path)
+        run = lifecycle(RuntimeKind.DOCKER, checkout)
         run.app.settings = load_settings([], {}, {"runtime": "docker", **flags})
         run._doctor()
         return run._spec(IMAGE, HOME)
@@ -155,7 +157,7 @@ def test_mounts_and_ports_reach_the_spec_and_a_change_of_either_recreates_the_vm
     plain = spec()
     assert plain.published_ports == (4096,) and plain.host_ports == {}
     assert plain.labels[naming.LABEL_FINGERPRINT] == fingerprint(
-        {**labelled_values_before_mirrored_modes(lifecycle(RuntimeKind.DOCKER, tmp_path), tmp_path),
+        {**labelled_values_before_mirrored_modes(lifecycle(RuntimeKind.DOCKER, checkout), checkout),
          "network": EgressPolicy(Profile.PUBLIC).fingerprint_value(),
          "confinement": CONFINED})  # unchanged without mounts or ports
     mounted = spec(mounts=[f"{tmp_path / 'link'}:/mnt/shared"], ports=["3000", "8080:80"])
@@ -167,6 +169,32 @@ def test_mounts_and_ports_reach_the_spec_and_a_change_of_either_recreates_the_vm
     fingerprints = [each.labels[naming.LABEL_FINGERPRINT] for each in labels]
     assert len(set(fingerprints)) == len(fingerprints)
     assert spec(mounts=[f"{shared}:/mnt/shared"], ports=["3000", "8080:80"]).labels == mounted.labels
+
+
+def test_a_mount_whose_path_passes_through_a_folder_the_vm_may_write_is_refused(tmp_path: Path) -> None:
+    checkout, shared, elsewhere = tmp_path / "checkout", tmp_path / "shared", tmp_path / "elsewhere"
+    for folder in (checkout / "data", shared / "inner", elsewhere):
+        folder.mkdir(parents=True)
+    (checkout / "to-elsewhere").symlink_to(elsewhere)  # what the VM would put in place of a folder
+    (tmp_path / "to-checkout").symlink_to(checkout)
+    refused = {
+        "inside the checkout": [f"{checkout / 'data'}:/mnt/data"],
+        "a link the checkout holds": [f"{checkout / 'to-elsewhere'}:/mnt/data"],
+        "a link to the checkout on the way": [f"{tmp_path / 'to-checkout' / 'data'}:/mnt/data"],
+        "inside a mount with :rw": [f"{shared}:/mnt/shared:rw", f"{shared / 'inner'}:/mnt/inner"],
+    }
+    for case, mounts in refused.items():
+        run = lifecycle(RuntimeKind.DOCKER, checkout)
+        run.app.settings = load_settings([], {}, {"runtime": "docker", "mounts": mounts})
+        with pytest.raises(UsageError) as caught:
+            run._doctor()
+        assert "which the VM may write" in caught.value.message, case
+        assert run.app.runtime.calls == [], case  # type: ignore[attr-defined]
+    run = lifecycle(RuntimeKind.DOCKER, checkout)
+    run.app.settings = load_settings([], {}, {"runtime": "docker", "mounts": [
+        f"{shared}:/mnt/shared", f"{shared / 'inner'}:/mnt/inner", f"{elsewhere}:/mnt/elsewhere:rw"]})
+    run._doctor()  # read-only mounts may nest; a folder outside every writable one is fine
+    assert [mount.source for mount in run.host_mounts] == [str(shared), str(shared / "inner"), str(elsewhere)]
 
 
 def test_a_missing_mount_source_stops_the_start_before_anything_runs(tmp_path: Path) -> None:

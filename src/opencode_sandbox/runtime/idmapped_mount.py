@@ -167,6 +167,10 @@ def ensure_mapped(source: Path, target: Path, *, shown_uid: int, shown_gid: int)
     """The mapped mount of `source` at `target`, made when it is missing (a new VM, or the first
     start after the host rebooted) or holds another folder (one left by a VM of the same name that
     was removed by other means than this tool)."""
+    if os.path.realpath(source) != str(source):
+        raise BootFailed(f"cannot map {source} for the VM: a folder on its way is a link now",
+                         hint="Something replaced a folder on the way with a link; remove the link, "
+                              "or remove the VM with `opencode-sandbox stop -f` to mount what the configuration says.")
     try:
         _private_folders(target.parent)  # never the mount point itself: that is the source folder
         if is_mounted(target):

@@ -175,7 +175,7 @@ class RunLifecycle:
     def _doctor(self) -> None:
         from opencode_sandbox.services.host_mounts import resolved_mounts
 
-        self.host_mounts = resolved_mounts(self.app.settings)
+        self.host_mounts = resolved_mounts(self.app.settings, self.app.project.root)
         self.app.runtime.check_available()
         policy = self.app.settings.egress_policy
         if self.app.runtime.kind is RuntimeKind.DOCKER:
@@ -560,7 +560,7 @@ def describe_plan(app: App, worktree: tuple[str, str | None] | None = None) -> l
     from opencode_sandbox.services.host_mounts import resolved_mounts
 
     lines += [f"mount: {mount.source} -> {mount.target} ({'read-only' if mount.readonly else 'read-write'})"
-              for mount in resolved_mounts(app.settings)]
+              for mount in resolved_mounts(app.settings, app.project.root)]
     lines += [f"port: guest {port.guest} -> 127.0.0.1:{port.host or 'a free port'}" for port in app.settings.ports]
     lines += [f"secret: {line}" for line in secret_lines(app)]
     lines.append("guard: show what a VM changed among the files the host runs, keep or revert it, and record them")
