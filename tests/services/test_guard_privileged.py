@@ -443,3 +443,32 @@ def test_a_folder_mounted_writable_is_watched_like_the_checkout(app: App, tmp_pa
     review(app, vm_may_write_after=True)
     assert catch(app) == Notes()
     assert stat.S_IMODE((shared / "later").stat().st_mode) == 0o4755
+
+
+def test_a_tree_deeper_than_any_recursion_is_walked_and_its_privileged_file_caught(app: App, checkout: Path) -> None:
+    review(app, vm_may_write_after=True)
+    deep = checkout
+    for _ in range(1500):  # os.makedirs itself recurses once a level
+        deep = deep / "d"
+        deep.mkdir()
+    planted = executable(deep / "sh", 0o4755)
+    beside = executable(checkout / "beside", 0o4755)
+
+    notes = catch(app)
+
+    assert {caught.found.path.rsplit("/", 1)[-1] for caught in notes.privileged} == {"sh", "beside"}
+    assert stat.S_IMODE(planted.stat().st_mode) == stat.S_IMODE(beside.stat().st_mode) == 0o755
+
+
+def test_a_folder_the_vm_made_unreadable_is_opened_again_and_walked(app: App, checkout: Path) -> None:
+    review(app, vm_may_write_after=True)
+    hidden = checkout / "hidden"
+    planted = executable(hidden / "sh", 0o4755)
+    hidden.chmod(0o111)
+    try:
+        notes = catch(app)
+        assert [caught.found.path for caught in notes.privileged] == ["hidden/sh"]
+        assert stat.S_IMODE(planted.stat().st_mode) == 0o755
+        assert guard_files.walk_checkout(checkout, host_git=True).unwalked == []
+    finally:
+        hidden.chmod(0o755)

@@ -130,7 +130,7 @@ def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | N
                     found = walked.git_dirs
         privileged = tuple(each for each in walked.privileged if each not in unresolved)
         recorded = GuardRecord(str(root), paths, now.entries, vm_may_write_after, None, tuple(found), host_git,
-                               privileged, guard_mounts.writable_folders(app.settings),
+                               privileged, _writable_folders(app),
                                tuple(each for each in in_mounts if each not in unresolved))
         if recorded != record:  # a warm start whose files did not change writes nothing
             store.save(recorded, now.contents)
@@ -145,8 +145,23 @@ def _catch_and_tell(app: App, store: GuardStore, record: GuardRecord | None
     walked = guard_files.walk_checkout(app.project.root, app.project.is_git)
     if record is not None and record.vm_may_write:
         guard_moves.catch_new(store, record, walked, app.console.verbose)
-    in_mounts = guard_mounts.walk(guard_mounts.writable_folders(app.settings))
+    if walked.unwalked:
+        app.console.error(f"{len(walked.unwalked)} folder(s) below the checkout cannot be looked into, so a "
+                          "set-user-ID file or device node the VM left there cannot be caught: "
+                          + "; ".join(shown(folder) for folder in walked.unwalked),
+                          "remove them with no VM running (`sudo rm -rf -- PATH` for one that is not yours), "
+                          "and run nothing from inside them")
+    in_mounts = guard_mounts.walk(_writable_folders(app))
     return walked, in_mounts, _tell_moved(app, store, [*walked.privileged, *in_mounts])
+
+
+def _writable_folders(app: App) -> tuple[str, ...]:
+    """The host folders besides the checkout that the VM may write: `mounts` with `:rw`, and the
+    VM's own git directory in the project's state folder."""
+    from opencode_sandbox.services.vm_git import GIT_FOLDER
+
+    git_dir = app.state.project_dir(app.project.slug) / GIT_FOLDER
+    return (*guard_mounts.writable_folders(app.settings), *([str(git_dir)] if git_dir.is_dir() else []))
 
 
 def _tell_moved(app: App, store: GuardStore, privileged_now: Sequence[Privileged]) -> frozenset[Privileged]:

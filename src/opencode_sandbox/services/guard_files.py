@@ -324,6 +324,8 @@ class Walk:
     def __init__(self) -> None:
         self.git_dirs: list[str] = []
         self.privileged: list[Privileged] = []
+        self.unwalked: list[str] = []
+        """Folders the walk could not look into, each with why: what is in them is not judged."""
 
 
 def walk_checkout(root: Path, host_git: bool) -> Walk:
@@ -340,7 +342,7 @@ def walk_checkout(root: Path, host_git: bool) -> Walk:
     walk = Walk()
     root_fd = os.open(root, _DIRECTORY)
     try:
-        _walk_folder(root_fd, "", walk, host_git, looking_for_git=True)
+        _walk_tree(root_fd, walk, host_git)
     finally:
         os.close(root_fd)
     walk.git_dirs.sort(key=_in_walk_order)
@@ -357,11 +359,43 @@ _NEEDS_A_LOOK = stat.S_ISUID | stat.S_ISGID | 0o111
 from its mode alone."""
 
 
-def _walk_folder(folder: int, path: str, walk: Walk, host_git: bool, looking_for_git: bool) -> None:
+class _Open:
+    """An open folder, kept open while subfolders of it wait to be opened."""
+
+    def __init__(self, descriptor: int, owned: bool = True) -> None:
+        self.descriptor = descriptor
+        self.holds = 1
+        self.owned = owned
+
+    def release(self) -> None:
+        self.holds -= 1
+        if self.holds == 0 and self.owned:
+            os.close(self.descriptor)
+
+
+def _walk_tree(root: int, walk: Walk, host_git: bool) -> None:
+    """Depth first with a list rather than recursion: the VM picks the depth. Open folders are
+    those on the way down, each kept until its last subfolder is opened."""
+    waiting: list[tuple[_Open, str, str, bool]] = []
+    _walk_folder(_Open(root, owned=False), "", walk, host_git, True, waiting)
+    while waiting:
+        parent, name, path, looking_for_git = waiting.pop()
+        try:
+            opened = _open_subfolder(parent.descriptor, name, path, walk)
+        finally:
+            parent.release()
+        if opened is not None:
+            _walk_folder(_Open(opened), path, walk, host_git, looking_for_git, waiting)
+
+
+def _walk_folder(folder: _Open, path: str, walk: Walk, host_git: bool, looking_for_git: bool,
+                 waiting: list[tuple[_Open, str, str, bool]]) -> None:
     try:
-        with os.scandir(folder) as listing:
+        with os.scandir(folder.descriptor) as listing:
             entries = list(listing)
-    except OSError:
+    except OSError as error:
+        walk.unwalked.append(f"{path or '.'}: {error.strerror or error}")
+        folder.release()
         return
     if looking_for_git and path and _GIT_DIR_SHAPE.issubset([entry.name for entry in entries]):
         walk.git_dirs.append(path)
@@ -377,20 +411,42 @@ def _walk_folder(folder: int, path: str, walk: Walk, host_git: bool, looking_for
                     continue
                 walk.git_dirs.append(prefix + name)
         if entry.is_dir(follow_symlinks=False):
-            _walk_subfolder(folder, name, prefix + name, walk, host_git, inner_looking)
+            folder.holds += 1
+            waiting.append((folder, name, prefix + name, inner_looking))
         elif not entry.is_symlink():
-            _look_at(folder, entry, prefix + name, walk)
+            _look_at(folder.descriptor, entry, prefix + name, walk)
+    folder.release()
 
 
-def _walk_subfolder(parent: int, name: str, path: str, walk: Walk, host_git: bool, looking_for_git: bool) -> None:
+def _open_subfolder(parent: int, name: str, path: str, walk: Walk) -> int | None:
+    """The folder, opened; one of the host user's that the VM made unreadable is made readable to
+    them first. One that stays closed is noted in `walk.unwalked`: what is in it cannot be judged."""
     try:
-        opened = os.open(name, _DIRECTORY, dir_fd=parent)
+        return os.open(name, _DIRECTORY, dir_fd=parent)
+    except FileNotFoundError:
+        return None
+    except PermissionError:
+        pass
+    except OSError as error:
+        if error.errno not in (errno.ENOTDIR, errno.ELOOP):  # replaced by a file or a link meanwhile
+            walk.unwalked.append(f"{path}: {error.strerror or error}")
+        return None
+    try:
+        handle = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=parent)
     except OSError:
-        return  # gone or replaced by a link meanwhile
+        return None
     try:
-        _walk_folder(opened, path, walk, host_git, looking_for_git)
+        found = os.fstat(handle)
+        if found.st_uid == os.geteuid():
+            os.chmod(f"/proc/self/fd/{handle}", stat.S_IMODE(found.st_mode) | stat.S_IRWXU)
+            return os.open(".", _DIRECTORY, dir_fd=handle)
+        walk.unwalked.append(f"{path}: a folder of uid {found.st_uid} that you cannot read")
+        return None
+    except OSError as error:
+        walk.unwalked.append(f"{path}: {error.strerror or error}")
+        return None
     finally:
-        os.close(opened)
+        os.close(handle)
 
 
 def _look_at(folder: int, entry: os.DirEntry[str], path: str, walk: Walk) -> None:

@@ -59,6 +59,8 @@ def catch_while_running(state_root: Path, slug: str, log: Callable[[str], None])
         if record is None or not record.vm_may_write or not Path(record.root).is_dir():
             return Notes()
         walked = guard_files.walk_checkout(Path(record.root), record.host_git)
+        for folder in walked.unwalked:
+            log(f"cannot look inside {shown(folder)}: a privileged file there would not be caught")
         caught, moved = catch_new(store, record, walked, log)
         held = _hold_changed_files(store, record, log)
         return Notes(tuple(moved), tuple(held), tuple(caught))
