@@ -454,10 +454,16 @@ def test_a_tree_deeper_than_any_recursion_is_walked_and_its_privileged_file_caug
     planted = executable(deep / "sh", 0o4755)
     beside = executable(checkout / "beside", 0o4755)
 
-    notes = catch(app)
+    try:
+        notes = catch(app)
 
-    assert {caught.found.path.rsplit("/", 1)[-1] for caught in notes.privileged} == {"sh", "beside"}
-    assert stat.S_IMODE(planted.stat().st_mode) == stat.S_IMODE(beside.stat().st_mode) == 0o755
+        assert {caught.found.path.rsplit("/", 1)[-1] for caught in notes.privileged} == {"sh", "beside"}
+        assert stat.S_IMODE(planted.stat().st_mode) == stat.S_IMODE(beside.stat().st_mode) == 0o755
+    finally:  # bottom up: shutil.rmtree, which pytest cleans with, recurses once a level too
+        planted.unlink()
+        while deep != checkout:
+            deep.rmdir()
+            deep = deep.parent
 
 
 def test_a_folder_the_vm_made_unreadable_is_opened_again_and_walked(app: App, checkout: Path) -> None:
