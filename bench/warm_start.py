@@ -32,6 +32,7 @@ from opencode_sandbox.core.naming import (
 from opencode_sandbox.core.slug import slug_for_remote
 from opencode_sandbox.daemon.health import is_serving
 from opencode_sandbox.images.updater import record_baked_version
+from opencode_sandbox.runtime.docker_identity import forget_mapped_mounts
 
 WARM_TARGET = 2.0
 AFTER_STOP_TARGET = 1.5
@@ -68,6 +69,8 @@ def wait_until_serving(state_dir: Path, slug: str, timeout_s: float = 120.0) -> 
 def clean_up(slug: str) -> None:
     container = vm_name(slug)
     subprocess.run(["docker", "rm", "--force", container], capture_output=True, check=False)
+    if os.geteuid() == 0:  # a root host user's id-mapped mounts of the VM
+        forget_mapped_mounts(container)
     listing = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=False).stdout
     for line in listing.splitlines():
         pid, _, args = line.strip().partition(" ")
