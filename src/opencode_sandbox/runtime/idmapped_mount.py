@@ -89,19 +89,21 @@ def _user_namespace(disk_uid: int, disk_gid: int, shown_uid: int,
     """A user namespace that maps `disk_uid` to `shown_uid` (as a mount using it shows a file the
     disk says `disk_uid` owns), held by a child."""
     import subprocess
+    import time
 
     child = subprocess.Popen(["unshare", "--user", "cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE)
     try:
         namespace = f"/proc/{child.pid}/ns/user"
         own = os.readlink("/proc/self/ns/user")
-        for _ in range(2000):  # the child enters its namespace within milliseconds
-            if os.readlink(namespace) != own:
-                break
+        deadline = time.monotonic() + 30  # milliseconds on an idle host; a loaded one may take longer
+        while os.readlink(namespace) == own:
             if child.poll() is not None:
                 raise OSError(f"unshare --user failed: {child.stderr.read().decode(errors='replace').strip()}"
                               if child.stderr else "unshare --user failed")
-            os.sched_yield()
+            if time.monotonic() > deadline:
+                raise OSError("unshare --user did not make a user namespace within 30 s")
+            time.sleep(0.001)
         Path(f"/proc/{child.pid}/uid_map").write_text(f"{disk_uid} {shown_uid} 1\n")
         Path(f"/proc/{child.pid}/gid_map").write_text(f"{disk_gid} {shown_gid} 1\n")
         return os.open(namespace, os.O_RDONLY | os.O_CLOEXEC), child
