@@ -161,7 +161,7 @@ def _writable_folders(app: App) -> tuple[str, ...]:
     from opencode_sandbox.services.vm_git import GIT_FOLDER
 
     git_dir = app.state.project_dir(app.project.slug) / GIT_FOLDER
-    return (*guard_mounts.writable_folders(app.settings), *([str(git_dir)] if git_dir.is_dir() else []))
+    return (*guard_mounts.writable_folders(app.settings), *([str(git_dir.resolve())] if git_dir.is_dir() else []))
 
 
 def _tell_moved(app: App, store: GuardStore, privileged_now: Sequence[Privileged]) -> frozenset[Privileged]:
