@@ -43,14 +43,16 @@ def test_a_dry_run_plans_the_worktree(tmp_path: Path) -> None:
 @pytest.mark.docker
 def test_a_dry_run_lists_the_mounts_and_ports_and_refuses_a_missing_source(tmp_path: Path) -> None:
     (tmp_path / "shared").mkdir()
+    project = tmp_path / "project"  # a mount inside the project's folder would be refused
+    project.mkdir()
     mounts = {"OPENCODE_SANDBOX_MOUNTS": f"{tmp_path / 'shared'}:/mnt/shared;{tmp_path / 'shared'}:/mnt/out:rw"}
-    result = run_cli("--runtime", "docker", "run", "-n", "-p", "3000", "-p", "8080:80", cwd=tmp_path, env=mounts)
+    result = run_cli("--runtime", "docker", "run", "-n", "-p", "3000", "-p", "8080:80", cwd=project, env=mounts)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert f"mount: {tmp_path / 'shared'} -> /mnt/shared (read-only)" in lines
     assert f"mount: {tmp_path / 'shared'} -> /mnt/out (read-write)" in lines
     assert "port: guest 3000 -> 127.0.0.1:a free port" in lines and "port: guest 80 -> 127.0.0.1:8080" in lines
-    missing = run_cli("--runtime", "docker", "run", "-n", cwd=tmp_path,
+    missing = run_cli("--runtime", "docker", "run", "-n", cwd=project,
                       env={"OPENCODE_SANDBOX_MOUNTS": f"{tmp_path / 'absent'}:/mnt/x"})
     assert missing.returncode == 2
     assert f"{tmp_path / 'absent'} does not exist on this host" in missing.stderr
