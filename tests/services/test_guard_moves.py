@@ -4,18 +4,15 @@ way within one round of the idle reaper, and told at the next review."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from opencode_sandbox.app import App
 from opencode_sandbox.core.guard import COPY_LIMIT, REVIEW_FOLDER
-from opencode_sandbox.runtime.types import RuntimeKind
 from opencode_sandbox.services.guard import render_status, review, status
 from opencode_sandbox.services.guard_moves import Notes, catch_while_running
-from tests.fakes.runtime import FakeRuntime
-from tests.services.app_fakes import SLUG, make_app, messages
+from tests.services.app_fakes import SLUG, messages
 from tests.services.test_guard import git
 
 
@@ -30,13 +27,6 @@ def checkout(tmp_path: Path) -> Path:
     git(root, "add", ".")
     assert git(root, "commit", "-q", "-m", "init").returncode == 0
     return root
-
-
-@pytest.fixture
-def app(checkout: Path) -> Iterator[App]:
-    runtime = FakeRuntime(RuntimeKind.DOCKER)
-    yield make_app(runtime, checkout)
-    runtime.close()
 
 
 def catch(app: App, log: list[str]) -> Notes:

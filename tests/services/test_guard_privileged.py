@@ -13,7 +13,6 @@ import stat
 import struct
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,14 +21,12 @@ from opencode_sandbox.app import App
 from opencode_sandbox.config.loader import load_settings
 from opencode_sandbox.core.guard import REVIEW_FOLDER
 from opencode_sandbox.core.guard_privileged import BLOCK_DEVICE, CAPABILITY_ATTRIBUTE, CHARACTER_DEVICE, FILE
-from opencode_sandbox.runtime.types import RuntimeKind
 from opencode_sandbox.services import guard_files, guard_privileged
 from opencode_sandbox.services.guard import note_vm_stopped, render_status, review, status
 from opencode_sandbox.services.guard_mounts import writable_folders
 from opencode_sandbox.services.guard_moves import Notes, catch_while_running
 from opencode_sandbox.services.guard_store import GuardStore
-from tests.fakes.runtime import FakeRuntime
-from tests.services.app_fakes import SLUG, make_app, messages
+from tests.services.app_fakes import SLUG, messages
 from tests.services.test_guard import git
 
 AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="only root may make a device node or set file capabilities")
@@ -46,13 +43,6 @@ def checkout(tmp_path: Path) -> Path:
     git(root, "add", ".")
     assert git(root, "commit", "-q", "-m", "init").returncode == 0
     return root
-
-
-@pytest.fixture
-def app(checkout: Path) -> Iterator[App]:
-    runtime = FakeRuntime(RuntimeKind.DOCKER)
-    yield make_app(runtime, checkout)
-    runtime.close()
 
 
 def catch(app: App, log: list[str] | None = None) -> Notes:
