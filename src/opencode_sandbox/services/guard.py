@@ -143,15 +143,15 @@ def _catch_and_tell(app: App, store: GuardStore, record: GuardRecord | None
     since the record neutralised or moved aside, and all of it told. What the walks found, and
     the privileged entries still not neutralised (never recorded as the user's)."""
     walked = guard_files.walk_checkout(app.project.root, app.project.is_git)
+    in_mounts = guard_mounts.walk(_writable_folders(app))
     if record is not None and record.vm_may_write:
-        guard_moves.catch_new(store, record, walked, app.console.verbose)
+        guard_moves.catch_new(store, record, walked, app.console.verbose, in_mounts)
     if walked.unwalked:
         app.console.error(f"{len(walked.unwalked)} folder(s) below the checkout cannot be looked into, so a "
                           "set-user-ID file or device node the VM left there cannot be caught: "
                           + "; ".join(shown(folder) for folder in walked.unwalked),
                           "remove them with no VM running (`sudo rm -rf -- PATH` for one that is not yours), "
                           "and run nothing from inside them")
-    in_mounts = guard_mounts.walk(_writable_folders(app))
     return walked, in_mounts, _tell_moved(app, store, [*walked.privileged, *in_mounts])
 
 

@@ -48,13 +48,15 @@ def walk(folders: Sequence[str]) -> list[Privileged]:
     return found
 
 
-def neutralise_new(folders: Sequence[str], known: Sequence[Privileged]) -> list[Caught]:
-    """Each privileged entry not in `known` neutralised: what was done about each."""
+def neutralise_new(found: list[Privileged], known: Sequence[Privileged]) -> list[Caught]:
+    """Each of `found` (`walk`) not in `known` neutralised: what was done about each. `found` is
+    updated to what remains privileged (the known ones, and those that could not be)."""
     caught: list[Caught] = []
-    for found in walk(folders):
-        if found in known:
+    for each in [entry for entry in found if entry not in known]:
+        outcome = guard_privileged.neutralise(HOST_ROOT, each._replace(path=each.path.lstrip("/")), ())
+        if outcome is None:
             continue
-        outcome = guard_privileged.neutralise(HOST_ROOT, found._replace(path=found.path.lstrip("/")), ())
-        if outcome is not None:
-            caught.append(outcome._replace(found=outcome.found._replace(path="/" + outcome.found.path)))
+        caught.append(outcome._replace(found=outcome.found._replace(path="/" + outcome.found.path)))
+        if not outcome.failed:
+            found.remove(each)
     return caught

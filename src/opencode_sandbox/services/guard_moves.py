@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from opencode_sandbox.core.guard import FILE, REVIEW_FOLDER, Change, changes, diff_lines, shown
-from opencode_sandbox.core.guard_privileged import Caught, caught_from_mapping
+from opencode_sandbox.core.guard_privileged import Caught, Privileged, caught_from_mapping
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.services import guard_files, guard_mounts, guard_privileged
 from opencode_sandbox.services.guard_store import GuardRecord, GuardStore, covered
@@ -67,12 +67,21 @@ def catch_while_running(state_root: Path, slug: str, log: Callable[[str], None])
 
 
 def catch_new(store: GuardStore, record: GuardRecord, walked: guard_files.Walk,
-              log: Callable[[str], None]) -> tuple[list[Caught], list[str]]:
+              log: Callable[[str], None], mounts_walked: list[Privileged] | None = None
+              ) -> tuple[list[Caught], list[str]]:
     """What `walked` found that the record does not hold, made harmless: privileged entries
     first, as a git directory moved aside keeps what is in it, and those of the folders mounted
-    writable. `walked` is updated to what the checkout holds afterwards."""
+    writable (`mounts_walked`, or a walk of the record's). `walked` and `mounts_walked` are
+    updated to what remains afterwards."""
     caught = neutralise_new_privileged(store, record, walked, log)
-    in_mounts = guard_mounts.neutralise_new(record.mounts, record.mount_privileged)
+    if mounts_walked is None:
+        mounts_walked = guard_mounts.walk(record.mounts)
+    # only in the folders the VM had: a folder mounted since holds the user's own
+    candidates = [each for each in mounts_walked if any(each.path.startswith(folder.rstrip("/") + "/")
+                                                        for folder in record.mounts)]
+    before = set(candidates)
+    in_mounts = guard_mounts.neutralise_new(candidates, record.mount_privileged)
+    mounts_walked[:] = [each for each in mounts_walked if each not in before - set(candidates)]
     for each in _note(store, privileged=in_mounts):
         log(each.line())
     return [*caught, *in_mounts], move_new_git_dirs(store, record, walked, log)
