@@ -185,8 +185,9 @@ def test_a_shell_on_the_fast_path_never_loads_click(tmp_path: Path) -> None:
 
 WARM_PATH_MODULES = [
     "opencode_sandbox.launcher", "opencode_sandbox.cli.fast_path", "opencode_sandbox.cli.actions",
-    "opencode_sandbox.app", "opencode_sandbox.engine.docker", "opencode_sandbox.services.clients",
-    "opencode_sandbox.services.run", "opencode_sandbox.services.daemon_step", "opencode_sandbox.runtime.select",
+    "opencode_sandbox.app", "opencode_sandbox.engine.docker", "opencode_sandbox.services.start.client",
+    "opencode_sandbox.services.start.pipeline", "opencode_sandbox.services.start.daemon",
+    "opencode_sandbox.runtime.select",
     "opencode_sandbox.runtime.docker_backend",
     "opencode_sandbox.daemon.health", "opencode_sandbox.state.leases", "opencode_sandbox.services.reaper_spawn",
 ]

@@ -21,9 +21,9 @@ from opencode_sandbox.runtime.docker_backend import DockerRuntime
 from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
 from opencode_sandbox.runtime.msb_cli import MsbCli
 from opencode_sandbox.runtime.types import RuntimeKind
-from opencode_sandbox.services import run
 from opencode_sandbox.services.image_step import ReadyImage, UpdateCheck
-from opencode_sandbox.services.run import RunLifecycle
+from opencode_sandbox.services.start import pipeline as run
+from opencode_sandbox.services.start.pipeline import Start
 from opencode_sandbox.ui.console import Console, LogLevel
 from tests.e2e.conftest import MICROVMS_ONLY
 
@@ -66,10 +66,10 @@ def test_a_vm_that_does_not_boot_is_tried_twice_and_leaves_nothing(
               settings, False, False, runtime, DockerRuntime())
     monkeypatch.setattr(run, "ensure_image", lambda app, rebuild, upgrade_to: loaded_image)
     monkeypatch.setattr(UpdateCheck, "start", lambda self: None)
-    monkeypatch.setattr(RunLifecycle, "_auto_prune", lambda self: None)
+    monkeypatch.setattr(Start, "_auto_prune", lambda self: None)
 
     with pytest.raises(VmDidNotBoot) as raised:
-        RunLifecycle(app).prepare(False, 0, wait_for_daemon=False)
+        Start(app).prepare(False, 0, wait_for_daemon=False)
 
     message = raised.value.message
     print(message, console.stream.getvalue(), sep="\n")  # the lab's record of the real text

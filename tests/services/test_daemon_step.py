@@ -12,7 +12,7 @@ from opencode_sandbox.core.naming import managed_labels, vm_name
 from opencode_sandbox.errors import BootFailed
 from opencode_sandbox.runtime.types import ExecResult, SandboxSpec
 from opencode_sandbox.services import daemon_control
-from opencode_sandbox.services.daemon_step import DaemonStep
+from opencode_sandbox.services.start.daemon import DaemonStep, DaemonTarget
 from opencode_sandbox.ui.console import Console, LogLevel
 from tests.fakes.runtime import ExecCall, FakeRuntime
 
@@ -79,8 +79,8 @@ def step(runtime: FakeRuntime, server: Server, monkeypatch: pytest.MonkeyPatch, 
 
     monkeypatch.setattr(daemon_control, "wait_until_healthy", wait_until_healthy)
     console = console or Console(LogLevel.ERROR, stream=io.StringIO())
-    made = DaemonStep(runtime, console, VM, "http://127.0.0.1:1", "secret", "home", ask_restart,
-                      lambda: noted.append("recorded"), START_TIMEOUT_S)
+    target = DaemonTarget(VM, "http://127.0.0.1:1", "secret", "home", START_TIMEOUT_S)
+    made = DaemonStep(runtime, console, target, ask_restart, lambda: noted.append("recorded"))
     return made, noted
 
 

@@ -294,7 +294,7 @@ def test_guarded_paths_adds_entries_and_is_refused_in_the_checkout(fake: FakeRun
 
 
 def test_a_reverted_project_config_is_read_again_before_the_start(fake: FakeRuntime, checkout: Path) -> None:
-    from opencode_sandbox.services.run import RunLifecycle
+    from opencode_sandbox.services.start.pipeline import Start
 
     config = checkout / ".opencode-sandbox" / "config.yaml"
     config.parent.mkdir()
@@ -304,7 +304,7 @@ def test_a_reverted_project_config_is_read_again_before_the_start(fake: FakeRunt
     config.write_text("network: none\n")
     app.settings = load_settings([config], {}, {})  # as the command read it, before the review
 
-    RunLifecycle(app)._review_guarded_files()
+    Start(app)._review_guarded_files()
 
     assert config.read_text() == "network: public\n"
     assert app.settings.network.value == "public"
@@ -391,13 +391,13 @@ def test_a_change_beneath_a_path_the_vm_sees_read_only_is_still_reviewed(fake: F
 @pytest.mark.parametrize("settings", [{"runtime": "docker"}, {"runtime": "docker", "dind": True},
                                       {"runtime": "microsandbox"}])
 def test_a_start_makes_the_tool_folder_to_present_it_read_only(tmp_path: Path, settings: dict[str, object]) -> None:
-    from opencode_sandbox.services.run import RunLifecycle
+    from opencode_sandbox.services.start.pipeline import Start
 
     fake = FakeRuntime(RuntimeKind(str(settings["runtime"])))
     try:
         app = make_app(fake, tmp_path)
         app.settings = load_settings([], {}, settings)
-        RunLifecycle(app)._review_guarded_files()
+        Start(app)._review_guarded_files()
         assert (tmp_path / ".opencode-sandbox").is_dir()
     finally:
         fake.close()

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from opencode_sandbox.runtime.kind import RuntimeKind
-from opencode_sandbox.services import clients
 from opencode_sandbox.services.reaper import ReaperOutcome
-from opencode_sandbox.services.run import ReadyVm, RunLifecycle
+from opencode_sandbox.services.start import client as clients
+from opencode_sandbox.services.start.pipeline import ReadyVm, Start
 from tests.fakes.runtime import FakeRuntime
 from tests.fixtures.fake_daemon import fake_daemon
 from tests.services.app_fakes import make_app
@@ -66,7 +66,7 @@ def test_the_reaper_loop_keeps_its_memory_flat_while_it_polls_a_busy_daemon(tmp_
 @pytest.fixture
 def prepared(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
     """An application whose VM is ready at once (the lifecycle itself is tested elsewhere)."""
-    monkeypatch.setattr(RunLifecycle, "prepare",
+    monkeypatch.setattr(Start, "prepare",
                         lambda self, *args: ReadyVm(VM, "http://127.0.0.1:9", "password"))
     monkeypatch.setattr(clients, "_hand_to_reaper", lambda app, ready, leaving=False: None)
     return make_app(FakeRuntime(RuntimeKind.DOCKER), tmp_path)

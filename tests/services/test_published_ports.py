@@ -15,9 +15,9 @@ from opencode_sandbox.core.naming import vm_name
 from opencode_sandbox.core.ports import PublishedPort
 from opencode_sandbox.errors import UsageError
 from opencode_sandbox.runtime.types import RuntimeKind, SandboxStatus
-from opencode_sandbox.services import clients
 from opencode_sandbox.services.published_ports import project_ports, refuse_busy_host_ports, render_ports
-from opencode_sandbox.services.run import ReadyVm, RunLifecycle
+from opencode_sandbox.services.start import client as clients
+from opencode_sandbox.services.start.pipeline import ReadyVm, Start
 from tests.fakes.runtime import FakeRuntime
 from tests.services.app_fakes import SLUG, make_app, plant_project
 
@@ -94,7 +94,7 @@ def test_serve_only_prints_the_published_ports_beside_the_daemon_url(
     def prepare(self: Any, *args: Any) -> ReadyVm:
         return ready
 
-    monkeypatch.setattr(RunLifecycle, "prepare", prepare)
+    monkeypatch.setattr(Start, "prepare", prepare)
     monkeypatch.setattr(clients, "_hand_to_reaper", lambda app, ready, leaving=False: None)
     runtime = FakeRuntime(RuntimeKind.DOCKER)
     try:

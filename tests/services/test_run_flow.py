@@ -1,4 +1,4 @@
-"""The whole run flow (`RunLifecycle.prepare`) on the fake runtime and the fake image engine, in milliseconds.
+"""The whole run flow (`Start.prepare`) on the fake runtime and the fake image engine, in milliseconds.
 
 The image step builds the real Dockerfiles in the fake engine; `opencode serve` is a scripted
 server in the fake VM. Each test checks what the flow did to the VM, the home volume, the
@@ -18,10 +18,11 @@ from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.images.updater import record_baked_version
 from opencode_sandbox.paths import ToolPaths
 from opencode_sandbox.runtime.types import SandboxStatus
-from opencode_sandbox.services import daemon_control, run
-from opencode_sandbox.services.daemon_step import DaemonStep
+from opencode_sandbox.services import daemon_control
 from opencode_sandbox.services.image_step import UpdateCheck
-from opencode_sandbox.services.run import ReadyVm, RunLifecycle
+from opencode_sandbox.services.start import vm_step
+from opencode_sandbox.services.start.daemon import DaemonStep
+from opencode_sandbox.services.start.pipeline import ReadyVm, Start
 from opencode_sandbox.state.store import ProjectState
 from tests.fakes.image_engine import FakeImageEngine
 from tests.fakes.runtime import ExecCall, ExecResult, FakeNode, FakeRuntime
@@ -65,7 +66,7 @@ class Flow:
         monkeypatch.setattr(DaemonStep, "_healthy", lambda step: self.serve.running)
         monkeypatch.setattr(daemon_control, "wait_until_healthy",
                             lambda check, timeout_s, still_running=None: check())
-        monkeypatch.setattr(run, "choose", self._choose)
+        monkeypatch.setattr(vm_step, "choose", self._choose)
 
     def change_the_image(self) -> None:
         """The user edits the Dockerfile on the host after the idle reaper stopped the VM: a
@@ -91,7 +92,7 @@ class Flow:
         return make_app(self.runtime, self.root, interactive=interactive)
 
     def prepare(self, app: App | None = None, other_clients: int = 0) -> ReadyVm:
-        return RunLifecycle(app or self.app()).prepare(False, other_clients)
+        return Start(app or self.app()).prepare(False, other_clients)
 
     def state(self) -> ProjectState:
         return self.app().state.load(SLUG)

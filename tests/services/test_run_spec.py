@@ -15,7 +15,8 @@ from opencode_sandbox.core.lifecycle import VmAction, fingerprint, plan_vm
 from opencode_sandbox.errors import UsageError
 from opencode_sandbox.runtime.types import Mount, MountKind, RuntimeKind, SandboxInfo, SandboxSpec, SandboxStatus
 from opencode_sandbox.services.image_step import ReadyImage
-from opencode_sandbox.services.run import RunLifecycle
+from opencode_sandbox.services.start.pipeline import Start
+from opencode_sandbox.services.start.spec import sandbox_spec, vm_shape
 from tests.fakes.runtime import FakeRuntime
 from tests.services.app_fakes import make_app, messages
 
@@ -24,13 +25,26 @@ IMAGE = ReadyImage("opencode-sandbox/runner-spec-0123456789abcd:c0ffee", "sha256
 HOME = "opencode-sandbox-home-spec-0123456789abcd-20300101000000"
 
 
-def lifecycle(runtime: RuntimeKind, root: Path, **flags: str) -> RunLifecycle:
+class StartOf(Start):
+    """A start whose checks and spec run on their own."""
+
+    host_mounts: tuple[Mount, ...] = ()
+
+    def check(self) -> None:
+        self.host_mounts = self._check().host_mounts
+
+    def spec(self, image: ReadyImage, home: str) -> SandboxSpec:
+        shape = vm_shape(self.app, self.host_mounts, self.git_layout)
+        return sandbox_spec(self.app, shape, image, home, self.git_layout is not None)
+
+
+def lifecycle(runtime: RuntimeKind, root: Path, **flags: str) -> StartOf:
     app = make_app(FakeRuntime(runtime), root)
     app.settings = load_settings([], {}, {"runtime": runtime.value, **flags})
-    return RunLifecycle(app)
+    return StartOf(app)
 
 
-def labelled_before_network_policy(run: RunLifecycle, root: Path) -> str:
+def labelled_before_network_policy(run: Start, root: Path) -> str:
     """The fingerprint a VM was labelled with before it had a network policy."""
     values = labelled_values_before_mirrored_modes(run, root)
     if run.app.settings.runtime is RuntimeKind.MICROSANDBOX:
@@ -38,12 +52,12 @@ def labelled_before_network_policy(run: RunLifecycle, root: Path) -> str:
     return fingerprint(values)
 
 
-def labelled_before_mirrored_modes(run: RunLifecycle, root: Path) -> str:
+def labelled_before_mirrored_modes(run: Start, root: Path) -> str:
     """The fingerprint a VM was labelled with before the checkout mirrored its modes."""
     return fingerprint(labelled_values_before_mirrored_modes(run, root))
 
 
-def labelled_values_before_mirrored_modes(run: RunLifecycle, root: Path) -> dict[str, object]:
+def labelled_values_before_mirrored_modes(run: Start, root: Path) -> dict[str, object]:
     settings = run.app.settings
     return {
         "runtime": settings.runtime.value,
@@ -66,7 +80,7 @@ CONFINED = {"dev": "never-root", "pids_limit": 4096}
 
 def test_a_container_from_before_its_confinement_is_recreated_once(tmp_path: Path) -> None:
     run = lifecycle(RuntimeKind.DOCKER, tmp_path)
-    current = run._spec(IMAGE, HOME)
+    current = run.spec(IMAGE, HOME)
     assert current.pids_limit == 4096 and current.privileged is False
     before = fingerprint({**labelled_values_before_mirrored_modes(run, tmp_path),
                           "network": EgressPolicy(Profile.PUBLIC).fingerprint_value()})
@@ -75,12 +89,12 @@ def test_a_container_from_before_its_confinement_is_recreated_once(tmp_path: Pat
     assert plan_vm(vm.status, IMAGE.digest, IMAGE.digest, before, label).action is VmAction.RECREATE
     assert plan_vm(vm.status, IMAGE.digest, IMAGE.digest, label, label).action is VmAction.START
     run.app.settings = run.app.settings._replace(pids_limit=512)
-    assert run._spec(IMAGE, HOME).labels[naming.LABEL_FINGERPRINT] != label, "a new limit recreates the container"
+    assert run.spec(IMAGE, HOME).labels[naming.LABEL_FINGERPRINT] != label, "a new limit recreates the container"
 
 
 def test_a_microvm_from_before_mirrored_modes_is_recreated_once(tmp_path: Path) -> None:
     run = lifecycle(RuntimeKind.MICROSANDBOX, tmp_path)
-    current = run._spec(IMAGE, HOME).labels[naming.LABEL_FINGERPRINT]
+    current = run.spec(IMAGE, HOME).labels[naming.LABEL_FINGERPRINT]
     vm = stopped_vm(run.vm)
     older = plan_vm(vm.status, IMAGE.digest, IMAGE.digest, labelled_before_mirrored_modes(run, tmp_path), current)
     assert older.action is VmAction.RECREATE
@@ -90,19 +104,19 @@ def test_a_microvm_from_before_mirrored_modes_is_recreated_once(tmp_path: Path) 
 def test_a_vm_from_before_the_network_policy_is_recreated_once(tmp_path: Path) -> None:
     for kind in RuntimeKind:
         run = lifecycle(kind, tmp_path)
-        current = run._spec(IMAGE, HOME).labels[naming.LABEL_FINGERPRINT]
+        current = run.spec(IMAGE, HOME).labels[naming.LABEL_FINGERPRINT]
         older = labelled_before_network_policy(run, tmp_path)
         assert plan_vm(SandboxStatus.STOPPED, IMAGE.digest, IMAGE.digest, older, current).action is VmAction.RECREATE
 
 
 def test_the_spec_carries_the_effective_policy(tmp_path: Path) -> None:
     run = lifecycle(RuntimeKind.DOCKER, tmp_path, network="none")
-    assert run._spec(IMAGE, HOME).network == EgressPolicy(Profile.NONE)
+    assert run.spec(IMAGE, HOME).network == EgressPolicy(Profile.NONE)
 
 
 def test_a_policy_change_recreates_the_vm_and_rule_order_does_not(tmp_path: Path) -> None:
     def labelled(**flags: str) -> str:
-        return lifecycle(RuntimeKind.DOCKER, tmp_path, **flags)._spec(IMAGE, HOME).labels[naming.LABEL_FINGERPRINT]
+        return lifecycle(RuntimeKind.DOCKER, tmp_path, **flags).spec(IMAGE, HOME).labels[naming.LABEL_FINGERPRINT]
 
     public = labelled()
     assert labelled(network="public") == public
@@ -114,16 +128,16 @@ def test_a_policy_change_recreates_the_vm_and_rule_order_does_not(tmp_path: Path
 
 def test_all_is_said_aloud_at_every_start_and_dind_is_refused_on_docker(tmp_path: Path) -> None:
     open_network = lifecycle(RuntimeKind.DOCKER, tmp_path, network="all")
-    open_network._doctor()
+    open_network.check()
     assert "network: all: the VM reaches everything this host reaches" in messages(open_network.app)
     quiet = lifecycle(RuntimeKind.DOCKER, tmp_path)
-    quiet._doctor()
+    quiet.check()
     assert "network:" not in messages(quiet.app)
-    lifecycle(RuntimeKind.DOCKER, tmp_path, network="allowlist")._doctor()
-    lifecycle(RuntimeKind.MICROSANDBOX, tmp_path, network="allowlist")._doctor()
+    lifecycle(RuntimeKind.DOCKER, tmp_path, network="allowlist").check()
+    lifecycle(RuntimeKind.MICROSANDBOX, tmp_path, network="allowlist").check()
     with pytest.raises(UsageError, match="Docker-in-Docker"):
-        lifecycle(RuntimeKind.DOCKER, tmp_path, dind="true")._doctor()
-    lifecycle(RuntimeKind.DOCKER, tmp_path, dind="true", network="all")._doctor()
+        lifecycle(RuntimeKind.DOCKER, tmp_path, dind="true").check()
+    lifecycle(RuntimeKind.DOCKER, tmp_path, dind="true", network="all").check()
 
 
 CA = ("-----BEGIN CERTIFICATE-----\nMAMCAQA=\n-----END CERTIFICATE-----\n")
@@ -134,10 +148,10 @@ def test_the_extra_certificates_go_to_the_runtime_only_when_it_intercepts_the_vm
     extra.write_text(CA)
     flags = {"trust-host-ca": "false", "extra-ca-certificates": str(extra)}
     for runtime in (RuntimeKind.DOCKER, RuntimeKind.MICROSANDBOX):
-        intercepted = lifecycle(runtime, tmp_path, network="allowlist", **flags)._spec(IMAGE, HOME)
+        intercepted = lifecycle(runtime, tmp_path, network="allowlist", **flags).spec(IMAGE, HOME)
         assert intercepted.ca_certificates == (CA.encode(),)
         assert intercepted.ca_certificate_files == (str(extra),)
-        direct = lifecycle(runtime, tmp_path, network="public", **flags)._spec(IMAGE, HOME)
+        direct = lifecycle(runtime, tmp_path, network="public", **flags).spec(IMAGE, HOME)
         assert (direct.ca_certificates, direct.ca_certificate_files) == ((), ())
 
 
@@ -151,8 +165,8 @@ def test_mounts_and_ports_reach_the_spec_and_a_change_of_either_recreates_the_vm
     def spec(**flags: object) -> SandboxSpec:
         run = lifecycle(RuntimeKind.DOCKER, checkout)
         run.app.settings = load_settings([], {}, {"runtime": "docker", **flags})
-        run._doctor()
-        return run._spec(IMAGE, HOME)
+        run.check()
+        return run.spec(IMAGE, HOME)
 
     plain = spec()
     assert plain.published_ports == (4096,) and plain.host_ports == {}
@@ -187,13 +201,13 @@ def test_a_mount_whose_path_passes_through_a_folder_the_vm_may_write_is_refused(
         run = lifecycle(RuntimeKind.DOCKER, checkout)
         run.app.settings = load_settings([], {}, {"runtime": "docker", "mounts": mounts})
         with pytest.raises(UsageError) as caught:
-            run._doctor()
+            run.check()
         assert "which the VM may write" in caught.value.message, case
         assert run.app.runtime.calls == [], case  # type: ignore[attr-defined]
     run = lifecycle(RuntimeKind.DOCKER, checkout)
     run.app.settings = load_settings([], {}, {"runtime": "docker", "mounts": [
         f"{shared}:/mnt/shared", f"{shared / 'inner'}:/mnt/inner", f"{elsewhere}:/mnt/elsewhere:rw"]})
-    run._doctor()  # read-only mounts may nest; a folder outside every writable one is fine
+    run.check()  # read-only mounts may nest; a folder outside every writable one is fine
     assert [mount.source for mount in run.host_mounts] == [str(shared), str(shared / "inner"), str(elsewhere)]
 
 
@@ -201,7 +215,7 @@ def test_a_missing_mount_source_stops_the_start_before_anything_runs(tmp_path: P
     run = lifecycle(RuntimeKind.DOCKER, tmp_path)
     run.app.settings = load_settings([], {}, {"runtime": "docker", "mounts": [f"{tmp_path}/absent:/mnt/x"]})
     with pytest.raises(UsageError) as caught:
-        run._doctor()
+        run.check()
     assert caught.value.message == (f"mount '{tmp_path}/absent:/mnt/x' (flag --mounts): {tmp_path}/absent does not "
                                     "exist on this host")
     assert run.app.runtime.calls == []  # type: ignore[attr-defined]
@@ -215,12 +229,12 @@ def test_the_guarded_paths_that_exist_are_read_only_and_part_of_the_fingerprint(
 
     (tmp_path / ".opencode-sandbox").mkdir()
     run = lifecycle(runtime, tmp_path)
-    before = run._spec(IMAGE, HOME)
+    before = run.spec(IMAGE, HOME)
     assert [mount for mount in before.mounts if mount.readonly] == [
         Mount(MountKind.BIND, str(tmp_path / ".opencode-sandbox"), "/workspace/.opencode-sandbox", True),
     ]
     (tmp_path / ".envrc").write_text("export A=1\n")
-    after = lifecycle(runtime, tmp_path)._spec(IMAGE, HOME)  # the next run
+    after = lifecycle(runtime, tmp_path).spec(IMAGE, HOME)  # the next run
     assert after.labels[naming.LABEL_FINGERPRINT] != before.labels[naming.LABEL_FINGERPRINT]
 
 
@@ -243,7 +257,7 @@ def test_a_git_checkout_gets_a_git_directory_of_its_own_and_only_the_hosts_objec
     _git(root, "commit", "-q", "--allow-empty", "-m", "init")
     (root / ".git" / "hooks").mkdir(exist_ok=True)
     run = lifecycle(runtime, root)
-    spec = run._spec(IMAGE, HOME)
+    spec = run.spec(IMAGE, HOME)
     state = str(run.project_dir / "git")
     git_mounts = [mount for mount in spec.mounts if ".git" in mount.target or mount.target == HOST_OBJECTS]
     assert git_mounts == [Mount(MountKind.BIND, state, "/workspace/.git"),
@@ -253,7 +267,7 @@ def test_a_git_checkout_gets_a_git_directory_of_its_own_and_only_the_hosts_objec
 
     tree = tmp_path / "tree"
     _git(root, "worktree", "add", "-q", str(tree))
-    worktree_spec = lifecycle(runtime, tree)._spec(IMAGE, HOME)
+    worktree_spec = lifecycle(runtime, tree).spec(IMAGE, HOME)
     assert [(mount.target, mount.readonly) for mount in worktree_spec.mounts
             if ".git" in mount.target or mount.target.startswith("/opt/")] == [
         (VM_GIT_DIR, False), ("/workspace/.git", True), (HOST_OBJECTS, True)]

@@ -17,8 +17,8 @@ from opencode_sandbox.core.secrets import SecretRule, parse_secrets
 from opencode_sandbox.errors import UsageError
 from opencode_sandbox.runtime.types import RuntimeKind
 from opencode_sandbox.services import provisioning
-from opencode_sandbox.services.run import describe_plan
 from opencode_sandbox.services.secrets import auth_file, look_up, values_files
+from opencode_sandbox.services.start.pipeline import Start
 from opencode_sandbox.ui.console import LogLevel
 from tests.fakes.runtime import ExecCall, ExecResult
 from tests.services.app_fakes import SLUG, messages
@@ -160,7 +160,7 @@ def test_no_value_is_written_logged_or_labelled(flow: SecretsFlow, tmp_path: Pat
     flow.user_values(f"OPENAI_API_KEY={VALUE}\n")
     app = flow.app()
     app.console.level = LogLevel.VERBOSE
-    plan = describe_plan(app)
+    plan = Start(app).plan().lines()
     flow.prepare(app)
     flow.runtime.stop_sandbox(VM)
     flow.prepare(app)

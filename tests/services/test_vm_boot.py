@@ -13,9 +13,10 @@ from opencode_sandbox.app import App
 from opencode_sandbox.core.naming import managed_labels, runner_image, vm_name
 from opencode_sandbox.errors import BootFailed, VmDidNotBoot
 from opencode_sandbox.runtime.types import SandboxInfo, SandboxSpec, SandboxStatus
-from opencode_sandbox.services import run, vm_boot
+from opencode_sandbox.services import vm_boot
 from opencode_sandbox.services.image_step import ReadyImage, UpdateCheck
-from opencode_sandbox.services.run import RunLifecycle
+from opencode_sandbox.services.start import pipeline as run
+from opencode_sandbox.services.start.pipeline import Start
 from opencode_sandbox.ui.console import Console, LogLevel
 from tests.fakes.runtime import FakeRuntime
 from tests.services.app_fakes import SLUG, make_app, messages
@@ -32,7 +33,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeRuntime]:
     image = ReadyImage(IMAGE, runtime.load_image(IMAGE).digest, {}, None, built=False)
     monkeypatch.setattr(run, "ensure_image", lambda app, rebuild, upgrade_to: image)
     monkeypatch.setattr(UpdateCheck, "start", lambda self: None)
-    monkeypatch.setattr(RunLifecycle, "_auto_prune", lambda self: None)
+    monkeypatch.setattr(Start, "_auto_prune", lambda self: None)
     try:
         yield runtime
     finally:
@@ -47,7 +48,7 @@ def app(fake: FakeRuntime, tmp_path: Path) -> App:
 
 
 def prepare(app: App) -> None:
-    ready = RunLifecycle(app).prepare(False, 0, wait_for_daemon=False)
+    ready = Start(app).prepare(False, 0, wait_for_daemon=False)
     if ready.daemon_start is not None:
         ready.daemon_start.finish()  # releases the project's lock
 

@@ -61,13 +61,13 @@ def run_project(opener: AppOpener, worktree: str | None, rebuild: bool, dry_run:
     app = opener.open(cpus, memory, network, publish)
     parsed_worktree = None
     if worktree:  # before the dry run's plan: a dry run refuses what a real run would
-        from opencode_sandbox.services.clients import parse_worktree
+        from opencode_sandbox.services.start.client import parse_worktree
 
         parsed_worktree = parse_worktree(worktree)
     if dry_run:
-        print_plan(app, parsed_worktree)
+        print_plan(app, parsed_worktree, rebuild)
         return 0
-    from opencode_sandbox.services.clients import run_attached
+    from opencode_sandbox.services.start.client import run_attached
 
     return run_attached(app, rebuild, worktree, serve_only, opencode_args, _wait_forever)
 
@@ -76,18 +76,23 @@ def shell_in_project(opener: AppOpener, root: bool, rebuild: bool, dry_run: bool
                      memory: str | None, network: str | None, publish: Sequence[str], command: Sequence[str]) -> int:
     app = opener.open(cpus, memory, network, publish)
     if dry_run:
-        print_plan(app)
+        print_plan(app, rebuild=rebuild, wait_for_daemon=False)
         return 0
-    from opencode_sandbox.services.clients import run_shell
+    from opencode_sandbox.services.start.client import run_shell
 
     return run_shell(app, rebuild, root, tuple(command))
 
 
-def print_plan(app: App, worktree: tuple[str, str | None] | None = None) -> None:
-    from opencode_sandbox.services.run import describe_plan
+def print_plan(app: App, worktree: tuple[str, str | None] | None = None, rebuild: bool = False,
+               wait_for_daemon: bool = True) -> None:
+    """The plan of the start `run` or `shell` would make: the steps the start then carries out."""
+    from opencode_sandbox.services.start.pipeline import Start
 
-    for line in describe_plan(app, worktree):
+    for line in Start(app).plan(rebuild, wait_for_daemon).lines():
         print(line)
+    if worktree is not None:
+        name, base = worktree
+        print(f"worktree: use {name}, or create it from {base or 'HEAD'} if it does not exist")
 
 
 def _wait_forever() -> None:

@@ -24,6 +24,8 @@ class VmPlan(Record):
     reason: str
     image_changed: bool = False
     """The recreate is due to a new image (so the home volume prompt applies)."""
+    deferred: bool = False
+    """A change is kept back while other clients are attached: the VM is left as it is."""
 
 
 def fingerprint(values: Mapping[str, object]) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from opencode_sandbox import TYPE_CHECKING
-from opencode_sandbox.core.lifecycle import DaemonAction, DaemonFacts, plan_daemon
+from opencode_sandbox.core.lifecycle import DaemonAction, DaemonFacts, DaemonPlan, plan_daemon
+from opencode_sandbox.core.records import Record
 from opencode_sandbox.errors import BootFailed, SandboxError
 from opencode_sandbox.services import daemon_control
 from opencode_sandbox.ui.progress import slow_step
@@ -15,31 +16,46 @@ if TYPE_CHECKING:
     from opencode_sandbox.ui.console import Console
 
 
+class DaemonTarget(Record):
+    """The server one start keeps, starts or restarts."""
+
+    vm: str
+    host_url: str
+    """The server on the host's loopback."""
+    password: str
+    home_volume: str | None
+    """Named in the hint when the server cannot start for its home."""
+    start_timeout_s: float
+    """How long a starting server may take to answer (`daemon-start-timeout`)."""
+
+
 class DaemonStep:
-    def __init__(
-        self,
-        runtime: Runtime,
-        console: Console,
-        vm: str,
-        host_url: str,
-        password: str,
-        home_volume: str | None,
-        ask_restart: Callable[[int], bool],
-        record_started: Callable[[], None],
-        start_timeout_s: float,
-    ) -> None:
+    def __init__(self, runtime: Runtime, console: Console, target: DaemonTarget,
+                 ask_restart: Callable[[int], bool], record_started: Callable[[], None]) -> None:
         """`ask_restart(other_clients)`: whether to restart now; `record_started`: notes the
-        configuration the new server runs with; `start_timeout_s`: how long a starting server
-        may take to answer (`daemon-start-timeout`)."""
+        configuration the new server runs with."""
         self.runtime = runtime
         self.console = console
-        self.vm = vm
-        self.host_url = host_url
-        self.password = password
-        self.home_volume = home_volume
+        self.vm = target.vm
+        self.host_url = target.host_url
+        self.password = target.password
+        self.home_volume = target.home_volume
+        self.start_timeout_s = target.start_timeout_s
         self.ask_restart = ask_restart
         self.record_started = record_started
-        self.start_timeout_s = start_timeout_s
+        self.carried_out: DaemonPlan | None = None
+
+    def predict(self, facts: DaemonFacts) -> DaemonPlan:
+        """The plan after the questions that change nothing (the dry run): it stops at a question
+        for the user and at a wait."""
+        while True:
+            plan = plan_daemon(facts)
+            if plan.action is DaemonAction.CHECK_HEALTH:
+                facts = facts._replace(healthy=self._healthy())
+            elif plan.action is DaemonAction.CHECK_PROCESS:
+                facts = facts._replace(serve_running=daemon_control.daemon_running(self.runtime, self.vm))
+            else:
+                return plan
 
     def ensure(self, facts: DaemonFacts) -> Callable[[], None] | None:
         """A serving daemon. Without `facts.wait`, what remains to be done (a check, a start) is
@@ -47,6 +63,7 @@ class DaemonStep:
         while True:
             plan = plan_daemon(facts)
             if plan.action is DaemonAction.CHECK_BESIDE:
+                self.carried_out = self.carried_out or plan
                 return lambda: self._beside(facts)
             if plan.action is DaemonAction.CHECK_HEALTH:
                 facts = facts._replace(healthy=self._healthy())
@@ -60,6 +77,7 @@ class DaemonStep:
                 facts = facts._replace(came_up=came_up)
             else:
                 break
+        self.carried_out = self.carried_out or plan
         if facts.wait:
             self.console.verbose(f"daemon: {plan.action.value} ({plan.reason})")
         if plan.action is DaemonAction.KEEP:

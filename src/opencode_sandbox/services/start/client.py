@@ -1,4 +1,5 @@
-"""A client of the project VM: holds a lease while attached; leaves the reaper watching."""
+"""A client of the project VM: the lease it holds from before the start until it leaves, the
+attach or the shell, and the idle reaper it leaves watching."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from opencode_sandbox.app import App
 from opencode_sandbox.collector import collect_from_now_on
 from opencode_sandbox.errors import SandboxError, UsageError
 from opencode_sandbox.services.daemon_control import GUEST_URL
-from opencode_sandbox.services.run import ReadyVm, RunLifecycle
+from opencode_sandbox.services.start.pipeline import ReadyVm, Start
 
 _WORKTREE_NAME = r"^[a-z0-9]+(?:[-/][a-z0-9]+)*$"
 
@@ -48,7 +49,7 @@ def client_of_vm(app: App, rebuild: bool, wait_for_daemon: bool = True) -> Itera
     with leaving_on_hangup_or_termination():
         try:
             with client_lease(app.paths.state_dir, app.project.slug, " ".join(["opencode-sandbox", *sys.argv[1:]])):
-                ready = RunLifecycle(app).prepare(rebuild, others, wait_for_daemon)
+                ready = Start(app).prepare(rebuild, others, wait_for_daemon)
                 # Watching from now on, the reaper stops the VM even after a client killed outright.
                 _hand_to_reaper(app, ready)
                 collect_from_now_on()  # attached, or serving, for minutes or hours

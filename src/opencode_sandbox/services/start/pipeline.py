@@ -1,0 +1,332 @@
+"""One start of `run` and `shell`, from a checkout to a VM with opencode serving: each step gathers
+facts, plans (pure, in `core/`) and applies. The dry run gathers and plans, and changes nothing."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from contextlib import ExitStack
+
+from opencode_sandbox.app import App
+from opencode_sandbox.core import naming
+from opencode_sandbox.core.lifecycle import ApplyChoice, DaemonFacts, DaemonPlan, VmAction, plan_daemon
+from opencode_sandbox.core.ports import DAEMON_PORT
+from opencode_sandbox.core.records import Record
+from opencode_sandbox.core.start_plan import (
+    PlannedStep,
+    StartPlan,
+    Step,
+    daemon_step,
+    home_step,
+    plan_auto_prune,
+    plan_git,
+    plan_image,
+    vm_step,
+)
+from opencode_sandbox.core.units import format_duration
+from opencode_sandbox.errors import SandboxError
+from opencode_sandbox.services import daemon_control, vm_boot
+from opencode_sandbox.services.image_step import ReadyImage, UpdateCheck, ensure_image
+from opencode_sandbox.services.start import checks, provision
+from opencode_sandbox.services.start.daemon import DaemonStep, DaemonTarget
+from opencode_sandbox.services.start.spec import VmShape, vm_shape
+from opencode_sandbox.services.start.vm_step import VmStep, ask_apply
+from opencode_sandbox.state.files import ensure_private_dir
+from opencode_sandbox.state.store import ProjectState
+from opencode_sandbox.ui.prompts import confirm
+
+AUTO_PRUNE_STAMP = "auto-prune.last"
+AUTO_PRUNE_INTERVAL_S = 3600.0
+DIND_START = "/usr/local/bin/opencode-sandbox-start-docker"
+GUARDED_TOOL_FOLDER = ".opencode-sandbox"
+GUARD_STEP = PlannedStep(Step.GUARD, "review", "what a VM changed among the files the host runs: keep or revert it, "
+                                               "and record them")
+
+
+class ReadyVm(Record):
+    name: str
+    host_url: str
+    """The daemon on the host's loopback."""
+    password: str
+    daemon_start: daemon_control.BackgroundStart | None = None
+    """For `shell`: `opencode serve` still starting while the command runs."""
+    ports: Mapping[int, int] = {}
+    """The VM's published guest ports and their 127.0.0.1 ports, opencode serve's included."""
+
+
+class Start:
+    """The steps of a start, in the spec's order; `carried_out` holds each step's plan as the
+    start carried it out, in the shape of the dry run's."""
+
+    def __init__(self, app: App) -> None:
+        from opencode_sandbox.services import vm_git
+
+        self.app = app
+        self.console = app.console
+        self.slug = app.project.slug
+        self.vm = naming.vm_name(self.slug)
+        self.store = app.state
+        self.project_dir = self.store.project_dir(self.slug)
+        self.git_layout = vm_git.layout(app.project.root, self.project_dir, app.project.is_git)
+        """Where the VM's own git directory is; None outside a git checkout."""
+        self.carried_out: list[PlannedStep] = []
+
+    # the start ----------------------------------------------------------------------------
+
+    def prepare(self, rebuild: bool, other_clients: int, wait_for_daemon: bool = True) -> ReadyVm:
+        """Every step up to a serving daemon. `wait_for_daemon=False` (shell) starts the daemon
+        but does not wait for it to answer: a shell command does not need it."""
+        self._review_guarded_files()
+        update_check = UpdateCheck(self.app)
+        update_check.start()
+        self._auto_prune()
+        checked = self._check()
+        secret_values = checks.secret_values(self.app)
+        with ExitStack() as held:
+            held.enter_context(self.store.first_boot_lock(self.slug))
+            image = self._image(rebuild, self._ask_upgrade(update_check))
+            vm = VmStep(self.app, self._shape(checked), secret_values, self.git_layout is not None)
+            facts = vm.gather()
+            decision = vm.decide(facts, image, other_clients)
+            self._did(vm_step(self.vm, decision.plan), home_step(decision.home, decision.made_volume))
+            state = recorded_state = facts.state
+            if decision.volume is not None and decision.volume != state.home_volume:
+                # Recorded once complete, before the VM boots on it: a launcher killed during
+                # the boot leaves a project whose next run uses it, not a second, orphaned one.
+                state = state._replace(home_volume=decision.volume)
+                self.store.save(self.slug, state)
+            seeded = self._seed_git_dir()
+            try:
+                recreated = vm.apply(decision, facts.existing, image)
+            except BaseException:
+                if decision.made_volume is not None:
+                    vm_boot.remove_made_volume(self.app.runtime, self.console, decision.made_volume)
+                    self.store.save(self.slug, state._replace(home_volume=recorded_state.home_volume))
+                raise
+            connected = decision.plan.action is VmAction.CONNECT
+            if recreated:
+                state = state._replace(config_fingerprint=None)  # no daemon runs in a new VM yet
+            if image.dind and not connected:
+                self._start_inner_docker()
+            password = self._password(recreated or decision.plan.action is VmAction.CREATE)
+            state = state._replace(project_root=str(self.app.project.root))
+            if not connected or facts.existing is None or state.image_reference is None:
+                state = state._replace(image_reference=image.reference, image_digest=image.digest)
+            if state != recorded_state:
+                self.store.save(self.slug, state)
+            ports = self.app.runtime.port_map(self.vm)
+            # host_port raises the runtime's own error for a VM whose daemon port is not published
+            host_url = f"http://127.0.0.1:{ports.get(DAEMON_PORT) or self.app.runtime.host_port(self.vm, DAEMON_PORT)}"
+            provisioned = provision.gather(self.app, decision.volume)
+            self._did(plan_git(self.app.project.is_git, seeded, decision.plan.deferred), provisioned.step)
+            provision.apply(self.app, self.vm, provisioned, decision.volume)
+            if not decision.plan.deferred:
+                self._sync_git(seeded)
+            daemon = self._daemon(state, DaemonTarget(self.vm, host_url, password, state.home_volume,
+                                                      self.app.settings.daemon_start_timeout.total_seconds()),
+                                  provisioned.fingerprint)
+            facts_of_daemon = self._daemon_facts(state, not connected, wait_for_daemon, provisioned.fingerprint,
+                                                 other_clients)
+            start = daemon.ensure(facts_of_daemon)
+            if daemon.carried_out is not None:
+                self._did(daemon_step(daemon.carried_out))
+            if start is None:
+                return ReadyVm(self.vm, host_url, password, ports=ports)
+            return ReadyVm(self.vm, host_url, password, daemon_control.BackgroundStart(start, held.pop_all()), ports)
+
+    def _did(self, *planned: PlannedStep) -> None:
+        self.carried_out.extend(planned)
+
+    def _review_guarded_files(self) -> None:
+        """Before anything reads the checkout's configuration or Dockerfile: what a VM changed
+        among the files the host runs is shown and kept or reverted, and the rest recorded."""
+        from opencode_sandbox.services.guard import review
+
+        if review(self.app, vm_may_write_after=True).touched_tool_folder:
+            self.app.reload_settings()
+        # Git keeps no empty folder: made now, the VM sees it read-only from its creation on.
+        with contextlib.suppress(OSError):
+            (self.app.project.root / GUARDED_TOOL_FOLDER).mkdir(exist_ok=True)
+        self._did(GUARD_STEP)
+
+    def _auto_prune_step(self) -> PlannedStep:
+        import time
+
+        stamp = self.app.paths.state_dir / AUTO_PRUNE_STAMP
+        try:
+            since = time.time() - stamp.stat().st_mtime
+        except FileNotFoundError:
+            since = None
+        return plan_auto_prune(since, AUTO_PRUNE_INTERVAL_S, format_duration(self.app.settings.auto_prune_age))
+
+    def _auto_prune(self) -> None:
+        planned = self._auto_prune_step()
+        self._did(planned)
+        if planned.action == "skip":
+            return
+        stamp = self.app.paths.state_dir / AUTO_PRUNE_STAMP
+        ensure_private_dir(stamp.parent)
+        stamp.touch()
+        from opencode_sandbox.services.prune import auto_prune
+
+        auto_prune(self.app)
+
+    def _check(self) -> checks.Checked:
+        checked = checks.check(self.app)
+        for message, hint in checked.warnings:
+            self.console.warn(message, hint=hint)
+        self._did(checked.step)
+        return checked
+
+    def _shape(self, checked: checks.Checked) -> VmShape:
+        return vm_shape(self.app, checked.host_mounts, self.git_layout)
+
+    def _ask_upgrade(self, update_check: UpdateCheck) -> str | None:
+        from opencode_sandbox.images import updater
+
+        baked = updater.baked_version(self.app.paths.state_dir)
+        newer = update_check.pending_version(baked)
+        if newer and confirm(
+            f"opencode {newer} is available (this image has {baked}). Rebuild the image now?",
+            default=False,
+            interactive=self.app.interactive,
+        ):
+            return newer
+        return None
+
+    def _image(self, rebuild: bool, upgrade_to: str | None) -> ReadyImage:
+        image = ensure_image(self.app, rebuild, upgrade_to)
+        self.console.verbose(f"image {image.reference} ({image.digest})")
+        self._did(plan_image([image.reference] if image.built else [], image.reference))
+        return image
+
+    def _seed_git_dir(self) -> bool:
+        """The VM's own git directory, made from the host's repository when there is none (a
+        new project, or one that ran before VMs had their own); True when made now."""
+        if self.git_layout is None:
+            return False
+        from opencode_sandbox.services import vm_git
+
+        try:
+            made = vm_git.ensure_seeded(self.git_layout)
+        except (vm_git.GitSyncError, OSError) as error:
+            raise SandboxError(f"cannot make the VM's git directory: {error}",
+                               hint="check that `git status` works in this checkout, then run again") from None
+        if made:
+            self.console.verbose(f"made the VM's git directory {self.git_layout.state}")
+        return made
+
+    def _sync_git(self, seeded: bool) -> None:
+        """The VM's commits to the host and the host's to the VM, before anyone works."""
+        if self.git_layout is None:
+            return
+        from opencode_sandbox.services import vm_git
+
+        if seeded:
+            try:
+                vm_git.finish_seed(self.app.runtime, self.vm, self.git_layout)
+            except (vm_git.GitSyncError, SandboxError) as error:
+                self.console.warn(str(getattr(error, "message", error)),
+                                  hint="run `git reset` in `opencode-sandbox shell` to rebuild it")
+        vm_git.sync_project(self.app.runtime, self.vm, self.app.project.root, self.project_dir,
+                            lambda line: self.console.verbose(f"git: {line}"))
+
+    def _start_inner_docker(self) -> None:
+        result = self.app.runtime.exec(self.vm, [DIND_START], user="root", timeout_s=120)
+        if result.exit_code != 0:
+            self.console.warn(
+                f"the Docker engine inside {self.vm} did not start: "
+                f"{(result.stderr or result.stdout).strip().splitlines()[-1:] or ['no output']}"
+            )
+
+    def _password(self, new_vm: bool) -> str:
+        existing = daemon_control.read_password(self.project_dir)
+        if existing and not new_vm:
+            return existing
+        return daemon_control.new_password(self.project_dir)
+
+    @staticmethod
+    def _daemon_facts(state: ProjectState, booted: bool, wait: bool, config_fingerprint: str,
+                      other_clients: int) -> DaemonFacts:
+        config_changed = state.config_fingerprint not in (None, config_fingerprint)
+        return DaemonFacts(booted, wait, config_changed, other_clients)
+
+    def _daemon(self, state: ProjectState, target: DaemonTarget, config_fingerprint: str) -> DaemonStep:
+        def ask_restart(other_clients: int) -> bool:
+            what = "the opencode configuration changed: the server must restart"
+            return ask_apply(self.app, what, other_clients) is ApplyChoice.PROCEED
+
+        def record_started() -> None:
+            self.store.save(self.slug, state._replace(config_fingerprint=config_fingerprint))
+
+        return DaemonStep(self.app.runtime, self.console, target, ask_restart, record_started)
+
+    # the dry run ---------------------------------------------------------------------------
+
+    def plan(self, rebuild: bool = False, wait_for_daemon: bool = True) -> StartPlan:
+        """What a start would do, step by step, gathering facts and changing nothing."""
+        steps = [GUARD_STEP, self._auto_prune_step()]
+        checked = checks.check(self.app)
+        steps.append(checked.step)
+        image, image_planned = self._predict_image(rebuild)
+        steps.append(image_planned)
+        vm = VmStep(self.app, self._shape(checked), {}, self.git_layout is not None)
+        facts = vm.gather()
+        decision = vm.predict(facts, image)
+        steps += [vm_step(self.vm, decision.plan), home_step(decision.home)]
+        seeded = self.git_layout is not None and not self.git_layout.state.exists()
+        steps.append(plan_git(self.app.project.is_git, seeded, decision.plan.deferred))
+        provisioned = provision.gather(self.app, decision.volume)
+        steps.append(provisioned.step)
+        booted = decision.plan.action is not VmAction.CONNECT or facts.existing is None
+        daemon_facts = self._daemon_facts(facts.state, booted, wait_for_daemon, provisioned.fingerprint, 0)
+        steps.append(daemon_step(self._predict_daemon(facts.state, daemon_facts, provisioned.fingerprint)))
+        return StartPlan(tuple(steps), (*checks.notes(self.app, checked), *self._proxy_notes()))
+
+    def _predict_image(self, rebuild: bool) -> tuple[ReadyImage, PlannedStep]:
+        """The image a start would run and whether it builds it; its digest is empty where the
+        start would build or load it first."""
+        from opencode_sandbox.images.builder import plan_project_image
+        from opencode_sandbox.images.updater import baked_version
+        from opencode_sandbox.services import image_record
+
+        app = self.app
+        version = baked_version(app.paths.state_dir) or "latest"
+        signature = image_record.inputs_signature(app.image_engine, app.project, app.settings, version)
+        recalled = None if rebuild else image_record.recall(app.image_engine, self.project_dir, signature)
+        if recalled is not None:
+            loaded = app.runtime.loaded_image(recalled.reference)
+            image = ReadyImage(loaded.reference if loaded else recalled.reference, loaded.digest if loaded else "",
+                               dict(recalled.env), recalled.opencode_version, False)
+            return image, plan_image([], image.reference)
+        settings = app.settings
+        built = plan_project_image(
+            project_dir=app.project.root, slug=self.slug, dind=settings.dind, opencode_version=version,
+            trust_host_ca=settings.trust_host_ca, extra_ca_certificates=settings.extra_ca_certificates,
+            rebuild=rebuild, engine=app.image_engine,
+        )
+        building = [image.reference for image in built.images if image.action.value == "build"]
+        reference = built.images[-1].reference if built.images else ""
+        return ReadyImage(reference, "", {}, None, bool(building)), plan_image(building, reference)
+
+    def _predict_daemon(self, state: ProjectState, facts: DaemonFacts, config_fingerprint: str) -> DaemonPlan:
+        password = daemon_control.read_password(self.project_dir)
+        port = self.app.runtime.port_map(self.vm).get(DAEMON_PORT) if not facts.booted else None
+        if facts.booted or password is None or port is None:
+            return plan_daemon(facts._replace(booted=True))
+        target = DaemonTarget(self.vm, f"http://127.0.0.1:{port}", password, state.home_volume,
+                              self.app.settings.daemon_start_timeout.total_seconds())
+        return self._daemon(state, target, config_fingerprint).predict(facts)
+
+    def _proxy_notes(self) -> list[str]:
+        from opencode_sandbox.runtime.kind import RuntimeKind
+
+        if self.app.settings.runtime is not RuntimeKind.DOCKER:
+            return []
+        from opencode_sandbox.runtime.docker_proxy import proxy_name
+        from opencode_sandbox.runtime.nft_ruleset import needs_proxy
+
+        if not needs_proxy(self.app.settings.egress_policy):
+            return []
+        return [f"proxy: create or start {proxy_name(self.slug)} (mitmproxy) before the VM; the VM reaches only "
+                "the proxy"]

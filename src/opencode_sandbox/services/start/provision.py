@@ -1,0 +1,81 @@
+"""The provisioning step of a start: the user's opencode configuration, copied into the VM's home
+where it changed since the last copy into the same home volume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from opencode_sandbox.app import App
+from opencode_sandbox.core.guard import shown
+from opencode_sandbox.core.records import Record
+from opencode_sandbox.core.start_plan import PlannedStep, plan_provision
+from opencode_sandbox.errors import SandboxError
+from opencode_sandbox.services import provisioning
+from opencode_sandbox.state.files import UnreadableState, read_yaml_mapping, write_yaml
+
+RECORD = "provisioned.yaml"
+
+
+class ProvisionFacts(Record):
+    files: dict[str, provisioning.Content]
+    current: dict[str, str]
+    """The manifest of `files`."""
+    changed: list[str]
+    skipped: tuple[str, ...]
+    """Sources left out: links and files the user cannot read."""
+
+    @property
+    def fingerprint(self) -> str:
+        return provisioning.manifest_fingerprint(self.current)
+
+    @property
+    def step(self) -> PlannedStep:
+        return plan_provision(self.changed)
+
+
+def gather(app: App, home_volume: str | None) -> ProvisionFacts:
+    """What to copy into a VM on `home_volume`: every file changed since the last copy into it."""
+    sources = provisioning.sources_for_environment(app.project.root)
+    secret_names = {secret.name for secret in app.settings.secrets}
+    collected = provisioning.collect_files(sources)
+    files = provisioning.without_secret_keys(collected.files, secret_names)
+    current = provisioning.manifest(files)
+    try:
+        record = read_yaml_mapping(_record_path(app)) or {}
+    except UnreadableState:
+        record = {}
+    provisioned = record.get("files") if record.get("home_volume") == home_volume else None
+    previous: dict[str, str] = provisioned if isinstance(provisioned, dict) else {}
+    changed = provisioning.changed_files(files, current, previous)
+    return ProvisionFacts(files, current, changed, tuple(shown(str(path)) for path in collected.skipped))
+
+
+def apply(app: App, vm: str, facts: ProvisionFacts, home_volume: str | None) -> None:
+    if facts.skipped:
+        app.console.warn(
+            f"not copied into the VM (provisioning copies regular files you can read, never through a link): "
+            f"{', '.join(facts.skipped)}",
+            hint="put the file itself there in place of the link",
+        )
+    if not facts.changed:
+        return
+    app.console.verbose(f"provisioning {len(facts.changed)} file(s): {', '.join(facts.changed)}")
+    result = app.runtime.exec(
+        vm, provisioning.UNPACK_COMMAND, workdir="/home/dev",
+        stdin=provisioning.tar_archive(facts.files, facts.changed), timeout_s=120,
+    )
+    if result.exit_code != 0:
+        from opencode_sandbox.services.dev_home_probe import home_failure
+
+        home = home_failure(app.runtime, vm, home_volume)
+        if home is not None:
+            raise SandboxError(f"copying the opencode configuration into {vm} failed: {home.reason}", hint=home.hint)
+        raise SandboxError(
+            f"copying the opencode configuration into {vm} failed: {result.stderr.strip()}",
+            hint="check the files under ~/.config/opencode, then run again",
+        )
+    write_yaml(_record_path(app), {"home_volume": home_volume, "files": facts.current})
+
+
+def _record_path(app: App) -> Path:
+    return app.state.project_dir(app.project.slug) / RECORD

@@ -1,0 +1,123 @@
+"""The VM one start asks for: its mounts, ports, labels and the fingerprint of what needs a new VM."""
+
+from __future__ import annotations
+
+import os
+
+from opencode_sandbox import TYPE_CHECKING
+from opencode_sandbox.app import App
+from opencode_sandbox.core import naming
+from opencode_sandbox.core.lifecycle import fingerprint
+from opencode_sandbox.core.ports import DAEMON_PORT
+from opencode_sandbox.core.records import Record
+from opencode_sandbox.runtime.kind import RuntimeKind
+from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec
+
+if TYPE_CHECKING:
+    from opencode_sandbox.images.certificates import CaCertificate
+    from opencode_sandbox.services.image_step import ReadyImage
+    from opencode_sandbox.services.vm_git import Layout
+
+
+class VmShape(Record):
+    """What every spec of one start shares, read once before the VM step."""
+
+    host_mounts: tuple[Mount, ...]
+    """The `mounts` setting, each source resolved on this host."""
+    git_mounts: tuple[Mount, ...]
+    guarded_mounts: tuple[Mount, ...]
+    """The guarded files and folders that exist, read-only over the checkout."""
+
+
+def vm_shape(app: App, host_mounts: tuple[Mount, ...], git_layout: Layout | None) -> VmShape:
+    from opencode_sandbox.services import vm_git
+
+    git_mounts = tuple(vm_git.mounts(git_layout)) if git_layout is not None else ()
+    return VmShape(host_mounts, git_mounts, tuple(read_only_guarded(app)))
+
+
+def read_only_guarded(app: App) -> list[Mount]:
+    """The guarded files and folders that exist, mounted read-only over the checkout (never
+    inside `.git`, which is the VM's own)."""
+    from opencode_sandbox.services.guard import guarded_paths, read_only_paths
+
+    root = app.project.root
+    paths = [path for path in read_only_paths(root, guarded_paths(app.settings))
+             if path != ".git" and not path.startswith(".git/")]
+    return [Mount(MountKind.BIND, str(root / path), f"/workspace/{path}", readonly=True) for path in paths]
+
+
+def sandbox_spec(app: App, shape: VmShape, image: ReadyImage, home_volume: str, git_own: bool) -> SandboxSpec:
+    settings = app.settings
+    slug = app.project.slug
+    certificates = intercepting_certificates(app)
+    dev_identity = (os.getuid(), os.getgid())
+    own_mounts = (
+        Mount(MountKind.VOLUME, home_volume, "/home/dev"),
+        Mount(MountKind.BIND, str(app.project.root), "/workspace"),
+        *shape.git_mounts,
+        *shape.guarded_mounts,
+    )
+    ports = (DAEMON_PORT, *(port.guest for port in settings.ports))
+    values = {
+        "runtime": settings.runtime.value,
+        "cpus": settings.cpus,
+        "memory_mib": settings.memory_mib,
+        "env": image.env,
+        "mounts": [*([m.kind.value, m.source, m.target, *(["ro"] if m.readonly else [])] for m in own_mounts),
+                   *([m.kind.value, m.source, m.target, "ro" if m.readonly else "rw"] for m in shape.host_mounts)],
+        "ports": [DAEMON_PORT, *(port.written for port in settings.ports)],
+        "dev_identity": list(dev_identity),
+        "network": settings.egress_policy.fingerprint_value(),
+    }
+    if settings.runtime is RuntimeKind.MICROSANDBOX:
+        # A microVM whose checkout does not mirror modes to the host is recreated once.
+        values["checkout_modes"] = "mirrored"
+    else:
+        # A container made before it was confined (dev never uid 0, no capability, no new
+        # privileges, a pids limit) is recreated once; the home volume is kept.
+        values["confinement"] = {"dev": "never-root", "pids_limit": settings.pids_limit}
+    labels = {
+        **naming.managed_labels(slug),
+        **({naming.LABEL_GIT: naming.GIT_OWN} if git_own else {}),
+        naming.LABEL_IMAGE: image.reference,
+        naming.LABEL_IMAGE_DIGEST: image.digest,
+        naming.LABEL_FINGERPRINT: fingerprint(values),
+    }
+    return SandboxSpec(
+        name=naming.vm_name(slug),
+        image=image.reference,
+        cpus=settings.cpus,
+        memory_mib=settings.memory_mib,
+        env=image.env,
+        labels=labels,
+        mounts=(*own_mounts, *shape.host_mounts),
+        workdir="/workspace",
+        published_ports=ports,
+        host_ports={port.guest: port.host for port in settings.ports if port.host is not None},
+        dev_identity=dev_identity,
+        privileged=settings.dind,
+        pids_limit=settings.pids_limit if settings.runtime is RuntimeKind.DOCKER else None,
+        network=settings.egress_policy,
+        ca_certificates=tuple(certificate.pem for certificate in certificates),
+        ca_certificate_files=tuple(dict.fromkeys(str(certificate.source) for certificate in certificates)),
+    )
+
+
+def intercepting_certificates(app: App) -> list[CaCertificate]:
+    """The CAs that verify servers when the runtime intercepts the VM's HTTPS (the docker
+    runtime's egress proxy, msb under `allowlist` or with secrets): those runner images trust."""
+    settings = app.settings
+    if settings.runtime is RuntimeKind.DOCKER:
+        from opencode_sandbox.runtime.nft_ruleset import needs_proxy
+
+        intercepted = needs_proxy(settings.egress_policy)
+    else:
+        from opencode_sandbox.runtime.msb_network import intercepts
+
+        intercepted = intercepts(settings.egress_policy)
+    if not intercepted:
+        return []
+    from opencode_sandbox.images.certificates import collect_ca_certificates
+
+    return collect_ca_certificates(settings.trust_host_ca, settings.extra_ca_certificates)
