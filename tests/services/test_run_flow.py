@@ -303,3 +303,45 @@ def test_a_port_change_recreates_the_vm_keeping_its_own_host_port_and_a_busy_one
             flow.prepare(app_with(f"{chosen}:3000", f"{busy}:8000"))
     assert flow.calls("remove_sandbox") == ["remove_sandbox"]  # the old VM was left as it was
     assert flow.status() is SandboxStatus.RUNNING
+
+
+def _opencode_config_changed(flow: Flow) -> None:
+    flow.runtime.on_exec("tar", lambda call: ExecResult(0, "", ""))
+    config = Path.home() / ".config" / "opencode"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "opencode.json").write_text('{"theme": "light"}\n')
+
+
+def _stopped(flow: Flow) -> None:
+    flow.runtime.stop_sandbox(VM)
+    flow.serve.running = False
+
+
+def _serve_gone(flow: Flow) -> None:
+    flow.serve.running = False
+
+
+BRANCHES = {
+    "first run": None,
+    "warm run": lambda flow: None,
+    "run after stop": _stopped,
+    "changed image": lambda flow: flow.change_the_image(),
+    "changed opencode configuration": _opencode_config_changed,
+    "server gone": _serve_gone,
+    "VM removed": lambda flow: (_stopped(flow), flow.runtime.remove_sandbox(VM)),
+}
+
+
+@pytest.mark.parametrize("branch", BRANCHES)
+def test_the_dry_run_plans_what_the_start_then_carries_out(flow: Flow, branch: str) -> None:
+    change = BRANCHES[branch]
+    if change is not None:
+        after_first_run(flow)
+        change(flow)
+    calls = len(flow.runtime.calls)
+    planned = Start(flow.app()).plan()
+    asked = {operation for operation, _ in flow.runtime.calls[calls:]}
+    assert asked <= {"check_available", "get_sandbox", "get_volume", "loaded_image", "port_map", "exec"}, asked
+    start = Start(flow.app())
+    start.prepare(False, 0)
+    assert planned.actions() == [(step.step, step.action) for step in start.carried_out]

@@ -289,25 +289,30 @@ class Start:
         from opencode_sandbox.images.builder import plan_project_image
         from opencode_sandbox.images.updater import baked_version
         from opencode_sandbox.services import image_record
+        from opencode_sandbox.services.image_record import env_of
 
         app = self.app
         version = baked_version(app.paths.state_dir) or "latest"
         signature = image_record.inputs_signature(app.image_engine, app.project, app.settings, version)
         recalled = None if rebuild else image_record.recall(app.image_engine, self.project_dir, signature)
         if recalled is not None:
-            loaded = app.runtime.loaded_image(recalled.reference)
-            image = ReadyImage(loaded.reference if loaded else recalled.reference, loaded.digest if loaded else "",
-                               dict(recalled.env), recalled.opencode_version, False)
-            return image, plan_image([], image.reference)
-        settings = app.settings
-        built = plan_project_image(
-            project_dir=app.project.root, slug=self.slug, dind=settings.dind, opencode_version=version,
-            trust_host_ca=settings.trust_host_ca, extra_ca_certificates=settings.extra_ca_certificates,
-            rebuild=rebuild, engine=app.image_engine,
-        )
-        building = [image.reference for image in built.images if image.action.value == "build"]
-        reference = built.images[-1].reference if built.images else ""
-        return ReadyImage(reference, "", {}, None, bool(building)), plan_image(building, reference)
+            reference, env = recalled.reference, dict(recalled.env)
+        else:
+            settings = app.settings
+            checked = plan_project_image(
+                project_dir=app.project.root, slug=self.slug, dind=settings.dind, opencode_version=version,
+                trust_host_ca=settings.trust_host_ca, extra_ca_certificates=settings.extra_ca_certificates,
+                rebuild=rebuild, engine=app.image_engine,
+            )
+            building = [image.reference for image in checked.images if image.action.value == "build"]
+            reference = checked.images[-1].reference
+            if building:
+                return ReadyImage(reference, "", {}, None, True), plan_image(building, reference)
+            document = app.image_engine.inspect_image(reference)
+            env = env_of(document) if document is not None else {}
+        loaded = app.runtime.loaded_image(reference)
+        image = ReadyImage(loaded.reference if loaded else reference, loaded.digest if loaded else "", env, None, False)
+        return image, plan_image([], reference)
 
     def _predict_daemon(self, state: ProjectState, facts: DaemonFacts, config_fingerprint: str) -> DaemonPlan:
         password = daemon_control.read_password(self.project_dir)
