@@ -176,7 +176,7 @@ def test_a_shell_on_the_fast_path_never_loads_click(tmp_path: Path) -> None:
         cwd=tmp_path, capture_output=True, text=True, check=False, timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    assert "daemon: verify or start opencode serve" in result.stdout
+    assert "daemon: start (the VM was just started)" in result.stdout
     imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()
                 if line.startswith("import time:")}
     assert "opencode_sandbox.cli.fast_path" in imported

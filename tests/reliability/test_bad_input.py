@@ -224,7 +224,7 @@ def test_a_corrupt_state_file_is_named_in_a_warning_and_the_command_goes_on(chec
     assert_no_traceback(outcome)
     assert outcome.code == 0, outcome
     assert f"warning: {path}: unusable state file" in outcome.stderr
-    assert "home volume: create a new one from the image" in outcome.stdout
+    assert "home volume: create (a new one from the image)" in outcome.stdout
 
 
 @pytest.mark.docker
