@@ -219,7 +219,7 @@ def test_hints_in_the_source_name_commands_that_exist(tmp_path: Path, monkeypatc
 
 def test_quoted_prompts_and_notices_are_what_the_code_prints() -> None:
     lifecycle = " ".join((DOCS / "lifecycle.md").read_text().split())
-    run_source = " ".join((SOURCE / "services" / "run.py").read_text().split())
+    run_source = " ".join((SOURCE / "services" / "start" / "vm_step.py").read_text().split())
     for fragment in ("keep it, reset it from the new image, or migrate (new image, your files on top)?",
                      "Keep the running VM for now (defer), apply it now (proceed), or quit?"):
         assert fragment in lifecycle

@@ -6,7 +6,7 @@ from opencode_sandbox.app import App
 from opencode_sandbox.core.egress import Profile
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.start_plan import PlannedStep, Step
-from opencode_sandbox.errors import UsageError
+from opencode_sandbox.errors import RuntimeUnavailable, UsageError
 from opencode_sandbox.runtime.kind import RuntimeKind
 from opencode_sandbox.runtime.types import Mount
 
@@ -25,13 +25,20 @@ class Checked(Record):
     step: PlannedStep
 
 
-def check(app: App) -> Checked:
-    """What a start needs from the settings and the host, or the refusal a start and a dry run share."""
+def check(app: App, dry_run: bool = False) -> Checked:
+    """What a start needs from the settings and the host, or the refusal a start and a dry run
+    share. A runtime that cannot run here stops a start; a dry run plans on and says so."""
     from opencode_sandbox.services.host_mounts import resolved_mounts
 
     settings = app.settings
     host_mounts = tuple(resolved_mounts(settings, app.project.root))
-    app.runtime.check_available()
+    unavailable = None
+    try:
+        app.runtime.check_available()
+    except RuntimeUnavailable as error:
+        if not dry_run:
+            raise
+        unavailable = error.message
     policy = settings.egress_policy
     warnings: list[tuple[str, str | None]] = []
     if settings.runtime is RuntimeKind.DOCKER:
@@ -47,7 +54,8 @@ def check(app: App) -> Checked:
         raise UsageError(refused, hint="remove the secrets setting, or choose another network profile")
     if policy.profile is Profile.ALL:
         warnings.append((ALL_WARNING, None))
-    step = PlannedStep(Step.CHECKS, "check", f"the {settings.runtime.value} runtime")
+    step = (PlannedStep(Step.CHECKS, "check", f"the {settings.runtime.value} runtime") if unavailable is None
+            else PlannedStep(Step.CHECKS, "fail", unavailable))
     return Checked(host_mounts, tuple(warnings), step)
 
 

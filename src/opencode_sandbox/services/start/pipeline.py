@@ -266,7 +266,7 @@ class Start:
     def plan(self, rebuild: bool = False, wait_for_daemon: bool = True) -> StartPlan:
         """What a start would do, step by step, gathering facts and changing nothing."""
         steps = [GUARD_STEP, self._auto_prune_step()]
-        checked = checks.check(self.app)
+        checked = checks.check(self.app, dry_run=True)
         steps.append(checked.step)
         image, image_planned = self._predict_image(rebuild)
         steps.append(image_planned)
@@ -289,7 +289,7 @@ class Start:
         from opencode_sandbox.images.builder import plan_project_image
         from opencode_sandbox.images.updater import baked_version
         from opencode_sandbox.services import image_record
-        from opencode_sandbox.services.image_record import env_of
+        from opencode_sandbox.images.image_document import env_of
 
         app = self.app
         version = baked_version(app.paths.state_dir) or "latest"
