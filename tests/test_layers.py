@@ -34,6 +34,17 @@ def test_every_import_follows_the_layers() -> None:
     assert "0 broken" in result.stdout
 
 
+def test_every_module_of_the_package_has_a_layer() -> None:
+    import tomllib
+
+    config = tomllib.loads((REPOSITORY / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    layers = next(contract["layers"] for contract in config if contract["type"] == "layers")
+    named = {name.strip().removeprefix("opencode_sandbox.") for layer in layers for name in re.split(r"[|:]", layer)}
+    top = {path.stem for path in PACKAGE.iterdir()
+           if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").exists()}
+    assert top - {"__main__"} <= named, sorted(top - named)
+
+
 @pytest.mark.parametrize(
     ("module", "wrong_import"),
     [
@@ -48,6 +59,8 @@ def test_every_import_follows_the_layers() -> None:
         ("engine/docker.py", "import opencode_sandbox.runtime.types"),
         ("engine/base.py", "import opencode_sandbox.images.hashing"),
         ("images/builder.py", "import opencode_sandbox.runtime.types"),
+        ("core/egress.py", "import opencode_sandbox.core.secrets"),
+        ("collector.py", "import opencode_sandbox.state.files"),
     ],
 )
 def test_an_import_against_the_layers_breaks_the_contract(module: str, wrong_import: str, tmp_path: Path) -> None:

@@ -14,8 +14,8 @@ from opencode_sandbox.core.egress import (
     address_of,
     parse_profile,
     parse_rule,
-    policy_of_document,
 )
+from opencode_sandbox.core.policy_document import policy_of_document
 
 V4 = ipaddress.IPv4Network
 V6 = ipaddress.IPv6Network

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 import opencode_sandbox
-from opencode_sandbox.core.egress import EgressPolicy, Profile, parse_rule, policy_of_document
+from opencode_sandbox.core.egress import EgressPolicy, Profile, parse_rule
 from opencode_sandbox.core.naming import LABEL_OWNER_UID
+from opencode_sandbox.core.policy_document import policy_of_document
 from opencode_sandbox.core.secrets import parse_secrets
 from opencode_sandbox.engine.command import DockerCli
 from opencode_sandbox.errors import BootFailed, OwnedByAnother

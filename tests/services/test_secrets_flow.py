@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from opencode_sandbox.app import App
-from opencode_sandbox.core.egress import Profile
-from opencode_sandbox.core.secrets import SecretRule, parse_secrets
+from opencode_sandbox.core.egress import Profile, SecretRule
+from opencode_sandbox.core.secrets import parse_secrets
 from opencode_sandbox.errors import UsageError
 from opencode_sandbox.runtime.types import RuntimeKind
 from opencode_sandbox.services import provisioning

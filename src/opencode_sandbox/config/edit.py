@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from opencode_sandbox.config.loader import read_file
-from opencode_sandbox.core.secrets import SecretRule
+from opencode_sandbox.core.egress import SecretRule
 from opencode_sandbox.errors import ConfigError
 from opencode_sandbox.state.files import write_atomic
 

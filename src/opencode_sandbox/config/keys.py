@@ -7,12 +7,12 @@ from datetime import timedelta
 from pathlib import Path
 
 from opencode_sandbox import TYPE_CHECKING
-from opencode_sandbox.core.egress import EgressRule, Profile, parse_profile, parse_rule
+from opencode_sandbox.core.egress import EgressRule, Profile, SecretRule, parse_profile, parse_rule
 from opencode_sandbox.core.guard import check_guarded_path
 from opencode_sandbox.core.host_mounts import HostMount, parse_mounts
 from opencode_sandbox.core.ports import PublishedPort, checkout_refusal, merged, parse_ports
 from opencode_sandbox.core.records import Record
-from opencode_sandbox.core.secrets import SecretRule, parse_secrets
+from opencode_sandbox.core.secrets import parse_secrets
 from opencode_sandbox.core.units import parse_duration, parse_size
 from opencode_sandbox.runtime.env_passing import read_by_the_host_program
 from opencode_sandbox.runtime.kind import RuntimeKind

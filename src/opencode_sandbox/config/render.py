@@ -7,10 +7,9 @@ from enum import Enum
 from typing import Any
 
 from opencode_sandbox.config.keys import Key
-from opencode_sandbox.core.egress import EgressRule
+from opencode_sandbox.core.egress import EgressRule, SecretRule
 from opencode_sandbox.core.host_mounts import HostMount
 from opencode_sandbox.core.ports import PublishedPort
-from opencode_sandbox.core.secrets import SecretRule
 from opencode_sandbox.core.units import format_duration
 
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from opencode_sandbox.core.egress import EgressPolicy, EgressRule, Profile
+from opencode_sandbox.core.egress import EgressPolicy, EgressRule, Profile, SecretRule
 from opencode_sandbox.core.host_mounts import HostMount
 from opencode_sandbox.core.ports import PublishedPort
 from opencode_sandbox.core.records import Record
-from opencode_sandbox.core.secrets import SecretRule
 from opencode_sandbox.runtime.kind import RuntimeKind
 
 

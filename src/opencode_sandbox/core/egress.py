@@ -11,14 +11,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from enum import StrEnum
 
-from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.records import Record
-
-if TYPE_CHECKING:
-    from opencode_sandbox.core.secrets import SecretRule
 
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -150,6 +146,28 @@ def parse_profile(value: object) -> Profile:
     return Profile(value)
 
 
+class SecretRule(Record):
+    """One secret: the variable's name and where its value may be sent."""
+
+    name: str
+    hosts: tuple[EgressRule, ...]
+    """Host names or `*.domain`s, never addresses or ports: the value goes only to a server that
+    proves, over TLS, that it is one of them."""
+    headers: tuple[str, ...] = ()
+    """The request header fields (lower case) the value may be put in; empty: any header."""
+
+    @property
+    def host_texts(self) -> list[str]:
+        return [rule.text for rule in self.hosts]
+
+    def describe(self) -> str:
+        headers = f" (headers {', '.join(self.headers)})" if self.headers else ""
+        return f"{self.name} -> {', '.join(self.host_texts)}{headers}"
+
+    def fingerprint_value(self) -> dict[str, object]:
+        return {"hosts": sorted(self.host_texts), "headers": sorted(self.headers)}
+
+
 class Verdict(Record):
     allowed: bool
     reason: str
@@ -253,28 +271,6 @@ class EgressPolicy(Record):
         if self.secrets:
             value["secrets"] = {secret.name: secret.fingerprint_value() for secret in self.secrets}
         return value
-
-
-def policy_of_document(document: Mapping[str, object]) -> EgressPolicy:
-    """The policy `EgressPolicy.document` wrote; ValueError when it is not one."""
-    allow, deny = document.get("allow", []), document.get("deny", [])
-    if not isinstance(allow, list) or not isinstance(deny, list):
-        raise ValueError("a policy document's allow and deny are lists of rules")
-    secrets = document.get("secrets", {})
-    if not isinstance(secrets, Mapping):
-        raise ValueError("a policy document's secrets map names to their hosts and headers")
-    from opencode_sandbox.core.secrets import parse_secret  # it imports this module
-
-    return EgressPolicy(parse_profile(document.get("profile")), tuple(parse_rule(rule) for rule in allow),
-                        tuple(parse_rule(rule) for rule in deny),
-                        tuple(parse_secret(name, _without_empty_headers(value)) for name, value in secrets.items()))
-
-
-def _without_empty_headers(value: object) -> object:
-    """A secret as `SecretRule.fingerprint_value` wrote it (an empty header list: any header)."""
-    if isinstance(value, Mapping) and not value.get("headers"):
-        return {key: item for key, item in value.items() if key != "headers"}
-    return value
 
 
 def address_of(text: str) -> IpAddress | None:

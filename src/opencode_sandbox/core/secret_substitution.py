@@ -17,7 +17,7 @@ from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.records import Record
 
 if TYPE_CHECKING:
-    from opencode_sandbox.core.secrets import SecretRule
+    from opencode_sandbox.core.egress import SecretRule
 
 PLACEHOLDER_PREFIX = "$MSB_"
 _PLACEHOLDER = re.compile(r"\$MSB_([A-Z_][A-Z0-9_]*)")

@@ -18,8 +18,7 @@ import re
 from collections.abc import Mapping
 
 from opencode_sandbox import TYPE_CHECKING
-from opencode_sandbox.core.egress import EgressRule, parse_rule
-from opencode_sandbox.core.records import Record
+from opencode_sandbox.core.egress import EgressRule, SecretRule, parse_rule
 
 if TYPE_CHECKING:
     from typing import Any
@@ -28,28 +27,6 @@ _NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 _HEADER = re.compile(r"^[a-z0-9!#$%&'*+.^_`|~-]+$")
 _TEXT_ENTRY = re.compile(r"^\s*(?P<name>[^\[=\s]*)\s*(?:\[(?P<headers>[^\]]*)\])?\s*=(?P<hosts>.*)$")
 _OWN_PREFIX = "OPENCODE_SANDBOX_"
-
-
-class SecretRule(Record):
-    """One secret: the variable's name and where its value may be sent."""
-
-    name: str
-    hosts: tuple[EgressRule, ...]
-    """Host names or `*.domain`s, never addresses or ports: the value goes only to a server that
-    proves, over TLS, that it is one of them."""
-    headers: tuple[str, ...] = ()
-    """The request header fields (lower case) the value may be put in; empty: any header."""
-
-    @property
-    def host_texts(self) -> list[str]:
-        return [rule.text for rule in self.hosts]
-
-    def describe(self) -> str:
-        headers = f" (headers {', '.join(self.headers)})" if self.headers else ""
-        return f"{self.name} -> {', '.join(self.host_texts)}{headers}"
-
-    def fingerprint_value(self) -> dict[str, object]:
-        return {"hosts": sorted(self.host_texts), "headers": sorted(self.headers)}
 
 
 def parse_secret_name(name: object) -> str:

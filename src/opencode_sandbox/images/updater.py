@@ -105,7 +105,7 @@ def fetch_latest_version(url: str, timeout_s: float, extra_ca_certificates: Sequ
     """Ask `url`, trusting the system's CA store and the extra PEM files (see `tls.py`)."""
     import httpx
 
-    from opencode_sandbox.tls import trusting_context, untrusted_certificate
+    from opencode_sandbox.images.tls import trusting_context, untrusted_certificate
 
     try:
         response = httpx.get(
@@ -154,7 +154,7 @@ def resolve_opencode_version(
             return fetch_latest_version(url, timeout_s, extra_ca_certificates)
         except LookupFailed as failure:
             failures.append(failure)
-    from opencode_sandbox.tls import UNTRUSTED_HINT
+    from opencode_sandbox.images.tls import UNTRUSTED_HINT
 
     pin = "pin a version: opencode-sandbox build --opencode-version X.Y.Z"
     untrusted = any(isinstance(failure, UntrustedServer) for failure in failures)

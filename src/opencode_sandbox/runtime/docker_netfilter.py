@@ -23,8 +23,9 @@ from pathlib import Path
 
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.digest import sha256
-from opencode_sandbox.core.egress import EgressPolicy, IpAddress, policy_of_document
+from opencode_sandbox.core.egress import EgressPolicy, IpAddress
 from opencode_sandbox.core.naming import LABEL_CONTENT_HASH, LABEL_KIND, LABEL_MANAGED, LABEL_PREFIX, LABEL_SLUG, TOOL
+from opencode_sandbox.core.policy_document import policy_of_document
 from opencode_sandbox.engine.command import DockerCli, DockerFailed, first_line
 from opencode_sandbox.errors import BootFailed
 from opencode_sandbox.runtime.docker_args import label_args

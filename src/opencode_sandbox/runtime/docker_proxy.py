@@ -88,6 +88,7 @@ _LIBRARY = {  # the addon and the pure modules it imports, as the image holds th
     "opencode_sandbox/core/egress.py": _PACKAGE / "core" / "egress.py",
     "opencode_sandbox/core/records.py": _PACKAGE / "core" / "records.py",
     "opencode_sandbox/core/secrets.py": _PACKAGE / "core" / "secrets.py",
+    "opencode_sandbox/core/policy_document.py": _PACKAGE / "core" / "policy_document.py",
     "opencode_sandbox/core/secret_substitution.py": _PACKAGE / "core" / "secret_substitution.py",
     "opencode_sandbox/core/request_names.py": _PACKAGE / "core" / "request_names.py",
 }

@@ -18,8 +18,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable
 
-from opencode_sandbox.core.egress import HTTPS_PORT, EgressPolicy, EgressRule, IpAddress, Profile
-from opencode_sandbox.core.secrets import SecretRule
+from opencode_sandbox.core.egress import HTTPS_PORT, EgressPolicy, EgressRule, IpAddress, Profile, SecretRule
 
 
 def msb_network_args(policy: EgressPolicy, host_public_addresses: Iterable[IpAddress] = ()) -> list[str]:

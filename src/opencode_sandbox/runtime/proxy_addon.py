@@ -24,7 +24,8 @@ from typing import Any
 
 from mitmproxy import http, tcp
 
-from opencode_sandbox.core.egress import EgressPolicy, IpAddress, address_of, policy_of_document
+from opencode_sandbox.core.egress import EgressPolicy, IpAddress, address_of
+from opencode_sandbox.core.policy_document import policy_of_document
 from opencode_sandbox.core.request_names import disagreement
 from opencode_sandbox.core.secret_substitution import substitute
 

@@ -13,9 +13,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from opencode_sandbox import TYPE_CHECKING
+from opencode_sandbox.core.egress import SecretRule
 from opencode_sandbox.core.providers import PROVIDERS, AuthEntry, auth_entries
 from opencode_sandbox.core.records import Record
-from opencode_sandbox.core.secrets import SecretRule, parse_secret, parse_values_file, render_values_file
+from opencode_sandbox.core.secrets import parse_secret, parse_values_file, render_values_file
 from opencode_sandbox.errors import ConfigError, UsageError
 from opencode_sandbox.state.files import write_atomic
 

@@ -287,9 +287,9 @@ class Start:
         """The image a start would run and whether it builds it; its digest is empty where the
         start would build or load it first."""
         from opencode_sandbox.images.builder import plan_project_image
+        from opencode_sandbox.images.image_document import env_of
         from opencode_sandbox.images.updater import baked_version
         from opencode_sandbox.services import image_record
-        from opencode_sandbox.images.image_document import env_of
 
         app = self.app
         version = baked_version(app.paths.state_dir) or "latest"
