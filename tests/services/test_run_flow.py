@@ -345,3 +345,18 @@ def test_the_dry_run_plans_what_the_start_then_carries_out(flow: Flow, branch: s
     start = Start(flow.app())
     start.prepare(False, 0)
     assert planned.actions() == [(step.step, step.action) for step in start.carried_out]
+
+
+def test_the_dry_run_names_the_question_another_attached_client_brings(flow: Flow) -> None:
+    from opencode_sandbox.core.start_plan import Step
+    from opencode_sandbox.state.leases import client_lease
+
+    after_first_run(flow)
+    _opencode_config_changed(flow)
+    flow.change_the_image()
+    app = flow.app()
+    with client_lease(app.paths.state_dir, SLUG, "opencode-sandbox"):
+        planned = dict(Start(app).plan().actions())
+        [vm_line] = [line for line in Start(app).plan().lines() if line.startswith("vm: ")]
+    assert planned[Step.VM] == "recreate" and "asked first, 1 other client(s) are attached" in vm_line
+    assert dict(Start(flow.app()).plan().actions())[Step.VM] == "recreate"

@@ -272,14 +272,17 @@ class Start:
         steps.append(image_planned)
         vm = VmStep(self.app, self._shape(checked), {}, self.git_layout is not None)
         facts = vm.gather()
-        decision = vm.predict(facts, image)
+        from opencode_sandbox.state.leases import count_live_leases
+
+        others = count_live_leases(self.app.paths.state_dir, self.slug)
+        decision = vm.predict(facts, image, others)
         steps += [vm_step(self.vm, decision.plan), home_step(decision.home)]
         seeded = self.git_layout is not None and not self.git_layout.state.exists()
         steps.append(plan_git(self.app.project.is_git, seeded, decision.plan.deferred))
         provisioned = provision.gather(self.app, decision.volume)
         steps.append(provisioned.step)
         booted = decision.plan.action is not VmAction.CONNECT or facts.existing is None
-        daemon_facts = self._daemon_facts(facts.state, booted, wait_for_daemon, provisioned.fingerprint, 0)
+        daemon_facts = self._daemon_facts(facts.state, booted, wait_for_daemon, provisioned.fingerprint, others)
         steps.append(daemon_step(self._predict_daemon(facts.state, daemon_facts, provisioned.fingerprint)))
         return StartPlan(tuple(steps), (*checks.notes(self.app, checked), *self._proxy_notes()))
 

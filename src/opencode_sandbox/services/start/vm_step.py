@@ -77,9 +77,11 @@ class VmStep:
             existing.owner_unlabelled if existing else False,
         )
 
-    def predict(self, facts: VmFacts, image: ReadyImage) -> VmDecision:
+    def predict(self, facts: VmFacts, image: ReadyImage, other_clients: int) -> VmDecision:
         """The plan without asking anyone or making anything (the dry run)."""
         plan = self.plan(facts, image)
+        if plan.action is VmAction.RECREATE and needs_apply_prompt(other_clients, True):
+            plan = plan._replace(reason=f"{plan.reason}; asked first, {other_clients} other client(s) are attached")
         home = self._home_plan(facts, plan)
         return VmDecision(plan, home, home.volume)
 
