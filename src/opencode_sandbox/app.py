@@ -20,6 +20,7 @@ from opencode_sandbox.ui.console import Console
 if TYPE_CHECKING:
     from opencode_sandbox.config.settings import Settings
     from opencode_sandbox.engine.base import ImageEngine
+    from opencode_sandbox.guest.operations import Guest, GuestFactory
     from opencode_sandbox.runtime.base import Runtime
     from opencode_sandbox.state.store import StateStore
 
@@ -41,6 +42,7 @@ class App:
         runtime: Runtime | None = None,
         other_runtime: Runtime | None = None,
         image_engine: ImageEngine | None = None,
+        guests: GuestFactory | None = None,
     ) -> None:
         self.console = console
         self.paths = paths
@@ -52,6 +54,7 @@ class App:
         self._other_runtime = other_runtime
         self._other_runtime_found = other_runtime is not None
         self._image_engine = image_engine
+        self._guests = guests
         self._flags: Mapping[str, object] = {}
 
     @classmethod
@@ -116,6 +119,14 @@ class App:
                 self.console.warn_once(DOCKER_NOTICE)
             self._runtime = make_runtime(self.settings.runtime, self.recorded_home)
         return self._runtime
+
+    def guest(self, vm: str) -> Guest:
+        """What this tool runs inside the VM `vm`, by name, through the chosen runtime."""
+        if self._guests is None:
+            from opencode_sandbox.guest.shell import ShellGuest
+
+            self._guests = ShellGuest
+        return self._guests(self.runtime, vm)
 
     @property
     def image_engine(self) -> ImageEngine:

@@ -29,6 +29,7 @@ from pytest import MonkeyPatch
 from opencode_sandbox.core.naming import LABEL_SLUG, TOOL, runner_repository, vm_name
 from opencode_sandbox.core.slug import slug_for_remote
 from opencode_sandbox.errors import SandboxError
+from opencode_sandbox.guest.places import SERVER_LOG as DAEMON_LOG
 from opencode_sandbox.images.updater import record_baked_version
 from opencode_sandbox.paths import ToolPaths
 from opencode_sandbox.runtime.base import Runtime
@@ -36,7 +37,6 @@ from opencode_sandbox.runtime.docker_identity import forget_mapped_mounts
 from opencode_sandbox.runtime.docker_netfilter import network_name
 from opencode_sandbox.runtime.docker_proxy import ca_volume_name, proxy_name
 from opencode_sandbox.runtime.types import SandboxInfo
-from opencode_sandbox.services.daemon_control import DAEMON_LOG
 from tests.fixtures.host_users import HostUser
 
 

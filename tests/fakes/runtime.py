@@ -119,6 +119,8 @@ class FakeSandbox:
     """The secrets' values its last create or start was given, as msb reads them at each."""
     foreign_mounts: tuple[str, ...] = ()
     """The volumes a foreign sandbox mounts (ours keep theirs in `spec`)."""
+    boots: int = 0
+    """How often it was booted: what ran in it before ends with each boot."""
 
     @property
     def mounted_volumes(self) -> set[str]:
@@ -181,6 +183,10 @@ class FakeRuntime:
         """Causes: each create or start takes the first and fails with `VmDidNotBoot` and it."""
         self.engine_down = False
         """While true, every call raises `RuntimeUnavailable`."""
+        from tests.fakes.guest import FakeGuests
+
+        self.guests = FakeGuests()
+        """What runs in its VMs (`GuestFactory`), for a test to read and script."""
 
     # set-up helpers for tests
     def add_docker_image(
@@ -541,6 +547,7 @@ class FakeRuntime:
             listener.listen()
             sandbox.listeners[port] = listener
         sandbox.status = SandboxStatus.RUNNING
+        sandbox.boots += 1
         sandbox.last_activity_at = datetime.now(UTC)
 
     def _halt(self, sandbox: FakeSandbox) -> None:

@@ -39,8 +39,9 @@ def make_app(runtime: Runtime, root: Path, *, interactive: bool = False, assume_
     project = Project(slug=slug, root=root, remote=None, is_git=(root / ".git").exists())
     if other is None:
         other = FakeRuntime(RuntimeKind.MICROSANDBOX if runtime.kind is RuntimeKind.DOCKER else RuntimeKind.DOCKER)
+    fake = isinstance(runtime, FakeRuntime)
     return App(console, ToolPaths.from_environment(), project, load_settings([], {}, {}), assume_yes, interactive,
-               runtime, other, runtime.image_engine if isinstance(runtime, FakeRuntime) else None)
+               runtime, other, runtime.image_engine if fake else None, runtime.guests if fake else None)
 
 
 def know_projects(*slugs: str) -> None:

@@ -10,11 +10,11 @@ import pytest
 from opencode_sandbox.core.lifecycle import DaemonFacts
 from opencode_sandbox.core.naming import managed_labels, vm_name
 from opencode_sandbox.errors import BootFailed
-from opencode_sandbox.runtime.types import ExecResult, SandboxSpec
+from opencode_sandbox.runtime.types import SandboxSpec
 from opencode_sandbox.services import daemon_control
 from opencode_sandbox.services.start.daemon import DaemonStep, DaemonTarget
 from opencode_sandbox.ui.console import Console, LogLevel
-from tests.fakes.runtime import ExecCall, FakeRuntime
+from tests.fakes.runtime import FakeRuntime
 
 SLUG = "step-0123456789abcd"
 START_TIMEOUT_S = 600.0
@@ -22,32 +22,25 @@ VM = vm_name(SLUG)
 
 
 class Server:
-    """`opencode serve` in the fake VM: started and stopped by the daemon scripts, answering or not."""
+    """`opencode serve` in the fake VM, started and stopped by the fake guest operations, answering or not."""
 
     def __init__(self, runtime: FakeRuntime, process: bool, answers: bool, comes_up: bool = True) -> None:
-        self.process, self.answers, self.comes_up = process, answers, comes_up
-        self.events: list[str] = []
-        self.exits_at_start = False
-        runtime.on_exec("sh", self._script)
-        runtime.on_exec("pgrep", self._pgrep)
-        runtime.on_exec("tail", lambda call: ExecResult(0, "listen EADDRINUSE", ""))
+        self.state = runtime.guests.script_server(runtime, VM, running=process, answers=answers)
+        self.state.comes_up = comes_up
+        self.state.log = "listen EADDRINUSE"
+        self.events = self.state.events
 
-    def _script(self, call: ExecCall) -> ExecResult:
-        if "pkill" in call.argv[-1]:
-            self.events.append("stop")
-            self.process = self.answers = False
-        else:
-            self.events.append("start")
-            self.process, self.answers = not self.exits_at_start, self.comes_up
-        return ExecResult(0, "", "")
+    @property
+    def exits_at_start(self) -> bool:
+        return self.state.exits_at_start
 
-    def _pgrep(self, call: ExecCall) -> ExecResult:
-        self.events.append("pgrep")
-        return ExecResult(0 if self.process else 1, "", "")
+    @exits_at_start.setter
+    def exits_at_start(self, value: bool) -> None:
+        self.state.exits_at_start = value
 
     def healthy(self) -> bool:
         self.events.append("health")
-        return self.answers
+        return self.state.answers
 
 
 @pytest.fixture
@@ -79,8 +72,8 @@ def step(runtime: FakeRuntime, server: Server, monkeypatch: pytest.MonkeyPatch, 
 
     monkeypatch.setattr(daemon_control, "wait_until_healthy", wait_until_healthy)
     console = console or Console(LogLevel.ERROR, stream=io.StringIO())
-    target = DaemonTarget(VM, "http://127.0.0.1:1", "secret", "home", START_TIMEOUT_S)
-    made = DaemonStep(runtime, console, target, ask_restart, lambda: noted.append("recorded"))
+    target = DaemonTarget("http://127.0.0.1:1", "secret", "home", START_TIMEOUT_S)
+    made = DaemonStep(runtime.guests(runtime, VM), console, target, ask_restart, lambda: noted.append("recorded"))
     return made, noted
 
 
@@ -118,7 +111,7 @@ def test_a_server_still_coming_up_is_waited_for_and_the_wait_is_shown(runtime: F
     daemon, events = step(runtime, server, monkeypatch, console=Console(LogLevel.INFO, stream=shown))
     monkeypatch.setattr(daemon_control, "wait_until_healthy", lambda check, timeout_s, still_running=None: True)
     assert daemon.ensure(DaemonFacts(booted=False, wait=True, config_changed=False, other_clients=1)) is None
-    assert events == ["health", "pgrep"]
+    assert events == ["health", "running?"]
     assert "Waiting for opencode serve, started earlier, to answer" in shown.getvalue()
 
 
@@ -129,7 +122,7 @@ def test_a_shell_checks_and_starts_beside_its_command(runtime: FakeRuntime, monk
     assert beside is not None
     assert events == []  # nothing asked before the command starts
     beside()
-    assert events == ["health", "pgrep", "stop", "start", "recorded"]
+    assert events == ["health", "running?", "stop", "start", "recorded"]
 
 
 def test_a_shell_on_a_booted_vm_leaves_the_start_to_run_beside(
@@ -148,7 +141,6 @@ def test_a_server_that_never_answers_is_reported_with_its_log(
 ) -> None:
     server = Server(runtime, process=False, answers=False, comes_up=False)
     daemon, events = step(runtime, server, monkeypatch)
-    monkeypatch.setattr("opencode_sandbox.services.dev_home_probe.home_failure", lambda runtime, vm, volume: None)
     with pytest.raises(BootFailed, match="listen EADDRINUSE") as silent:
         daemon.ensure(DaemonFacts(booted=True, wait=True, config_changed=False, other_clients=0))
     assert "recorded" not in events
@@ -160,7 +152,6 @@ def test_a_server_that_exits_before_it_answers_is_named_so(runtime: FakeRuntime,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     server = Server(runtime, process=False, answers=False, comes_up=False)
     daemon, events = step(runtime, server, monkeypatch)
-    monkeypatch.setattr("opencode_sandbox.services.dev_home_probe.home_failure", lambda runtime, vm, volume: None)
     server.exits_at_start = True
     with pytest.raises(BootFailed, match="listen EADDRINUSE") as exited:
         daemon.ensure(DaemonFacts(booted=True, wait=True, config_changed=False, other_clients=0))

@@ -6,18 +6,20 @@ import io
 
 import pytest
 
+from opencode_sandbox.core.dev_home import BlockedFolder, HomeProbe
 from opencode_sandbox.core.naming import managed_labels, runner_image, vm_name
+from opencode_sandbox.guest.operations import Guest
 from opencode_sandbox.runtime.kind import RuntimeKind
-from opencode_sandbox.runtime.types import ExecResult, SandboxSpec
+from opencode_sandbox.runtime.types import SandboxSpec
 from opencode_sandbox.services.doctor import Check, DoctorReport, check_project_home, render_report
 from opencode_sandbox.ui.console import Console, LogLevel
-from tests.fakes.runtime import ExecCall, FakeRuntime
+from tests.fakes.runtime import FakeRuntime
 
 SLUG = "demo-0123456789abcd"
 VM = vm_name(SLUG)
 VOLUME = "opencode-sandbox-home-demo-0123456789abcd-20300101000000"
-USABLE = "probe:dev 1001 1001\nprobe:opencode /usr/local/bin/opencode\n"
-FOREIGN = USABLE + "probe:blocked /home/dev 1000 1000 700\n"
+USABLE = HomeProbe((1001, 1001), "/usr/local/bin/opencode", None)
+FOREIGN = USABLE._replace(blocked=BlockedFolder("/home/dev", (1000, 1000), "700"))
 
 
 def runtime_with_vm() -> FakeRuntime:
@@ -28,46 +30,43 @@ def runtime_with_vm() -> FakeRuntime:
     return runtime
 
 
-def answer_probe(runtime: FakeRuntime, output: str) -> list[ExecCall]:
-    calls: list[ExecCall] = []
+def answer_probe(runtime: FakeRuntime, probe: HomeProbe | None) -> None:
+    """What the probe of dev's home finds in the VM."""
+    runtime.guests.probes[VM] = probe
 
-    def probe(call: ExecCall) -> ExecResult:
-        calls.append(call)
-        return ExecResult(0, output, "")
 
-    runtime.on_exec("sh", probe)
-    return calls
+def guest(runtime: FakeRuntime) -> Guest:
+    return runtime.guests(runtime, VM)
 
 
 def test_no_vm_means_nothing_to_check() -> None:
-    assert check_project_home(FakeRuntime(RuntimeKind.DOCKER), VM, None) is None
+    assert check_project_home(FakeRuntime(RuntimeKind.DOCKER), guest(FakeRuntime(RuntimeKind.DOCKER)), None) is None
 
 
 def test_a_stopped_vm_is_not_started_to_be_checked() -> None:
     runtime = runtime_with_vm()
     runtime.stop_sandbox(VM)
-    calls = answer_probe(runtime, FOREIGN)
-    check = check_project_home(runtime, VM, VOLUME)
+    answer_probe(runtime, FOREIGN)
+    check = check_project_home(runtime, guest(runtime), VOLUME)
     assert check == Check("home", True, f"not checked: {VM} is stopped (checked while it runs)",
                           required_for=frozenset({RuntimeKind.DOCKER}), of_project=True)
-    assert calls == []
+    assert ("probe_home", VM) not in runtime.calls
     assert ("start_sandbox", VM) not in runtime.calls
 
 
 def test_a_usable_home_passes() -> None:
     runtime = runtime_with_vm()
-    calls = answer_probe(runtime, USABLE)
-    check = check_project_home(runtime, VM, VOLUME)
+    answer_probe(runtime, USABLE)
+    check = check_project_home(runtime, guest(runtime), VOLUME)
     assert check is not None and check.ok
     assert check.detail == f"dev (uid 1001, gid 1001) can use its home in {VM}"
-    [call] = calls
-    assert call.user == "dev" and call.workdir == "/"
+    assert runtime.calls.count(("probe_home", VM)) == 1
 
 
 def test_a_home_of_another_owner_fails_with_the_fix() -> None:
     runtime = runtime_with_vm()
     answer_probe(runtime, FOREIGN)
-    check = check_project_home(runtime, VM, VOLUME)
+    check = check_project_home(runtime, guest(runtime), VOLUME)
     assert check is not None and not check.ok
     assert check.detail == (f"in {VM}: dev cannot write its home: /home/dev belongs to uid 1000, gid 1000 "
                             "(mode 700) and dev is uid 1001, gid 1001")
@@ -78,8 +77,8 @@ def test_a_home_of_another_owner_fails_with_the_fix() -> None:
 
 def test_a_vm_that_cannot_be_asked_only_warns() -> None:
     runtime = runtime_with_vm()
-    answer_probe(runtime, "")
-    check = check_project_home(runtime, VM, VOLUME)
+    answer_probe(runtime, None)
+    check = check_project_home(runtime, guest(runtime), VOLUME)
     assert check is not None and not check.ok
     assert DoctorReport(RuntimeKind.DOCKER, (check,)).failures == []
 
@@ -91,7 +90,7 @@ def test_a_vm_that_cannot_be_asked_only_warns() -> None:
 def test_the_verdict_tells_a_project_failure_from_a_host_failure(host_ok: bool, verdict: str) -> None:
     runtime = runtime_with_vm()
     answer_probe(runtime, FOREIGN)
-    home = check_project_home(runtime, VM, VOLUME)
+    home = check_project_home(runtime, guest(runtime), VOLUME)
     assert home is not None
     report = DoctorReport(RuntimeKind.DOCKER, (Check("docker", host_ok, "engine"), home))
     out, errors = io.StringIO(), io.StringIO()

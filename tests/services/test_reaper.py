@@ -17,7 +17,7 @@ import pytest
 from opencode_sandbox.core.naming import managed_labels, runner_image, vm_name
 from opencode_sandbox.core.stop_mode import StopMode
 from opencode_sandbox.runtime.kind import RuntimeKind
-from opencode_sandbox.runtime.types import ExecResult, SandboxSpec, SandboxStatus
+from opencode_sandbox.runtime.types import SandboxSpec, SandboxStatus
 from opencode_sandbox.services.reaper import (
     DaemonActivityReader,
     Reaper,
@@ -74,6 +74,7 @@ class Setup:
         image = runner_image(SLUG, "0" * 12)
         self.runtime.add_docker_image(image)
         self.runtime.create_sandbox(SandboxSpec(VM, image, 1, 512, labels=managed_labels(SLUG)))
+        self.runtime.guests.script_server(self.runtime, VM, running=True, answers=True)  # behind `daemon`
         self.settings = ReaperSettings(
             slug=SLUG,
             vm_name=VM,
@@ -106,7 +107,7 @@ class Setup:
         self.runtime.stop_sandbox = stop  # type: ignore[method-assign]
         try:
             reaper = Reaper(lambda: self.settings, lambda _kind: self.runtime, reader, log,
-                            timing or Timing(), self.clock, self.clock.sleep)
+                            timing or Timing(), self.clock, self.clock.sleep, guests=self.runtime.guests)
             return reaper.run()
         finally:
             reader.close()
@@ -319,7 +320,7 @@ def test_an_unreachable_daemon_holds(setup: Setup) -> None:
 
 def _serve_process(setup: Setup, exit_code: int) -> None:
     """What `pgrep` answers in the VM: 0 opencode serve runs, 1 it does not, other: cannot tell."""
-    setup.runtime.on_exec("pgrep", lambda _call: ExecResult(exit_code, "", ""))
+    setup.runtime.guests.script_server(setup.runtime, VM, {0: True, 1: False}.get(exit_code))
 
 
 def test_no_serve_process_behind_an_unreachable_api_stops_at_once(setup: Setup) -> None:

@@ -25,29 +25,31 @@ from opencode_sandbox.services.start.daemon import DaemonStep
 from opencode_sandbox.services.start.pipeline import ReadyVm, Start
 from opencode_sandbox.state.store import ProjectState
 from tests.fakes.image_engine import FakeImageEngine
-from tests.fakes.runtime import ExecCall, ExecResult, FakeNode, FakeRuntime
+from tests.fakes.runtime import FakeNode, FakeRuntime
 from tests.services.app_fakes import SLUG, make_app, messages
 
 VM = vm_name(SLUG)
 
 
 class Serve:
-    """`opencode serve` in the fake VM: the daemon scripts start and stop it; it answers once started."""
+    """`opencode serve` in the fake VM, as the fake guest operations start and stop it."""
 
     def __init__(self, runtime: FakeRuntime) -> None:
-        self.running = False
-        self.events: list[str] = []
-        runtime.on_exec("sh", self._script)
-        runtime.on_exec("pgrep", lambda call: ExecResult(0 if self.running else 1, "", ""))
+        self.runtime = runtime
+        self.server = runtime.guests.server(VM)
 
-    def _script(self, call: ExecCall) -> ExecResult:
-        if "pkill" in call.argv[-1]:
-            self.events.append("stop")
-            self.running = False
-        else:
-            self.events.append("start")
-            self.running = True
-        return ExecResult(0, "", "")
+    @property
+    def events(self) -> list[str]:
+        return self.server.events
+
+    @property
+    def running(self) -> bool:
+        sandbox = self.runtime.sandboxes.get(VM)
+        return bool(self.server.running) and sandbox is not None and self.server.boot == sandbox.boots
+
+    @running.setter
+    def running(self, value: bool) -> None:
+        self.server.running = self.server.answers = value
 
 
 class Flow:
@@ -239,8 +241,8 @@ def test_without_a_state_file_an_attached_client_still_keeps_its_vm_when_the_use
 
 def test_a_changed_opencode_configuration_restarts_serve_only_when_allowed(flow: Flow) -> None:
     after_first_run(flow)
-    copies: list[ExecCall] = []
-    flow.runtime.on_exec("tar", lambda call: copies.append(call) or ExecResult(0, "", ""))
+    copies = flow.runtime.guests.unpacked.setdefault(VM, [])
+    copies.clear()
     config = Path.home() / ".config" / "opencode"
     config.mkdir(parents=True, exist_ok=True)
     (config / "opencode.json").write_text('{"theme": "dark"}\n')
@@ -248,7 +250,7 @@ def test_a_changed_opencode_configuration_restarts_serve_only_when_allowed(flow:
     flow.prepare(flow.app(interactive=True), other_clients=1)
     assert "the opencode configuration changed: the server must restart" in flow.questions[0]
     assert flow.serve.events == []  # deferred: the attached client keeps its server
-    assert len(copies) == 1 and b"opencode.json" in copies[0].stdin
+    assert len(copies) == 1 and b"opencode.json" in copies[0]
     flow.serve.events.clear()
     flow.prepare()  # no other client: the restart needs no question
     assert flow.serve.events == ["stop", "start"]
@@ -306,7 +308,6 @@ def test_a_port_change_recreates_the_vm_keeping_its_own_host_port_and_a_busy_one
 
 
 def _opencode_config_changed(flow: Flow) -> None:
-    flow.runtime.on_exec("tar", lambda call: ExecResult(0, "", ""))
     config = Path.home() / ".config" / "opencode"
     config.mkdir(parents=True, exist_ok=True)
     (config / "opencode.json").write_text('{"theme": "light"}\n')
@@ -341,7 +342,8 @@ def test_the_dry_run_plans_what_the_start_then_carries_out(flow: Flow, branch: s
     calls = len(flow.runtime.calls)
     planned = Start(flow.app()).plan()
     asked = {operation for operation, _ in flow.runtime.calls[calls:]}
-    assert asked <= {"check_available", "get_sandbox", "get_volume", "loaded_image", "port_map", "exec"}, asked
+    read_only = {"check_available", "get_sandbox", "get_volume", "loaded_image", "port_map", "server_running"}
+    assert asked <= read_only, asked
     start = Start(flow.app())
     start.prepare(False, 0)
     assert planned.actions() == [(step.step, step.action) for step in start.carried_out]

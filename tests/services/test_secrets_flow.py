@@ -20,7 +20,6 @@ from opencode_sandbox.services import provisioning
 from opencode_sandbox.services.secrets import auth_file, look_up, values_files
 from opencode_sandbox.services.start.pipeline import Start
 from opencode_sandbox.ui.console import LogLevel
-from tests.fakes.runtime import ExecCall, ExecResult
 from tests.services.app_fakes import SLUG, messages
 from tests.services.test_run_flow import VM, Flow
 
@@ -36,12 +35,7 @@ class SecretsFlow(Flow):
         self.runtime.kind = RuntimeKind.MICROSANDBOX
         self.secrets: tuple[SecretRule, ...] = SECRETS
         self.profile = Profile.PUBLIC
-        self.archives: list[bytes] = []
-        self.runtime.on_exec("tar", self._unpack)
-
-    def _unpack(self, call: ExecCall) -> ExecResult:
-        self.archives.append(call.stdin)
-        return ExecResult(0, "", "")
+        self.archives = self.runtime.guests.unpacked.setdefault(VM, [])
 
     def app(self, interactive: bool = False) -> App:
         app = super().app(interactive)

@@ -23,17 +23,8 @@ FOLDERS = (
 )
 """The home and the folders opencode and this tool write to, outermost first."""
 
-_PREFIX = "probe:"
-PROBE_SCRIPT = (
-    f'echo "{_PREFIX}dev $(id -u) $(id -g)"; '
-    f'echo "{_PREFIX}opencode $(command -v opencode || true)"; '
-    f"for folder in {' '.join(FOLDERS)}; do "
-    '[ -d "$folder" ] || continue; '
-    'if [ ! -w "$folder" ] || [ ! -x "$folder" ]; then '
-    f'echo "{_PREFIX}blocked $folder $(stat -c \'%u %g %a\' "$folder")"; break; fi; '
-    "done"
-)
-"""Run as `dev` (workdir /): prints `probe:` lines, which `read_probe` reads."""
+PROBE_PREFIX = "probe:"
+"""What starts each line of the probe's output (`guest/shell.py` runs it as `dev`, workdir /)."""
 
 
 class BlockedFolder(Record):
@@ -65,9 +56,9 @@ def read_probe(output: str) -> HomeProbe | None:
     blocked: BlockedFolder | None = None
     seen = False
     for line in output.splitlines():
-        if not line.startswith(_PREFIX):
+        if not line.startswith(PROBE_PREFIX):
             continue
-        key, _, value = line[len(_PREFIX):].partition(" ")
+        key, _, value = line[len(PROBE_PREFIX):].partition(" ")
         words = value.split()
         if key == "dev":
             seen = True

@@ -9,26 +9,11 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from opencode_sandbox import TYPE_CHECKING
-from opencode_sandbox.core.ports import DAEMON_PORT
 from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.state.files import ensure_private_dir, write_atomic
 
 if TYPE_CHECKING:
-    from opencode_sandbox.runtime.base import Runtime
-
-GUEST_URL = f"http://127.0.0.1:{DAEMON_PORT}"
-DAEMON_LOG = "/home/dev/.local/state/opencode-sandbox/daemon.log"
-# Every address family: offline, msb gives a microVM IPv6 alone and forwards its published ports
-# over IPv6, so a server on 0.0.0.0 alone never answers the host. `::` takes IPv4 too.
-_SERVE = f"opencode serve --hostname :: --port {DAEMON_PORT}"
-_START_SCRIPT = (
-    "command -v opencode >/dev/null || { echo 'opencode: not found on the PATH' >&2; exit 127; } && "
-    f'mkdir -p "$(dirname {DAEMON_LOG})" && '
-    f"setsid -f sh -c 'exec {_SERVE} >>{DAEMON_LOG} 2>&1' </dev/null >/dev/null 2>&1"
-)
-_PATTERN = "opencode serve --hostname"
-_STOP_SCRIPT = f"pkill -KILL -f '{_PATTERN}' ; true"
-
+    from opencode_sandbox.guest.operations import Guest
 
 def password_path(project_state_dir: Path) -> Path:
     return project_state_dir / "daemon-password"
@@ -52,18 +37,15 @@ def new_password(project_state_dir: Path) -> str:
     return value
 
 
-def start_daemon(runtime: Runtime, vm: str, password: str, home_volume: str | None = None) -> None:
+def start_daemon(guest: Guest, password: str, home_volume: str | None = None) -> None:
     """Start `opencode serve` detached; on failure, say why (`home_volume` names the volume in the hint)."""
-    result = runtime.exec(
-        vm, ["sh", "-c", _START_SCRIPT], env={"OPENCODE_SERVER_PASSWORD": password}, timeout_s=60
-    )
+    result = guest.start_server(password)
     if result.exit_code != 0:
         from opencode_sandbox.core.dev_home import diagnose_start_failure
-        from opencode_sandbox.services.dev_home_probe import probe_dev_home
 
         output = result.stderr.strip() or result.stdout.strip()
-        diagnosis = diagnose_start_failure(output, probe_dev_home(runtime, vm), home_volume)
-        raise SandboxError(f"cannot start opencode serve in {vm}: {diagnosis.reason}", hint=diagnosis.hint)
+        diagnosis = diagnose_start_failure(output, guest.probe_home(), home_volume)
+        raise SandboxError(f"cannot start opencode serve in {guest.vm}: {diagnosis.reason}", hint=diagnosis.hint)
 
 
 class BackgroundStart:
@@ -94,50 +76,23 @@ class BackgroundStart:
         return self._error
 
 
-def daemon_running(runtime: Runtime, vm: str) -> bool:
-    """Whether an `opencode serve` process exists in the VM, answering or not yet."""
-    return serve_process_running(runtime, vm) is True
-
-
-def serve_process_running(runtime: Runtime, vm: str) -> bool | None:
-    """True or False when `pgrep` can tell whether `opencode serve` runs in the VM, None otherwise."""
-    code = runtime.exec(vm, ["pgrep", "-f", _PATTERN], workdir="/", timeout_s=30).exit_code
-    return {0: True, 1: False}.get(code)
-
-
-def stop_daemon(runtime: Runtime, vm: str) -> None:
-    runtime.exec(vm, ["sh", "-c", _STOP_SCRIPT], timeout_s=30)
-
-
-def daemon_log_tail(runtime: Runtime, vm: str, lines: int = 30) -> str:
+def daemon_log_tail(guest: Guest, lines: int = 30) -> str:
     try:
-        result = runtime.exec(vm, ["tail", "-n", str(lines), DAEMON_LOG], timeout_s=30)
+        return guest.server_log(lines)
     except SandboxError as error:
         return f"(the log could not be read: {error.message})"
-    return result.stdout.strip() or result.stderr.strip() or EMPTY_LOG
 
 
-EMPTY_LOG = "(the log is empty)"
-
-
-_REPORT_TABLES = ("tcp", "tcp6", "udp", "udp6")
-_REPORT_SCRIPT = (
-    f"pid=$(pgrep -o -f '{_PATTERN}'); [ -n \"$pid\" ] && ps -o pid,stat,etime,time,args -s \"$pid\" 2>/dev/null; "
-    + "".join(f"echo '--- {table}'; cat /proc/net/{table} 2>/dev/null; " for table in _REPORT_TABLES)
-    + f"echo '--- inside'; curl -s -o /dev/null -m 10 -w '%{{http_code}}' {GUEST_URL}/global/health 2>/dev/null; true"
-)
-
-
-def serve_report(runtime: Runtime, vm: str, printed_nothing: bool) -> tuple[str, str | None]:
+def serve_report(guest: Guest, printed_nothing: bool) -> tuple[str, str | None]:
     """What `opencode serve` is doing now, for a start failure: the lines to add, and a hint when
     it waits on the network ("" and None when the VM cannot tell)."""
     from opencode_sandbox.core.serve_report import connections, hint_for, summary
 
     try:
-        result = runtime.exec(vm, ["sh", "-c", _REPORT_SCRIPT], workdir="/", timeout_s=30)
+        report = guest.server_report()
     except SandboxError:
         return "", None
-    processes, *sections = result.stdout.split("--- ")
+    processes, *sections = report.split("--- ")
     waiting = []
     inside: str | None = None
     for section in sections:

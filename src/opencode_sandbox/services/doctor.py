@@ -18,6 +18,7 @@ from opencode_sandbox.ui.console import Console, style
 if TYPE_CHECKING:
     from opencode_sandbox.app import App
     from opencode_sandbox.engine.base import ImageEngine
+    from opencode_sandbox.guest.operations import Guest
     from opencode_sandbox.runtime.base import Runtime
 
 DOCKER_START_HINT = (
@@ -97,14 +98,14 @@ def check_msb() -> Check:
     return Check("msb", True, f"{version} at {binary}", required_for=required)
 
 
-def check_project_home(runtime: Runtime, vm: str, volume: str | None) -> Check | None:
+def check_project_home(runtime: Runtime, guest: Guest, volume: str | None) -> Check | None:
     """Can dev use its home in the project's VM? Asked only while the VM runs: doctor starts nothing.
 
     None when the project has no VM (or the runtime cannot say): there is nothing to check.
     """
     from opencode_sandbox.core.dev_home import home_problem
-    from opencode_sandbox.services.dev_home_probe import probe_dev_home
 
+    vm = guest.vm
     required = frozenset({runtime.kind})
     try:
         info = runtime.get_sandbox(vm)
@@ -115,7 +116,7 @@ def check_project_home(runtime: Runtime, vm: str, volume: str | None) -> Check |
     if info.status is not SandboxStatus.RUNNING:
         return Check("home", True, f"not checked: {vm} is {info.status.value} (checked while it runs)",
                      required_for=required, of_project=True)
-    probe = probe_dev_home(runtime, vm)
+    probe = guest.probe_home()
     if probe is None:
         return Check("home", False, f"cannot ask {vm} whether dev can use its home",
                      "run `opencode-sandbox doctor` again; if it keeps failing, stop the VM with "
@@ -225,7 +226,7 @@ def project_checks(app: App) -> list[Check]:
     except SandboxError:
         return checks
     volume = app.state.load(app.project.slug).home_volume
-    check = check_project_home(runtime, vm_name(app.project.slug), volume)
+    check = check_project_home(runtime, app.guest(vm_name(app.project.slug)), volume)
     return [*checks, check] if check is not None else checks
 
 

@@ -131,4 +131,4 @@ def tar_archive(files: Mapping[str, Content], targets: list[str]) -> bytes:
     return buffer.getvalue()
 
 
-UNPACK_COMMAND = ["tar", "-x", "--no-overwrite-dir", "-C", VM_HOME, "-f", "-"]
+

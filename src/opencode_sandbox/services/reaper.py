@@ -48,6 +48,7 @@ from opencode_sandbox.state.leases import count_live_leases, stop_guard
 
 if TYPE_CHECKING:
     from opencode_sandbox.daemon.client import DaemonClient
+    from opencode_sandbox.guest.operations import GuestFactory
     from opencode_sandbox.runtime.base import Runtime
 
 MAX_LOG_BYTES = 512 * 1024
@@ -113,8 +114,10 @@ class Reaper:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         watch: Watch | None = None,
+        guests: GuestFactory | None = None,
     ) -> None:
         self._watch = watch
+        self._guests = guests
         self._settings = settings
         self._runtime = runtime
         self._read_activity = read_activity
@@ -210,10 +213,11 @@ class Reaper:
 
     def _serve_running(self, current: ReaperSettings) -> bool | None:
         """Whether `opencode serve` runs in the VM; None when the VM cannot tell."""
-        from opencode_sandbox.services.daemon_control import serve_process_running
+        from opencode_sandbox.guest.shell import ShellGuest
 
+        guests = self._guests or ShellGuest
         try:
-            return serve_process_running(self._runtime(current.runtime_kind), current.vm_name)
+            return guests(self._runtime(current.runtime_kind), current.vm_name).server_running()
         except SandboxError:
             return None
 

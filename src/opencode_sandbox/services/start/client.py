@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from opencode_sandbox.app import App
 from opencode_sandbox.collector import collect_from_now_on
 from opencode_sandbox.errors import SandboxError, UsageError
-from opencode_sandbox.services.daemon_control import GUEST_URL
+from opencode_sandbox.guest.places import GUEST_URL
 from opencode_sandbox.services.start.pipeline import ReadyVm, Start
 
 _WORKTREE_NAME = r"^[a-z0-9]+(?:[-/][a-z0-9]+)*$"

@@ -8,18 +8,18 @@ from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.lifecycle import DaemonAction, DaemonFacts, DaemonPlan, plan_daemon
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.errors import BootFailed, SandboxError
+from opencode_sandbox.guest.places import EMPTY_LOG
 from opencode_sandbox.services import daemon_control
 from opencode_sandbox.ui.progress import slow_step
 
 if TYPE_CHECKING:
-    from opencode_sandbox.runtime.base import Runtime
+    from opencode_sandbox.guest.operations import Guest
     from opencode_sandbox.ui.console import Console
 
 
 class DaemonTarget(Record):
     """The server one start keeps, starts or restarts."""
 
-    vm: str
     host_url: str
     """The server on the host's loopback."""
     password: str
@@ -30,13 +30,13 @@ class DaemonTarget(Record):
 
 
 class DaemonStep:
-    def __init__(self, runtime: Runtime, console: Console, target: DaemonTarget,
+    def __init__(self, guest: Guest, console: Console, target: DaemonTarget,
                  ask_restart: Callable[[int], bool], record_started: Callable[[], None]) -> None:
         """`ask_restart(other_clients)`: whether to restart now; `record_started`: notes the
         configuration the new server runs with."""
-        self.runtime = runtime
+        self.guest = guest
         self.console = console
-        self.vm = target.vm
+        self.vm = guest.vm
         self.host_url = target.host_url
         self.password = target.password
         self.home_volume = target.home_volume
@@ -53,7 +53,7 @@ class DaemonStep:
             if plan.action is DaemonAction.CHECK_HEALTH:
                 facts = facts._replace(healthy=self._healthy())
             elif plan.action is DaemonAction.CHECK_PROCESS:
-                facts = facts._replace(serve_running=daemon_control.daemon_running(self.runtime, self.vm))
+                facts = facts._replace(serve_running=self.guest.server_running() is True)
             else:
                 return plan
 
@@ -68,7 +68,7 @@ class DaemonStep:
             if plan.action is DaemonAction.CHECK_HEALTH:
                 facts = facts._replace(healthy=self._healthy())
             elif plan.action is DaemonAction.CHECK_PROCESS:
-                facts = facts._replace(serve_running=daemon_control.daemon_running(self.runtime, self.vm))
+                facts = facts._replace(serve_running=self.guest.server_running() is True)
             elif plan.action is DaemonAction.ASK_RESTART:
                 facts = facts._replace(restart_approved=self.ask_restart(facts.other_clients))
             elif plan.action is DaemonAction.WAIT:
@@ -83,7 +83,7 @@ class DaemonStep:
         if plan.action is DaemonAction.KEEP:
             return None
         if plan.action is DaemonAction.RESTART:
-            daemon_control.stop_daemon(self.runtime, self.vm)
+            self.guest.stop_server()
         if not facts.wait:
             return self._start
         self._start_and_wait()
@@ -101,17 +101,17 @@ class DaemonStep:
 
     def _serve_alive(self) -> bool:
         try:
-            return daemon_control.serve_process_running(self.runtime, self.vm) is not False
+            return self.guest.server_running() is not False
         except SandboxError:
             return True
 
     def _start(self) -> None:
-        daemon_control.start_daemon(self.runtime, self.vm, self.password, self.home_volume)
+        daemon_control.start_daemon(self.guest, self.password, self.home_volume)
         self.record_started()
 
     def _start_and_wait(self) -> None:
         with slow_step(self.console, "Starting opencode serve"):
-            daemon_control.start_daemon(self.runtime, self.vm, self.password, self.home_volume)
+            daemon_control.start_daemon(self.guest, self.password, self.home_volume)
             if not self._wait_until_healthy():
                 raise self._failure()
         self.record_started()
@@ -120,18 +120,18 @@ class DaemonStep:
         return daemon_control.wait_until_healthy(self._healthy, self.start_timeout_s, still_running=self._serve_alive)
 
     def _failure(self) -> BootFailed:
-        from opencode_sandbox.services.dev_home_probe import home_failure
+        from opencode_sandbox.core.dev_home import home_problem
 
-        home = home_failure(self.runtime, self.vm, self.home_volume)
+        home = home_problem(self.guest.probe_home(), self.home_volume)
         if home is not None:
             return BootFailed(f"opencode serve did not come up in {self.vm}: {home.reason}", hint=home.hint)
-        tail = daemon_control.daemon_log_tail(self.runtime, self.vm)
+        tail = daemon_control.daemon_log_tail(self.guest)
         if not self._serve_alive():
             return BootFailed(
                 f"opencode serve exited before it answered in {self.vm}; the end of its log:\n{tail}",
                 hint="fix the cause above (often the opencode configuration), then run again",
             )
-        doing, network_hint = daemon_control.serve_report(self.runtime, self.vm, tail == daemon_control.EMPTY_LOG)
+        doing, network_hint = daemon_control.serve_report(self.guest, tail == EMPTY_LOG)
         shown = f"{tail}\n{doing}" if doing else tail
         return BootFailed(
             f"opencode serve did not answer within {self.start_timeout_s:g} s in {self.vm}; "

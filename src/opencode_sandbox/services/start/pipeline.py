@@ -37,7 +37,6 @@ from opencode_sandbox.ui.prompts import confirm
 
 AUTO_PRUNE_STAMP = "auto-prune.last"
 AUTO_PRUNE_INTERVAL_S = 3600.0
-DIND_START = "/usr/local/bin/opencode-sandbox-start-docker"
 GUARDED_TOOL_FOLDER = ".opencode-sandbox"
 GUARD_STEP = PlannedStep(Step.GUARD, "review", "what a VM changed among the files the host runs: keep or revert it, "
                                                "and record them")
@@ -122,7 +121,7 @@ class Start:
             provision.apply(self.app, self.vm, provisioned, decision.volume)
             if not decision.plan.deferred:
                 self._sync_git(seeded)
-            daemon = self._daemon(state, DaemonTarget(self.vm, host_url, password, state.home_volume,
+            daemon = self._daemon(state, DaemonTarget(host_url, password, state.home_volume,
                                                       self.app.settings.daemon_start_timeout.total_seconds()),
                                   provisioned.fingerprint)
             facts_of_daemon = self._daemon_facts(state, not connected, wait_for_daemon, provisioned.fingerprint,
@@ -232,7 +231,7 @@ class Start:
                             lambda line: self.console.verbose(f"git: {line}"))
 
     def _start_inner_docker(self) -> None:
-        result = self.app.runtime.exec(self.vm, [DIND_START], user="root", timeout_s=120)
+        result = self.app.guest(self.vm).start_inner_docker()
         if result.exit_code != 0:
             self.console.warn(
                 f"the Docker engine inside {self.vm} did not start: "
@@ -259,7 +258,7 @@ class Start:
         def record_started() -> None:
             self.store.save(self.slug, state._replace(config_fingerprint=config_fingerprint))
 
-        return DaemonStep(self.app.runtime, self.console, target, ask_restart, record_started)
+        return DaemonStep(self.app.guest(self.vm), self.console, target, ask_restart, record_started)
 
     # the dry run ---------------------------------------------------------------------------
 
@@ -322,7 +321,7 @@ class Start:
         port = self.app.runtime.port_map(self.vm).get(DAEMON_PORT) if not facts.booted else None
         if facts.booted or password is None or port is None:
             return plan_daemon(facts._replace(booted=True))
-        target = DaemonTarget(self.vm, f"http://127.0.0.1:{port}", password, state.home_volume,
+        target = DaemonTarget(f"http://127.0.0.1:{port}", password, state.home_volume,
                               self.app.settings.daemon_start_timeout.total_seconds())
         return self._daemon(state, target, config_fingerprint).predict(facts)
 

@@ -60,14 +60,12 @@ def apply(app: App, vm: str, facts: ProvisionFacts, home_volume: str | None) -> 
     if not facts.changed:
         return
     app.console.verbose(f"provisioning {len(facts.changed)} file(s): {', '.join(facts.changed)}")
-    result = app.runtime.exec(
-        vm, provisioning.UNPACK_COMMAND, workdir="/home/dev",
-        stdin=provisioning.tar_archive(facts.files, facts.changed), timeout_s=120,
-    )
+    guest = app.guest(vm)
+    result = guest.unpack_home(provisioning.tar_archive(facts.files, facts.changed))
     if result.exit_code != 0:
-        from opencode_sandbox.services.dev_home_probe import home_failure
+        from opencode_sandbox.core.dev_home import home_problem
 
-        home = home_failure(app.runtime, vm, home_volume)
+        home = home_problem(guest.probe_home(), home_volume)
         if home is not None:
             raise SandboxError(f"copying the opencode configuration into {vm} failed: {home.reason}", hint=home.hint)
         raise SandboxError(
