@@ -800,7 +800,10 @@ class _Shell:
                     if identity is not None and user != "root":
                         os.chown(where / key, *identity)
                 else:
-                    where.setdefault(key, FakeNode("dir", user, 0o755))
+                    parts = key.strip("/").split("/")
+                    for depth in range(1, len(parts) + 1):  # `-p`: the parents too
+                        prefix = "/" if key.startswith("/") else ""
+                        where.setdefault(prefix + "/".join(parts[:depth]), FakeNode("dir", user, 0o755))
             return 0, "", ""
         if program == "ln" and len(args) == 3 and args[0] == "-s":
             where, key = self._locate(args[2])

@@ -58,7 +58,9 @@ class ShellGuest:
         self.runtime.exec(self.vm, ["sh", "-c", _STOP], timeout_s=30)
 
     def server_log(self, lines: int = 30) -> str:
-        result = self.runtime.exec(self.vm, ["tail", "-n", str(lines), SERVER_LOG], timeout_s=30)
+        # A server never started has no log: nothing in it, not a failure to read it.
+        script = f'[ ! -e "$1" ] || tail -n {int(lines)} "$1"'
+        result = self.runtime.exec(self.vm, ["sh", "-c", script, "log", SERVER_LOG], timeout_s=30)
         return result.stdout.strip() or result.stderr.strip() or EMPTY_LOG
 
     def server_report(self) -> str:
