@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 
 import pytest
@@ -32,8 +33,6 @@ class TestShellGuest(GuestContract):
                                                mounts=(Mount(MountKind.VOLUME, volume, "/home/dev"),)))
             yield Booted(runtime, ShellGuest(runtime, vm))
         finally:
-            try:
+            with contextlib.suppress(NotFound):
                 runtime.remove_sandbox(vm)
-            except NotFound:
-                pass
             runtime.remove_volume(volume)
