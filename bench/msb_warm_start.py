@@ -42,8 +42,8 @@ from opencode_sandbox.core.naming import BASE_IMAGE, LABEL_OPENCODE_VERSION, vm_
 from opencode_sandbox.core.slug import slug_for_remote
 from opencode_sandbox.daemon.health import is_serving
 from opencode_sandbox.images.updater import record_baked_version
-from opencode_sandbox.runtime.kvm import probe_kvm
-from opencode_sandbox.runtime.msb_cli import locate_msb
+from opencode_sandbox.runtime.microsandbox.cli import locate_msb
+from opencode_sandbox.runtime.microsandbox.kvm import probe_kvm
 
 WARM_TARGET = 3.0
 AFTER_STOP_TARGET = 1.5
@@ -110,7 +110,7 @@ def make_project(root: Path) -> tuple[Path, str]:
 def first_start(tool: list[str], project: Path, env: dict[str, str], state_dir: Path, slug: str) -> float:
     """`run --serve-only` until opencode serve answers, then detached as with Ctrl-C: the VM keeps
     running, its server answering, as a warm start finds it."""
-    from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
+    from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
 
     began = time.perf_counter()
     serving = subprocess.Popen([*tool, "run", "--serve-only"], cwd=project, env=env, stdin=subprocess.DEVNULL,

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from opencode_sandbox.core.naming import managed_labels, vm_name
-from opencode_sandbox.runtime.docker_args import run_args, sandbox_labels
-from opencode_sandbox.runtime.docker_backend import DockerRuntime
+from opencode_sandbox.runtime.docker.args import run_args, sandbox_labels
+from opencode_sandbox.runtime.docker.backend import DockerRuntime
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec
 
 IMAGE = "debian:trixie-slim"

@@ -25,7 +25,7 @@ TARGET = 1.0
 
 STREAMED = """
 import json, resource, time
-from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
+from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
 start = time.perf_counter()
 MicrosandboxRuntime().load_image({reference!r})
 seconds = time.perf_counter() - start
@@ -34,8 +34,8 @@ print(json.dumps({{"seconds": seconds, "peak_kib": resource.getrusage(resource.R
 
 FROM_FILE = """
 import json, os, resource, subprocess, time
-from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
-from opencode_sandbox.runtime.msb_cli import locate_msb
+from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
+from opencode_sandbox.runtime.microsandbox.cli import locate_msb
 archive = {archive!r}
 start = time.perf_counter()
 subprocess.run(["docker", "save", "-o", archive, {reference!r}], check=True)

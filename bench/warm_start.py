@@ -32,7 +32,7 @@ from opencode_sandbox.core.naming import (
 from opencode_sandbox.core.slug import slug_for_remote
 from opencode_sandbox.daemon.health import is_serving
 from opencode_sandbox.images.updater import record_baked_version
-from opencode_sandbox.runtime.docker_identity import forget_mapped_mounts
+from opencode_sandbox.runtime.docker.identity import forget_mapped_mounts
 
 WARM_TARGET = 2.0
 AFTER_STOP_TARGET = 1.5

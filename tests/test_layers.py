@@ -54,7 +54,7 @@ def test_every_module_of_the_package_has_a_layer() -> None:
         ("core/units.py", "import opencode_sandbox.ui.console"),
         ("core/naming.py", "import opencode_sandbox.state.files"),
         ("core/digest.py", "import opencode_sandbox.images.dockerfile"),
-        ("runtime/kvm.py", "import opencode_sandbox.ui.progress"),
+        ("runtime/microsandbox/kvm.py", "import opencode_sandbox.ui.progress"),
         ("daemon/health.py", "import opencode_sandbox.app"),
         ("engine/docker.py", "import opencode_sandbox.runtime.types"),
         ("engine/base.py", "import opencode_sandbox.images.hashing"),

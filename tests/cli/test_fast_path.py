@@ -188,7 +188,7 @@ WARM_PATH_MODULES = [
     "opencode_sandbox.app", "opencode_sandbox.engine.docker", "opencode_sandbox.services.start.client",
     "opencode_sandbox.services.start.pipeline", "opencode_sandbox.services.start.daemon",
     "opencode_sandbox.runtime.select",
-    "opencode_sandbox.runtime.docker_backend",
+    "opencode_sandbox.runtime.docker.backend",
     "opencode_sandbox.daemon.health", "opencode_sandbox.state.leases", "opencode_sandbox.services.reaper_spawn",
 ]
 KEPT_OFF_THE_WARM_PATH = ["click", "typing", "dataclasses", "inspect", "subprocess", "uuid", "hashlib", "tempfile",

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from opencode_sandbox.images.updater import record_baked_version
-from opencode_sandbox.runtime.kvm import probe_kvm
+from opencode_sandbox.runtime.microsandbox.kvm import probe_kvm
 from tests.e2e.harness import Project, make_project, project_on
 from tests.fixtures.host_users import HostUser
 from tests.fixtures.images import RunnerBase

@@ -33,9 +33,9 @@ from opencode_sandbox.guest.places import SERVER_LOG as DAEMON_LOG
 from opencode_sandbox.images.updater import record_baked_version
 from opencode_sandbox.paths import ToolPaths
 from opencode_sandbox.runtime.base import Runtime
-from opencode_sandbox.runtime.docker_identity import forget_mapped_mounts
-from opencode_sandbox.runtime.docker_netfilter import network_name
-from opencode_sandbox.runtime.docker_proxy import ca_volume_name, proxy_name
+from opencode_sandbox.runtime.docker.identity import forget_mapped_mounts
+from opencode_sandbox.runtime.docker.netfilter import network_name
+from opencode_sandbox.runtime.docker.proxy import ca_volume_name, proxy_name
 from opencode_sandbox.runtime.types import SandboxInfo
 from tests.fixtures.host_users import HostUser
 
@@ -113,14 +113,14 @@ class Project:
         """The tool's own backend for this project's runtime, in the test process's environment;
         on docker it acts for the project's host user, whose VM and volumes it then sees."""
         if self.runtime == "docker":
-            from opencode_sandbox.runtime.docker_backend import DockerRuntime
-            from opencode_sandbox.runtime.docker_owner import DockerOwner
+            from opencode_sandbox.runtime.docker.backend import DockerRuntime
+            from opencode_sandbox.runtime.docker.owner import DockerOwner
             from opencode_sandbox.state.store import StateStore
 
             store = StateStore(self.paths.state_dir)
             return DockerRuntime(owner=DockerOwner(self.user.uid if self.user else None,
                                                    lambda slug: store.load(slug).home_volume))
-        from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
+        from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
 
         return MicrosandboxRuntime()
 
@@ -225,7 +225,7 @@ class Project:
 
 def remove_microsandbox_artifacts(slug: str) -> None:
     """A project's VM, home volumes and loaded images in this process's MSB_HOME."""
-    from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
+    from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
 
     runtime = MicrosandboxRuntime()
     for sandbox in runtime.list_sandboxes():

@@ -29,8 +29,8 @@ import pytest
 import trustme
 
 from opencode_sandbox.core.naming import LABEL_SLUG
-from opencode_sandbox.runtime.docker_netfilter import network_name
-from opencode_sandbox.runtime.docker_proxy import ca_volume_name, proxy_name
+from opencode_sandbox.runtime.docker.netfilter import network_name
+from opencode_sandbox.runtime.docker.proxy import ca_volume_name, proxy_name
 from tests.e2e.harness import Project, ServeOnly, docker, wait_until
 from tests.e2e.test_agent import NOTE, NOTE_TEXT, opencode_logs
 from tests.e2e.test_network_policy_docker import proxy_images_removed_after  # noqa: F401 (a fixture)

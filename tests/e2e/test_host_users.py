@@ -12,7 +12,7 @@ import pytest
 
 from opencode_sandbox.core.naming import LABEL_OWNER_UID
 from opencode_sandbox.images.updater import record_baked_version
-from opencode_sandbox.runtime.docker_netfilter import network_name
+from opencode_sandbox.runtime.docker.netfilter import network_name
 from tests.e2e.harness import Project, docker, make_project
 from tests.fixtures.host_users import HostUser
 from tests.fixtures.images import RunnerBase

@@ -17,9 +17,9 @@ from opencode_sandbox.core.naming import runner_image, vm_name
 from opencode_sandbox.errors import VmDidNotBoot
 from opencode_sandbox.paths import ToolPaths
 from opencode_sandbox.project import Project
-from opencode_sandbox.runtime.docker_backend import DockerRuntime
-from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
-from opencode_sandbox.runtime.msb_cli import MsbCli
+from opencode_sandbox.runtime.docker.backend import DockerRuntime
+from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
+from opencode_sandbox.runtime.microsandbox.cli import MsbCli
 from opencode_sandbox.runtime.types import RuntimeKind
 from opencode_sandbox.services.image_step import ReadyImage, UpdateCheck
 from opencode_sandbox.services.start import pipeline as run

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from opencode_sandbox.images.updater import baked_version
-from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
+from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
 from tests.e2e.conftest import MICROVMS_ONLY
 from tests.e2e.harness import Project
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
+from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
 from tests.e2e.conftest import MICROVMS_ONLY
 from tests.e2e.harness import Project
 

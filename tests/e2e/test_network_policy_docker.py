@@ -22,8 +22,8 @@ import pytest
 
 from opencode_sandbox.core.naming import LABEL_SLUG, PROXY_REPOSITORY
 from opencode_sandbox.core.prune_plan import ArtifactKind, Removal
-from opencode_sandbox.runtime.docker_netfilter import NETFILTER_IMAGE, network_name
-from opencode_sandbox.runtime.docker_proxy import VM_CA_BUNDLE, ca_volume_name, proxy_name
+from opencode_sandbox.runtime.docker.netfilter import NETFILTER_IMAGE, network_name
+from opencode_sandbox.runtime.docker.proxy import VM_CA_BUNDLE, ca_volume_name, proxy_name
 from opencode_sandbox.services.prune import apply_plan
 from opencode_sandbox.state.store import StateStore
 from tests.e2e.harness import Project, ServeOnly, Tmux, cli_command, docker, status_of

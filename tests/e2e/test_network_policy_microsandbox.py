@@ -26,7 +26,7 @@ import httpx
 import pytest
 import trustme
 
-from opencode_sandbox.runtime.msb_cli import locate_msb
+from opencode_sandbox.runtime.microsandbox.cli import locate_msb
 from tests.e2e.conftest import MICROVMS_ONLY
 from tests.e2e.harness import Project, ServeOnly, non_loopback_address, status_of
 from tests.e2e.test_agent import NOTE, NOTE_TEXT

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from opencode_sandbox.core.naming import PROXY_REPOSITORY, home_volume_name, runner_image, runner_repository
-from opencode_sandbox.runtime.msb_cli import locate_msb
+from opencode_sandbox.runtime.microsandbox.cli import locate_msb
 from tests.e2e.conftest import seed_runner_layers
 from tests.e2e.harness import Project, docker, project_on
 from tests.fixtures.images import DEBIAN_BASE, RunnerBase

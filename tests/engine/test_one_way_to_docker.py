@@ -14,9 +14,9 @@ import pytest
 import opencode_sandbox
 
 PACKAGE = Path(opencode_sandbox.__file__).parent
-ALLOWED = ("engine/", "runtime/docker_backend.py", "runtime/docker_exec.py", "runtime/docker_netfilter.py",
-           "runtime/docker_proxy.py", "runtime/docker_policy_pieces.py", "runtime/docker_identity.py",
-           "runtime/docker_owner.py")
+ALLOWED = ("engine/", "runtime/docker/backend.py", "runtime/docker/execution.py", "runtime/docker/netfilter.py",
+           "runtime/docker/proxy.py", "runtime/docker/policy_pieces.py", "runtime/docker/identity.py",
+           "runtime/docker/owner.py")
 TRANSPORT = ("opencode_sandbox.engine.command", "opencode_sandbox.engine.socket_client")
 SUBPROCESS_CALLS = {"run", "Popen", "call", "check_call", "check_output"}
 SOCKET_MARKERS = ("docker.sock", "/var/run/docker", "docker_engine")

@@ -45,7 +45,7 @@ from opencode_sandbox.errors import (
     SandboxError,
     VmDidNotBoot,
 )
-from opencode_sandbox.runtime.docker_owner import DockerOwner
+from opencode_sandbox.runtime.docker.owner import DockerOwner
 from opencode_sandbox.runtime.secret_values import checked_secret_values
 from opencode_sandbox.runtime.types import (
     ExecResult,

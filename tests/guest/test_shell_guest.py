@@ -10,7 +10,7 @@ import pytest
 from opencode_sandbox.core.naming import home_volume_name, managed_labels, vm_name
 from opencode_sandbox.errors import NotFound
 from opencode_sandbox.guest.shell import ShellGuest
-from opencode_sandbox.runtime.docker_backend import DockerRuntime
+from opencode_sandbox.runtime.docker.backend import DockerRuntime
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec
 from tests.fixtures.images import RunnerBase
 from tests.guest.contract import Booted, GuestContract

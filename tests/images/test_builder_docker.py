@@ -29,7 +29,7 @@ from opencode_sandbox.images.builder import (
     plan_project_image,
 )
 from opencode_sandbox.images.progress import SilentProgress
-from opencode_sandbox.runtime.docker_backend import DockerRuntime
+from opencode_sandbox.runtime.docker.backend import DockerRuntime
 from opencode_sandbox.services.listing import short_digest
 from tests.fixtures.images import RunnerBase
 from tests.images.certs import real_pem

@@ -24,7 +24,7 @@ import pytest
 
 from opencode_sandbox.core.naming import LABEL_MANAGED, LABEL_SLUG
 from opencode_sandbox.core.prune_plan import Scope
-from opencode_sandbox.runtime.docker_backend import DockerRuntime
+from opencode_sandbox.runtime.docker.backend import DockerRuntime
 from opencode_sandbox.services.docker_images import DockerEngineImages
 from opencode_sandbox.services.prune import prune
 from tests.services.app_fakes import make_app
@@ -229,7 +229,7 @@ def test_docker_runtime_prune_leaves_foreign_artifacts(
     docker_images: list[str], docker_extras: tuple[list[str], list[str]], unique: str, tmp_path: Path,
 ) -> None:
     volumes, containers = docker_extras
-    from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
+    from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
 
     asked, lines = full_prune(DockerRuntime(), MicrosandboxRuntime(), unique, tmp_path)
     assert lines and lines[-1].startswith("Pruned ")
@@ -244,7 +244,7 @@ def test_docker_runtime_prune_leaves_foreign_artifacts(
 def test_microsandbox_runtime_prune_leaves_foreign_artifacts(
     msb_artifacts: dict[str, list[str]], docker_images: list[str], unique: str, tmp_path: Path,
 ) -> None:
-    from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
+    from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
 
     assert len(msb_json("list")) == COUNT
     asked, lines = full_prune(MicrosandboxRuntime(), DockerRuntime(), unique, tmp_path)

@@ -27,7 +27,7 @@ from opencode_sandbox.core.naming import (
 )
 from opencode_sandbox.errors import OwnedByAnother
 from opencode_sandbox.runtime.base import Runtime
-from opencode_sandbox.runtime.docker_owner import RecordedHome
+from opencode_sandbox.runtime.docker.owner import RecordedHome
 from tests.runtime.contract import Created, RuntimeContract, new_slug
 
 ME = os.getuid()

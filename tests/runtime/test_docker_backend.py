@@ -13,7 +13,7 @@ from opencode_sandbox.core.naming import LABEL_SLUG, home_volume_name, managed_l
 from opencode_sandbox.engine import socket_client as docker_api
 from opencode_sandbox.engine.command import MANAGEMENT_TIMEOUT_S, DockerCli
 from opencode_sandbox.errors import BootFailed, NotFound, RuntimeUnavailable, SandboxError
-from opencode_sandbox.runtime.docker_backend import DockerRuntime
+from opencode_sandbox.runtime.docker.backend import DockerRuntime
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec, SandboxStatus
 from tests.runtime.conftest import build_image, docker
 

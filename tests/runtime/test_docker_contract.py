@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from opencode_sandbox.runtime.docker_backend import DockerRuntime
-from opencode_sandbox.runtime.docker_owner import DockerOwner
+from opencode_sandbox.runtime.docker.backend import DockerRuntime
+from opencode_sandbox.runtime.docker.owner import DockerOwner
 from tests.runtime.conftest import docker
 from tests.runtime.ownership_contract import ActingFor, OwnershipContract
 

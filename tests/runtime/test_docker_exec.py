@@ -23,7 +23,7 @@ from opencode_sandbox.core.naming import managed_labels, vm_name
 from opencode_sandbox.engine import socket_client as docker_api
 from opencode_sandbox.engine.command import MANAGEMENT_TIMEOUT_S, DockerCli
 from opencode_sandbox.errors import BootFailed, NotFound, SandboxError
-from opencode_sandbox.runtime.docker_backend import DockerRuntime
+from opencode_sandbox.runtime.docker.backend import DockerRuntime
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec
 from tests.runtime.conftest import docker, docker_answers
 
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.docker
 IMAGE = "opencode-sandbox/runner-base:latest"
 ATTACH = """
 import json, sys
-from opencode_sandbox.runtime.docker_backend import DockerRuntime
+from opencode_sandbox.runtime.docker.backend import DockerRuntime
 options = json.loads(sys.argv[1])
 sys.exit(DockerRuntime().attach(options.pop("name"), options.pop("argv"), tty=False, **options))
 """

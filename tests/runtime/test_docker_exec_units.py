@@ -14,8 +14,8 @@ import pytest
 
 from opencode_sandbox import plain_http
 from opencode_sandbox.engine.socket_client import ApiUnavailable, DockerApi
-from opencode_sandbox.runtime import docker_exec
-from opencode_sandbox.runtime.docker_exec import STDERR, STDOUT, ExecRequest, FrameDemux
+from opencode_sandbox.runtime.docker import execution as docker_exec
+from opencode_sandbox.runtime.docker.execution import STDERR, STDOUT, ExecRequest, FrameDemux
 from tests.fixtures.scripted_engine import Handler, ScriptedEngine, engine_at, json_answer
 
 __all__ = ["engine_at"]  # a fixture, used by name
@@ -219,7 +219,7 @@ def test_only_a_null_or_closed_stdin_counts_as_no_input(
     source.write_text("data")
     with source.open("rb") as file:
         result = subprocess.run(
-            [sys.executable, "-c", prelude + "from opencode_sandbox.runtime.docker_exec import stdin_is_null\n"
+            [sys.executable, "-c", prelude + "from opencode_sandbox.runtime.docker.execution import stdin_is_null\n"
              "print(stdin_is_null())"],
             stdin=file if stdin == "file" else stdin, capture_output=True, text=True, check=True, timeout=60,
         )

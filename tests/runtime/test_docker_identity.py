@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from opencode_sandbox.runtime import idmapped_mount
-from opencode_sandbox.runtime.docker_identity import (
+from opencode_sandbox.runtime.docker import idmapped_mount
+from opencode_sandbox.runtime.docker.identity import (
     LABEL_MAPPED,
     dev_ids,
     home_owners_args,

@@ -9,8 +9,8 @@ import pytest
 from opencode_sandbox.core.naming import LABEL_MANAGED, LABEL_OWNER_UID, LABEL_SLUG
 from opencode_sandbox.engine.command import DockerCli
 from opencode_sandbox.errors import BootFailed
-from opencode_sandbox.runtime.docker_netfilter import ensure_network, network_name, remove_network
-from opencode_sandbox.runtime.docker_owner import DockerOwner
+from opencode_sandbox.runtime.docker.netfilter import ensure_network, network_name, remove_network
+from opencode_sandbox.runtime.docker.owner import DockerOwner
 
 OWNER = DockerOwner()
 

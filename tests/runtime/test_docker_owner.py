@@ -14,7 +14,7 @@ from opencode_sandbox.core.naming import home_volume_name, managed_labels, owner
 from opencode_sandbox.core.ownership import Claim
 from opencode_sandbox.engine.command import DockerCli
 from opencode_sandbox.errors import OwnedByAnother
-from opencode_sandbox.runtime.docker_owner import DockerOwner, host_user, mounted_volumes, refusal
+from opencode_sandbox.runtime.docker.owner import DockerOwner, host_user, mounted_volumes, refusal
 
 SLUG = "web-0123456789abcd"
 HOME = home_volume_name(SLUG, datetime(2030, 1, 1, tzinfo=UTC))

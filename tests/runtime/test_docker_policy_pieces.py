@@ -13,8 +13,8 @@ from opencode_sandbox.core.naming import LABEL_KIND, LABEL_MANAGED, LABEL_OWNER_
 from opencode_sandbox.core.prune_plan import ArtifactKind, PolicyPieceFact
 from opencode_sandbox.engine.command import DockerCli
 from opencode_sandbox.errors import NotFound, OwnedByAnother, SandboxError
-from opencode_sandbox.runtime.docker_owner import DockerOwner
-from opencode_sandbox.runtime.docker_policy_pieces import list_policy_pieces, remove_policy_piece
+from opencode_sandbox.runtime.docker.owner import DockerOwner
+from opencode_sandbox.runtime.docker.policy_pieces import list_policy_pieces, remove_policy_piece
 
 SLUG = "web-0123456789abcd"
 CREATED = "2026-11-30T10:00:00.123456789Z"

@@ -23,9 +23,9 @@ from opencode_sandbox.core.policy_document import policy_of_document
 from opencode_sandbox.core.secrets import parse_secrets
 from opencode_sandbox.engine.command import DockerCli
 from opencode_sandbox.errors import BootFailed, OwnedByAnother
-from opencode_sandbox.runtime import docker_proxy
-from opencode_sandbox.runtime.docker_args import run_args
-from opencode_sandbox.runtime.docker_owner import DockerOwner
+from opencode_sandbox.runtime.docker import proxy as docker_proxy
+from opencode_sandbox.runtime.docker.args import run_args
+from opencode_sandbox.runtime.docker.owner import DockerOwner
 from opencode_sandbox.runtime.types import SandboxSpec
 
 PACKAGE = Path(opencode_sandbox.__file__).parent
@@ -53,7 +53,7 @@ def test_the_vm_finds_the_proxy_in_its_hosts_file() -> None:
 def test_the_image_holds_the_policy_module_itself_and_the_certificates_it_is_given() -> None:
     files = docker_proxy.image_files([b"pem-a", b"pem-b", b"pem-a"])
     assert files["lib/opencode_sandbox/core/egress.py"] == (PACKAGE / "core" / "egress.py").read_bytes()
-    assert files["lib/proxy_addon.py"] == (PACKAGE / "runtime" / "proxy_addon.py").read_bytes()
+    assert files["lib/proxy_addon.py"] == (PACKAGE / "runtime" / "docker" / "proxy_addon.py").read_bytes()
     assert sorted(data for path, data in files.items() if path.startswith("ca-certificates/")) == [b"pem-a", b"pem-b"]
     assert "mitmproxy==12.3.1" in files["Dockerfile"].decode()
     reference = docker_proxy.image_reference(files)

@@ -11,10 +11,10 @@ import pytest
 from opencode_sandbox.core.egress import EgressPolicy, Profile, parse_rule
 from opencode_sandbox.engine.command import DockerCli
 from opencode_sandbox.errors import BootFailed, UsageError
-from opencode_sandbox.runtime.docker_args import run_args, sandbox_labels
-from opencode_sandbox.runtime.docker_backend import DockerRuntime
-from opencode_sandbox.runtime.docker_netfilter import policy_label, policy_of_label
-from opencode_sandbox.runtime.docker_parse import (
+from opencode_sandbox.runtime.docker.args import run_args, sandbox_labels
+from opencode_sandbox.runtime.docker.backend import DockerRuntime
+from opencode_sandbox.runtime.docker.netfilter import policy_label, policy_of_label
+from opencode_sandbox.runtime.docker.parse import (
     container_status,
     parse_time,
     published_host_port,

@@ -15,11 +15,11 @@ import pytest
 
 from opencode_sandbox.engine.command import DockerCli
 from opencode_sandbox.errors import NotFound
-from opencode_sandbox.runtime.docker_args import exec_args, run_args, sandbox_labels
-from opencode_sandbox.runtime.docker_backend import DockerRuntime
+from opencode_sandbox.runtime.docker.args import exec_args, run_args, sandbox_labels
+from opencode_sandbox.runtime.docker.backend import DockerRuntime
 from opencode_sandbox.runtime.env_passing import child_environment, env_flags
-from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
-from opencode_sandbox.runtime.msb_cli import MsbCli, locate_msb
+from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
+from opencode_sandbox.runtime.microsandbox.cli import MsbCli, locate_msb
 from opencode_sandbox.runtime.types import SandboxSpec
 
 SECRET = "s3cret-Value-0f-the-daemon"

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from opencode_sandbox.runtime.docker_owner import DockerOwner, RecordedHome
+from opencode_sandbox.runtime.docker.owner import DockerOwner, RecordedHome
 from tests.fakes.runtime import FakeNode, FakeRuntime, Tree, dev_home_files
 from tests.runtime.contract import CONTRACT_FILES
 from tests.runtime.ownership_contract import ActingFor, OwnershipContract

@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from opencode_sandbox.runtime.held_signals import signals_held
+from opencode_sandbox.runtime.microsandbox.held_signals import signals_held
 
 
 def test_a_signal_inside_is_raised_again_at_the_end_to_the_callers_handler() -> None:

@@ -33,12 +33,12 @@ from opencode_sandbox.errors import (
     RuntimeUnavailable,
     SandboxError,
 )
-from opencode_sandbox.runtime import microsandbox_backend
 from opencode_sandbox.runtime.base import Runtime
-from opencode_sandbox.runtime.kvm import KvmCheck, probe_kvm
-from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
-from opencode_sandbox.runtime.msb_cli import locate_msb
-from opencode_sandbox.runtime.msb_volume_files import OVERRIDE_STAT
+from opencode_sandbox.runtime.microsandbox import backend as microsandbox_backend
+from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
+from opencode_sandbox.runtime.microsandbox.cli import locate_msb
+from opencode_sandbox.runtime.microsandbox.kvm import KvmCheck, probe_kvm
+from opencode_sandbox.runtime.microsandbox.volume_files import OVERRIDE_STAT
 from opencode_sandbox.runtime.types import Mount, MountKind, RuntimeKind, SandboxSpec
 
 pytestmark = [pytest.mark.msb, pytest.mark.docker]
@@ -135,7 +135,7 @@ def test_availability_follows_the_kvm_probe() -> None:
 
 
 def test_a_missing_msb_is_reported_as_unavailable(tmp_path: Path) -> None:
-    from opencode_sandbox.runtime.msb_cli import MsbCli
+    from opencode_sandbox.runtime.microsandbox.cli import MsbCli
 
     backend = MicrosandboxRuntime(cli=MsbCli(tmp_path / "no-msb"))
     with pytest.raises(RuntimeUnavailable) as raised:

@@ -11,11 +11,11 @@ import pytest
 
 from opencode_sandbox.core.naming import managed_labels, vm_name
 from opencode_sandbox.errors import BootFailed, SandboxError, VmDidNotBoot
-from opencode_sandbox.runtime import microsandbox_backend
-from opencode_sandbox.runtime.kvm import KvmCheck
-from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
-from opencode_sandbox.runtime.msb_boot_log import MAX_LINES, MAX_WIDTH, decisive_lines
-from opencode_sandbox.runtime.msb_cli import MsbResult
+from opencode_sandbox.runtime.microsandbox import backend as microsandbox_backend
+from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
+from opencode_sandbox.runtime.microsandbox.boot_log import MAX_LINES, MAX_WIDTH, decisive_lines
+from opencode_sandbox.runtime.microsandbox.cli import MsbResult
+from opencode_sandbox.runtime.microsandbox.kvm import KvmCheck
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec
 from tests.fixtures.scripted_msb import ScriptedMsb, answer, not_found
 

@@ -11,10 +11,10 @@ import pytest
 
 from opencode_sandbox.core.egress import EgressPolicy, Profile
 from opencode_sandbox.errors import RuntimeUnavailable
-from opencode_sandbox.runtime.kvm import probe_kvm
-from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
-from opencode_sandbox.runtime.msb_cli import locate_msb
-from opencode_sandbox.runtime.msb_sdk_worker import call_sdk
+from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
+from opencode_sandbox.runtime.microsandbox.cli import locate_msb
+from opencode_sandbox.runtime.microsandbox.kvm import probe_kvm
+from opencode_sandbox.runtime.microsandbox.sdk_worker import call_sdk
 from tests.fixtures.msb_store import MsbImageStore, seeded_msb_home
 from tests.runtime.contract import PRIVATE_ADDRESS, Created, RuntimeContract, new_slug
 

@@ -12,8 +12,8 @@ from opencode_sandbox.core.egress import EgressPolicy, Profile
 from opencode_sandbox.core.naming import managed_labels, vm_name
 from opencode_sandbox.core.secrets import parse_secrets
 from opencode_sandbox.errors import UsageError, VmDidNotBoot
-from opencode_sandbox.runtime.kvm import KvmCheck
-from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
+from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
+from opencode_sandbox.runtime.microsandbox.kvm import KvmCheck
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec
 from tests.fixtures.scripted_msb import ScriptedMsb, answer, not_found
 

@@ -13,11 +13,11 @@ import pytest
 
 from opencode_sandbox.core.egress import EgressPolicy, Profile, parse_rule
 from opencode_sandbox.core.naming import is_ours as sandbox_is_ours
-from opencode_sandbox.runtime import msb_parse
-from opencode_sandbox.runtime.kvm import KVM_DEVICE, probe_kvm
-from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime, image_is_ours
-from opencode_sandbox.runtime.msb_cli import MsbCli
-from opencode_sandbox.runtime.msb_network import msb_network_args
+from opencode_sandbox.runtime.microsandbox import parse as msb_parse
+from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime, image_is_ours
+from opencode_sandbox.runtime.microsandbox.cli import MsbCli
+from opencode_sandbox.runtime.microsandbox.kvm import KVM_DEVICE, probe_kvm
+from opencode_sandbox.runtime.microsandbox.network import msb_network_args
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec, SandboxStatus
 
 INSPECTED = {
@@ -163,7 +163,7 @@ def test_the_cpu_virtualization_flag_decides_when_kvm_answers(tmp_path: Path) ->
 def test_msb_is_found_without_importing_the_sdk() -> None:
     script = (
         "import sys\n"
-        "from opencode_sandbox.runtime.msb_cli import locate_msb\n"
+        "from opencode_sandbox.runtime.microsandbox.cli import locate_msb\n"
         "path = locate_msb()\n"
         "print(path)\n"
         "print('microsandbox' in sys.modules)\n"

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from opencode_sandbox.runtime import microsandbox_backend
-from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
-from opencode_sandbox.runtime.msb_cli import MsbCli
+from opencode_sandbox.runtime.microsandbox import backend as microsandbox_backend
+from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
+from opencode_sandbox.runtime.microsandbox.cli import MsbCli
 
 
 def _msb_standing_in(folder: Path, on_term: str) -> Path:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
-from opencode_sandbox.runtime.msb_cli import locate_msb
+from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
+from opencode_sandbox.runtime.microsandbox.cli import locate_msb
 from tests.fixtures.images import DEBIAN_BASE, docker_usable
 from tests.fixtures.msb_store import MsbImageStore
 

@@ -12,8 +12,8 @@ import trustme
 
 from opencode_sandbox.core.egress import EgressPolicy, Profile, parse_rule
 from opencode_sandbox.core.secrets import parse_secrets
-from opencode_sandbox.runtime.msb_cli import locate_msb
-from opencode_sandbox.runtime.msb_network import msb_network_args, upstream_trust_args
+from opencode_sandbox.runtime.microsandbox.cli import locate_msb
+from opencode_sandbox.runtime.microsandbox.network import msb_network_args, upstream_trust_args
 
 RULES = EgressPolicy(
     Profile.PUBLIC,

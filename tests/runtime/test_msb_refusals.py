@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from opencode_sandbox.runtime.msb_refusals import refusals_of_log
+from opencode_sandbox.runtime.microsandbox.refusals import refusals_of_log
 from opencode_sandbox.runtime.types import Refusal
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from opencode_sandbox.errors import SandboxError
-from opencode_sandbox.runtime.msb_sdk_worker import call_sdk
+from opencode_sandbox.runtime.microsandbox.sdk_worker import call_sdk
 
-PARENT_SIDE = ["opencode_sandbox.runtime.msb_sdk_worker", "opencode_sandbox.runtime.microsandbox_backend"]
+PARENT_SIDE = ["opencode_sandbox.runtime.microsandbox.sdk_worker", "opencode_sandbox.runtime.microsandbox.backend"]
 
 
 def test_the_parent_side_loads_neither_asyncio_nor_the_sdk() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from opencode_sandbox.core.egress import EgressPolicy, Profile, parse_rule
 from opencode_sandbox.core.secrets import parse_secrets
-from opencode_sandbox.runtime.nft_ruleset import (
+from opencode_sandbox.runtime.docker.nft_ruleset import (
     docker_refusal,
     needs_proxy,
     nft_ruleset,

@@ -247,7 +247,7 @@ def built_images(unique: str, tmp_path: Path) -> Iterator[dict[str, str]]:
             (folder / "Dockerfile").write_text(f"FROM scratch\nCOPY file /file\nLABEL {TEST_LABEL}={unique}\n"
                                                "LABEL org.opencode-sandbox.managed=true\n")
             docker("build", "--quiet", "--tag", reference, str(folder), check=True)
-        from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
+        from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
 
         for name in ("loaded", "gone"):
             MicrosandboxRuntime().load_image(images[name])

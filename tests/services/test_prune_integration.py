@@ -26,7 +26,7 @@ from opencode_sandbox.core.naming import (
     vm_name,
 )
 from opencode_sandbox.core.prune_plan import ArtifactKind, Scope
-from opencode_sandbox.runtime.docker_backend import DockerRuntime
+from opencode_sandbox.runtime.docker.backend import DockerRuntime
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec, SandboxStatus
 from opencode_sandbox.services.docker_images import DockerEngineImages
 from opencode_sandbox.services.prune import prune
@@ -160,7 +160,7 @@ def test_docker_runtime_cli_dry_run_shows_the_plan(token: str, tmp_path: Path) -
 
 
 def msb(*args: str) -> subprocess.CompletedProcess[str]:
-    from opencode_sandbox.runtime.msb_cli import locate_msb
+    from opencode_sandbox.runtime.microsandbox.cli import locate_msb
 
     return subprocess.run([str(locate_msb()), *args], capture_output=True, text=True, check=False, timeout=300)
 
@@ -179,7 +179,7 @@ def msb_home(token: str) -> Iterator[None]:
 @pytest.mark.msb
 @pytest.mark.docker
 def test_microsandbox_prune_removes_exactly_the_plan(token: str, msb_home: None, tmp_path: Path) -> None:
-    from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
+    from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
 
     stale, foreign = new_slug(token + "s"), new_slug(token + "f")
     runtime = MicrosandboxRuntime()

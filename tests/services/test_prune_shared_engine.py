@@ -22,7 +22,7 @@ import pytest
 from opencode_sandbox.core.naming import LABEL_MANAGED, home_volume_name, managed_labels, runner_image, vm_name
 from opencode_sandbox.core.prune_plan import ArtifactKind, Scope
 from opencode_sandbox.paths import ToolPaths
-from opencode_sandbox.runtime.docker_backend import DockerRuntime
+from opencode_sandbox.runtime.docker.backend import DockerRuntime
 from opencode_sandbox.runtime.types import Mount, MountKind, RuntimeKind, SandboxSpec, SandboxStatus
 from opencode_sandbox.services.docker_images import DockerEngineImages
 from opencode_sandbox.services.prune import prune
@@ -120,7 +120,7 @@ def _plant(world: SharedEngine, tmp_path: Path) -> None:
     docker("create", "--name", vm_name(world.theirs), *labels, "--volume", f"{world.their_home}:/home/dev",
            runner_image(world.theirs, "booted"), "/file", check=True)
 
-    from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
+    from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
 
     msb_runtime = MicrosandboxRuntime()
     loaded = msb_runtime.load_image(runner_image(world.on_msb, "booted"))
@@ -140,7 +140,7 @@ def _plant(world: SharedEngine, tmp_path: Path) -> None:
 
 
 def _prune(world: SharedEngine, kind: RuntimeKind, tmp_path: Path) -> set[tuple[ArtifactKind, str]]:
-    from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
+    from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
 
     docker_runtime = ScopedRuntime(DockerRuntime(), world.token)
     msb_runtime = ScopedRuntime(MicrosandboxRuntime(), world.token)

@@ -10,7 +10,7 @@ import pytest
 
 from opencode_sandbox.core.naming import LABEL_OWNER_UID
 from opencode_sandbox.errors import OwnedByAnother
-from opencode_sandbox.runtime.docker_owner import DockerOwner
+from opencode_sandbox.runtime.docker.owner import DockerOwner
 from opencode_sandbox.runtime.types import SandboxStatus
 from tests.services.app_fakes import SLUG
 from tests.services.test_run_flow import VM, Flow, after_first_run, flow

@@ -22,7 +22,7 @@ import pytest
 from opencode_sandbox.core.naming import home_volume_name, managed_labels, runner_image, vm_name
 from opencode_sandbox.core.slug import slug_for_remote
 from opencode_sandbox.paths import ToolPaths
-from opencode_sandbox.runtime.docker_backend import DockerRuntime
+from opencode_sandbox.runtime.docker.backend import DockerRuntime
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec
 from opencode_sandbox.state.store import ProjectState, StateStore
 from tests.cli.helpers import run_cli

@@ -7,7 +7,7 @@ from opencode_sandbox.runtime.kind import RuntimeKind
 
 if TYPE_CHECKING:
     from opencode_sandbox.runtime.base import Runtime
-    from opencode_sandbox.runtime.docker_owner import RecordedHome
+    from opencode_sandbox.runtime.docker.owner import RecordedHome
 
 
 def make_runtime(kind: RuntimeKind, recorded_home: RecordedHome | None = None) -> Runtime:
@@ -16,14 +16,14 @@ def make_runtime(kind: RuntimeKind, recorded_home: RecordedHome | None = None) -
     owner label, this host user's state folder records (`docker_owner`)."""
     if kind is RuntimeKind.DOCKER:
         return _docker(recorded_home)
-    from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
+    from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
 
     return MicrosandboxRuntime()
 
 
 def _docker(recorded_home: RecordedHome | None) -> Runtime:
-    from opencode_sandbox.runtime.docker_backend import DockerRuntime
-    from opencode_sandbox.runtime.docker_owner import DockerOwner
+    from opencode_sandbox.runtime.docker.backend import DockerRuntime
+    from opencode_sandbox.runtime.docker.owner import DockerOwner
 
     return DockerRuntime(owner=DockerOwner(recorded_home=recorded_home))
 
@@ -38,8 +38,8 @@ def other_runtime(kind: RuntimeKind, recorded_home: RecordedHome | None = None) 
             return None
         return _docker(recorded_home)
     from opencode_sandbox.errors import RuntimeUnavailable
-    from opencode_sandbox.runtime.microsandbox_backend import MicrosandboxRuntime
-    from opencode_sandbox.runtime.msb_cli import locate_msb
+    from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
+    from opencode_sandbox.runtime.microsandbox.cli import locate_msb
 
     try:
         locate_msb()

@@ -63,7 +63,7 @@ def check_docker(timeout_s: float = 15.0, engine: ImageEngine | None = None) -> 
 
 
 def check_kvm() -> Check:
-    from opencode_sandbox.runtime.kvm import probe_kvm
+    from opencode_sandbox.runtime.microsandbox.kvm import probe_kvm
 
     probe = probe_kvm()
     if probe.ok:
@@ -84,7 +84,7 @@ def check_git() -> Check:
 
 
 def check_msb() -> Check:
-    from opencode_sandbox.runtime.msb_cli import locate_msb, msb_version
+    from opencode_sandbox.runtime.microsandbox.cli import locate_msb, msb_version
 
     required = frozenset({RuntimeKind.MICROSANDBOX})
     try:
@@ -132,7 +132,7 @@ def check_project_home(runtime: Runtime, guest: Guest, volume: str | None) -> Ch
 
 def check_network(policy: EgressPolicy, runtime: RuntimeKind, dind: bool = False) -> Check:
     """The project's effective network policy, and whether the runtime enforces it."""
-    from opencode_sandbox.runtime.nft_ruleset import docker_refusal, needs_proxy
+    from opencode_sandbox.runtime.docker.nft_ruleset import docker_refusal, needs_proxy
 
     described = policy.describe()
     refusal = docker_refusal(policy, dind) if runtime is RuntimeKind.DOCKER else None
@@ -238,7 +238,7 @@ def check_user_mapping() -> list[Check]:
 
     if os.geteuid() != 0:
         return []
-    from opencode_sandbox.runtime import idmapped_mount
+    from opencode_sandbox.runtime.docker import idmapped_mount
 
     name = f"doctor-{os.getpid()}"
     try:

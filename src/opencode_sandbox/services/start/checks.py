@@ -42,7 +42,7 @@ def check(app: App, dry_run: bool = False) -> Checked:
     policy = settings.egress_policy
     warnings: list[tuple[str, str | None]] = []
     if settings.runtime is RuntimeKind.DOCKER:
-        from opencode_sandbox.runtime.nft_ruleset import docker_refusal
+        from opencode_sandbox.runtime.docker.nft_ruleset import docker_refusal
 
         refusal = docker_refusal(policy, privileged=settings.dind)
         if refusal is not None:

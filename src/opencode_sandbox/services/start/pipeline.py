@@ -330,8 +330,8 @@ class Start:
 
         if self.app.settings.runtime is not RuntimeKind.DOCKER:
             return []
-        from opencode_sandbox.runtime.docker_proxy import proxy_name
-        from opencode_sandbox.runtime.nft_ruleset import needs_proxy
+        from opencode_sandbox.runtime.docker.nft_ruleset import needs_proxy
+        from opencode_sandbox.runtime.docker.proxy import proxy_name
 
         if not needs_proxy(self.app.settings.egress_policy):
             return []

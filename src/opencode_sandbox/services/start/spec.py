@@ -109,11 +109,11 @@ def intercepting_certificates(app: App) -> list[CaCertificate]:
     runtime's egress proxy, msb under `allowlist` or with secrets): those runner images trust."""
     settings = app.settings
     if settings.runtime is RuntimeKind.DOCKER:
-        from opencode_sandbox.runtime.nft_ruleset import needs_proxy
+        from opencode_sandbox.runtime.docker.nft_ruleset import needs_proxy
 
         intercepted = needs_proxy(settings.egress_policy)
     else:
-        from opencode_sandbox.runtime.msb_network import intercepts
+        from opencode_sandbox.runtime.microsandbox.network import intercepts
 
         intercepted = intercepts(settings.egress_policy)
     if not intercepted:

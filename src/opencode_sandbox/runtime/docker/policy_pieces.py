@@ -17,14 +17,14 @@ from opencode_sandbox.core.prune_plan import ArtifactKind, PolicyPieceFact
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.engine.command import DockerCli, DockerFailed, first_line
 from opencode_sandbox.errors import NotFound, SandboxError
-from opencode_sandbox.runtime.docker_netfilter import NETWORK_KIND, network_name
-from opencode_sandbox.runtime.docker_parse import labels_of, parse_time
-from opencode_sandbox.runtime.docker_proxy import CA_VOLUME_KIND, ca_volume_name, proxy_name
+from opencode_sandbox.runtime.docker.netfilter import NETWORK_KIND, network_name
+from opencode_sandbox.runtime.docker.parse import labels_of, parse_time
+from opencode_sandbox.runtime.docker.proxy import CA_VOLUME_KIND, ca_volume_name, proxy_name
 
 if TYPE_CHECKING:
     from typing import Any
 
-    from opencode_sandbox.runtime.docker_owner import DockerOwner
+    from opencode_sandbox.runtime.docker.owner import DockerOwner
 
 
 class _Sort(Record):

@@ -36,16 +36,16 @@ from opencode_sandbox.core.naming import (
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.engine.command import DockerCli, DockerFailed, first_line
 from opencode_sandbox.errors import BootFailed, OwnedByAnother
-from opencode_sandbox.runtime import docker_netfilter
-from opencode_sandbox.runtime.docker_args import label_args
-from opencode_sandbox.runtime.nft_ruleset import PROXY_PORT, proxy_side_policy
+from opencode_sandbox.runtime.docker import netfilter as docker_netfilter
+from opencode_sandbox.runtime.docker.args import label_args
+from opencode_sandbox.runtime.docker.nft_ruleset import PROXY_PORT, proxy_side_policy
 from opencode_sandbox.runtime.types import Refusal, SandboxStatus
 
 if TYPE_CHECKING:
     from typing import Any
 
     from opencode_sandbox.engine.docker import DockerImageEngine
-    from opencode_sandbox.runtime.docker_owner import DockerOwner
+    from opencode_sandbox.runtime.docker.owner import DockerOwner
 
 PROXY_BASE = "debian:trixie-slim"
 MITMPROXY_VERSION = "12.3.1"
@@ -82,9 +82,9 @@ ENV PYTHONPATH={LIB_DIR} PYTHONDONTWRITEBYTECODE=1
 USER mitmproxy
 ENTRYPOINT ["/opt/mitmproxy/bin/mitmdump"]
 """
-_PACKAGE = Path(__file__).resolve().parent.parent
+_PACKAGE = Path(__file__).resolve().parents[2]
 _LIBRARY = {  # the addon and the pure modules it imports, as the image holds them
-    "proxy_addon.py": _PACKAGE / "runtime" / "proxy_addon.py",
+    "proxy_addon.py": _PACKAGE / "runtime" / "docker" / "proxy_addon.py",
     "opencode_sandbox/core/egress.py": _PACKAGE / "core" / "egress.py",
     "opencode_sandbox/core/records.py": _PACKAGE / "core" / "records.py",
     "opencode_sandbox/core/secrets.py": _PACKAGE / "core" / "secrets.py",
@@ -405,7 +405,7 @@ def _is_projects(document: dict[str, Any], slug: str) -> bool:
 def _status(document: dict[str, Any] | None) -> SandboxStatus | None:
     if document is None:
         return None
-    from opencode_sandbox.runtime.docker_parse import container_status
+    from opencode_sandbox.runtime.docker.parse import container_status
 
     return container_status(document.get("State") or {})
 

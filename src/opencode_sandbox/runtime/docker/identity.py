@@ -25,7 +25,7 @@ from pathlib import Path
 from opencode_sandbox.core.naming import LABEL_MANAGED, LABEL_PREFIX
 from opencode_sandbox.engine.command import DockerCli, DockerFailed, first_line
 from opencode_sandbox.errors import BootFailed
-from opencode_sandbox.runtime import idmapped_mount
+from opencode_sandbox.runtime.docker import idmapped_mount
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec
 
 DEV_HOME = "/home/dev"

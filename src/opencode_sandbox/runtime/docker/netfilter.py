@@ -28,16 +28,16 @@ from opencode_sandbox.core.naming import LABEL_CONTENT_HASH, LABEL_KIND, LABEL_M
 from opencode_sandbox.core.policy_document import policy_of_document
 from opencode_sandbox.engine.command import DockerCli, DockerFailed, first_line
 from opencode_sandbox.errors import BootFailed
-from opencode_sandbox.runtime.docker_args import label_args
+from opencode_sandbox.runtime.docker.args import label_args
+from opencode_sandbox.runtime.docker.nft_ruleset import TABLE, nft_ruleset, refusals_of_listing
 from opencode_sandbox.runtime.host_addresses import host_public_addresses, host_resolvers
-from opencode_sandbox.runtime.nft_ruleset import TABLE, nft_ruleset, refusals_of_listing
 from opencode_sandbox.runtime.types import Refusal
 
 if TYPE_CHECKING:
     from typing import Any
 
     from opencode_sandbox.engine.docker import DockerImageEngine
-    from opencode_sandbox.runtime.docker_owner import DockerOwner
+    from opencode_sandbox.runtime.docker.owner import DockerOwner
 
 LABEL_NETWORK_POLICY = LABEL_PREFIX + "network-policy"
 NETFILTER_IMAGE = f"{TOOL}/netfilter:latest"

@@ -47,21 +47,19 @@ from opencode_sandbox.engine.command import (
 from opencode_sandbox.engine.docker import DockerImageEngine
 from opencode_sandbox.engine.socket_client import ApiUnavailable, DockerApi
 from opencode_sandbox.errors import BootFailed, NotFound, NotOurs, RuntimeUnavailable, SandboxError
-from opencode_sandbox.runtime import (
-    docker_exec,
-    docker_netfilter,
-    docker_policy_marks,
-    docker_policy_pieces,
-    docker_proxy,
-)
-from opencode_sandbox.runtime.docker_args import (
+from opencode_sandbox.runtime.docker import execution as docker_exec
+from opencode_sandbox.runtime.docker import netfilter as docker_netfilter
+from opencode_sandbox.runtime.docker import policy_marks as docker_policy_marks
+from opencode_sandbox.runtime.docker import policy_pieces as docker_policy_pieces
+from opencode_sandbox.runtime.docker import proxy as docker_proxy
+from opencode_sandbox.runtime.docker.args import (
     DIND_LABEL,
     exec_args,
     label_args,
     run_args,
     sandbox_labels,
 )
-from opencode_sandbox.runtime.docker_identity import (
+from opencode_sandbox.runtime.docker.identity import (
     adopt,
     dev_ids,
     ensure_mapped_mounts,
@@ -70,8 +68,9 @@ from opencode_sandbox.runtime.docker_identity import (
     with_dev_home,
     with_mapped_mounts,
 )
-from opencode_sandbox.runtime.docker_owner import DockerOwner, mounted_volumes
-from opencode_sandbox.runtime.docker_parse import (
+from opencode_sandbox.runtime.docker.nft_ruleset import docker_refusal, needs_proxy
+from opencode_sandbox.runtime.docker.owner import DockerOwner, mounted_volumes
+from opencode_sandbox.runtime.docker.parse import (
     container_name,
     container_status,
     image_info,
@@ -83,7 +82,6 @@ from opencode_sandbox.runtime.docker_parse import (
 )
 from opencode_sandbox.runtime.env_passing import child_environment
 from opencode_sandbox.runtime.host_addresses import host_public_addresses
-from opencode_sandbox.runtime.nft_ruleset import docker_refusal, needs_proxy
 from opencode_sandbox.runtime.secret_values import checked_secret_values
 from opencode_sandbox.runtime.types import (
     ExecResult,

@@ -30,13 +30,15 @@ from opencode_sandbox.errors import (
     SandboxError,
     VmDidNotBoot,
 )
-from opencode_sandbox.runtime import msb_boot_log, msb_parse, msb_refusals
 from opencode_sandbox.runtime.env_passing import child_environment, env_flags
-from opencode_sandbox.runtime.held_signals import signals_held
-from opencode_sandbox.runtime.kvm import KvmCheck, probe_kvm
-from opencode_sandbox.runtime.msb_cli import MsbCli, MsbResult
-from opencode_sandbox.runtime.msb_sdk_worker import call_sdk
-from opencode_sandbox.runtime.msb_volume_files import (
+from opencode_sandbox.runtime.microsandbox import boot_log as msb_boot_log
+from opencode_sandbox.runtime.microsandbox import parse as msb_parse
+from opencode_sandbox.runtime.microsandbox import refusals as msb_refusals
+from opencode_sandbox.runtime.microsandbox.cli import MsbCli, MsbResult
+from opencode_sandbox.runtime.microsandbox.held_signals import signals_held
+from opencode_sandbox.runtime.microsandbox.kvm import KvmCheck, probe_kvm
+from opencode_sandbox.runtime.microsandbox.sdk_worker import call_sdk
+from opencode_sandbox.runtime.microsandbox.volume_files import (
     copy_tree_onto,
     extract_archive,
     is_empty_folder,
@@ -196,7 +198,7 @@ class MicrosandboxRuntime:
             args += ["--port", f"127.0.0.1:{spec.host_ports.get(guest_port) or _free_local_port()}:{guest_port}"]
         if spec.network is not None:
             from opencode_sandbox.runtime.host_addresses import host_public_addresses
-            from opencode_sandbox.runtime.msb_network import msb_network_args, upstream_trust_args
+            from opencode_sandbox.runtime.microsandbox.network import msb_network_args, upstream_trust_args
 
             args += msb_network_args(spec.network, host_public_addresses())
             args += upstream_trust_args(spec.network, spec.ca_certificate_files)

@@ -146,6 +146,6 @@ def mounted_volumes(document: Mapping[str, Any]) -> set[str]:
 
 
 def _labels(document: Mapping[str, Any]) -> dict[str, str]:
-    from opencode_sandbox.runtime.docker_parse import labels_of
+    from opencode_sandbox.runtime.docker.parse import labels_of
 
     return labels_of(document)

@@ -1,0 +1,1 @@
+"""The microsandbox runtime: a libkrun microVM per project, driven through `msb`."""
