@@ -224,7 +224,7 @@ def test_quoted_prompts_and_notices_are_what_the_code_prints() -> None:
                      "Keep the running VM for now (defer), apply it now (proceed), or quit?"):
         assert fragment in lifecycle
         assert fragment in run_source.replace('" "', "")
-    from opencode_sandbox.app import DOCKER_NOTICE
+    from opencode_sandbox.runtime.docker.description import NOTICE as DOCKER_NOTICE
 
     runtimes = (DOCS / "runtimes.md").read_text()
     assert DOCKER_NOTICE.strip() in runtimes

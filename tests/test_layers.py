@@ -60,6 +60,9 @@ def test_every_module_of_the_package_has_a_layer() -> None:
         ("engine/base.py", "import opencode_sandbox.images.hashing"),
         ("images/builder.py", "import opencode_sandbox.runtime.types"),
         ("core/egress.py", "import opencode_sandbox.core.secrets"),
+        ("services/doctor.py", "import opencode_sandbox.runtime.microsandbox.kvm"),
+        ("services/start/checks.py", "import opencode_sandbox.runtime.docker.nft_ruleset"),
+        ("config/keys.py", "import opencode_sandbox.runtime.docker.description"),
         ("collector.py", "import opencode_sandbox.state.files"),
     ],
 )
@@ -71,4 +74,30 @@ def test_an_import_against_the_layers_breaks_the_contract(module: str, wrong_imp
     result = lint(tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     assert re.search(r"\b[1-9] broken", result.stdout), result.stdout  # the layers, and the contracts it crosses
-    assert f"{module[:-3].replace('/', '.')} -> {wrong_import.split()[-1]}" in result.stdout
+    said = " ".join(result.stdout.split())  # long lines are wrapped
+    assert f"{module[:-3].replace('/', '.')} -> {wrong_import.split()[-1]}" in said, result.stdout
+
+
+BRANCH_ON_A_KIND = re.compile(r"RuntimeKind\.(DOCKER|MICROSANDBOX)\b")
+
+
+def kind_branches(package: Path) -> list[str]:
+    """Each place above `runtime/` that names one runtime kind: what it asks belongs to the runtime."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if path.relative_to(package).parts[0] == "runtime":
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if BRANCH_ON_A_KIND.search(line):
+                found.append(f"{path.relative_to(package)}:{number}: {line.strip()}")
+    return found
+
+
+def test_above_the_runtimes_no_code_names_one_kind(tmp_path: Path) -> None:
+    assert kind_branches(PACKAGE) == []
+    copy = tmp_path / "opencode_sandbox"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    planted = copy / "services" / "listing.py"
+    planted.write_text(planted.read_text() + "\nDOCKER_ONLY = RuntimeKind.DOCKER\n")
+    assert kind_branches(copy) == ["services/listing.py:" + str(len(planted.read_text().splitlines()))
+                                   + ": DOCKER_ONLY = RuntimeKind.DOCKER"]

@@ -24,12 +24,6 @@ if TYPE_CHECKING:
     from opencode_sandbox.runtime.base import Runtime
     from opencode_sandbox.state.store import StateStore
 
-DOCKER_NOTICE = (
-    "notice: using the docker runtime: the sandbox is a container that shares the host's "
-    "kernel, a weaker isolation than a microVM"
-)
-
-
 class App:
     def __init__(
         self,
@@ -110,14 +104,14 @@ class App:
 
     @property
     def runtime(self) -> Runtime:
-        """The chosen runtime; choosing docker says once per process what it gives up."""
+        """The chosen runtime; a runtime with a notice (docker: what it gives up) says it once per process."""
         if self._runtime is None:
-            from opencode_sandbox.runtime.kind import RuntimeKind
             from opencode_sandbox.runtime.select import make_runtime
 
-            if self.settings.runtime is RuntimeKind.DOCKER:
-                self.console.warn_once(DOCKER_NOTICE)
-            self._runtime = make_runtime(self.settings.runtime, self.recorded_home)
+            runtime = make_runtime(self.settings.runtime, self.recorded_home)
+            if runtime.description.notice is not None:
+                self.console.warn_once(runtime.description.notice)
+            self._runtime = runtime
         return self._runtime
 
     def guest(self, vm: str) -> Guest:

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from opencode_sandbox.app import DOCKER_NOTICE, App
+from opencode_sandbox.app import App
 from opencode_sandbox.config.keys import KEYS
+from opencode_sandbox.runtime.docker.description import NOTICE as DOCKER_NOTICE
 from opencode_sandbox.runtime.kind import RuntimeKind
 from opencode_sandbox.runtime.select import make_runtime
 from opencode_sandbox.ui.console import Console, LogLevel

@@ -45,8 +45,10 @@ from opencode_sandbox.errors import (
     SandboxError,
     VmDidNotBoot,
 )
+from opencode_sandbox.runtime.description import Description
 from opencode_sandbox.runtime.docker.owner import DockerOwner
 from opencode_sandbox.runtime.secret_values import checked_secret_values
+from opencode_sandbox.runtime.select import describe
 from opencode_sandbox.runtime.types import (
     ExecResult,
     ImageInfo,
@@ -160,6 +162,11 @@ class FakeRuntime:
     """An in-memory `Runtime`; inspect `sandboxes`, `volumes`, `images` and `calls` freely."""
 
     kind = RuntimeKind.DOCKER
+
+    @property
+    def description(self) -> Description:
+        """The real backend's answers for its kind: the fake stands in for that backend."""
+        return describe(self.kind)
 
     def __init__(self, kind: RuntimeKind = RuntimeKind.DOCKER, image_engine: FakeImageEngine | None = None,
                  owner: DockerOwner | None = None) -> None:

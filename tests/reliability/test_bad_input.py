@@ -172,7 +172,9 @@ def bad_environment(draw: st.DrawFn) -> tuple[str, str]:
         suffix = draw(st.from_regex(r"[A-Z0-9_]{1,20}", fullmatch=True))
         variable = "OPENCODE_SANDBOX_" + suffix
         assume(variable not in {key.env_variable for key in KEYS})
-        return variable, draw(st.text(alphabet=st.characters(blacklist_characters="\x00"), max_size=20))
+        # No surrogates: an environment holds no text that UTF-8 cannot encode.
+        return variable, draw(st.text(alphabet=st.characters(blacklist_characters="\x00", blacklist_categories=["Cs"]),
+                                      max_size=20))
     key = draw(st.sampled_from(KEYS))
     value = draw(st.one_of(
         st.text(alphabet=st.characters(blacklist_characters="\x00", blacklist_categories=["Cs"]), max_size=20),

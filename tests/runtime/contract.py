@@ -235,6 +235,18 @@ class RuntimeContract:
 
     # --- sandboxes -----------------------------------------------------------------------
 
+    def test_it_answers_for_itself_as_the_backend_of_its_kind(self, runtime: Runtime) -> None:
+        from opencode_sandbox.runtime.select import describe
+
+        answers = runtime.description
+        assert answers.kind is runtime.kind and answers is describe(runtime.kind)
+        open_policy = EgressPolicy(Profile.ALL)
+        assert answers.refusal(EgressPolicy(Profile.PUBLIC), privileged=False) is None
+        assert answers.refusal(open_policy, privileged=True) is None  # a privileged VM with no rules to keep
+        assert not answers.intercepts_tls(open_policy)
+        assert answers.fingerprint_values(4096) != answers.fingerprint_values(512) or answers.pids_limit(512) is None
+        assert answers.image_label and answers.volume_remove_command.split()[0] in ("docker", "msb")
+
     @pytest.mark.parametrize("profile", [Profile.PUBLIC, Profile.NONE])
     def test_a_secret_without_its_value_is_refused_before_anything_is_made(
         self, runtime: Runtime, workspace: Path, profile: Profile

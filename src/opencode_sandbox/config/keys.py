@@ -15,7 +15,8 @@ from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.secrets import parse_secrets
 from opencode_sandbox.core.units import parse_duration, parse_size
 from opencode_sandbox.runtime.env_passing import read_by_the_host_program
-from opencode_sandbox.runtime.kind import RuntimeKind
+from opencode_sandbox.runtime.kind import DEFAULT as DEFAULT_RUNTIME
+from opencode_sandbox.runtime.kind import RuntimeKind, shares_host_kernel
 
 if TYPE_CHECKING:
     from typing import Any
@@ -155,8 +156,8 @@ def _ports_from_checkout(ports: Any, _users: Any) -> str | None:
 
 
 def _narrower_runtime(value: Any, users: Any) -> str | None:
-    if value is RuntimeKind.DOCKER and users is not RuntimeKind.DOCKER:
-        return (f"the docker runtime shares the host's kernel, a weaker isolation than the {users.value} "
+    if shares_host_kernel(value) and not shares_host_kernel(users):
+        return (f"the {value.value} runtime shares the host's kernel, a weaker isolation than the {users.value} "
                 "runtime your configuration chooses")
     return None
 
@@ -191,7 +192,7 @@ def _not_higher(value: Any, users: Any) -> str | None:
 
 
 KEYS: tuple[Key, ...] = (
-    Key("runtime", RuntimeKind.MICROSANDBOX, _read_runtime,
+    Key("runtime", DEFAULT_RUNTIME, _read_runtime,
         "VM runtime: microsandbox (microVMs) or docker (shares the host kernel)", checkout_refusal=_narrower_runtime,
         checkout_note="`microsandbox`, or `docker` where your configuration chooses it"),
     Key("cpus", 2, _read_int(1, MAX_CPUS), "virtual CPUs of the project VM"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.prune_plan import ArtifactKind, PolicyPieceFact
 from opencode_sandbox.runtime.types import (
     ExecResult,
@@ -15,6 +16,9 @@ from opencode_sandbox.runtime.types import (
     SandboxSpec,
     VolumeInfo,
 )
+
+if TYPE_CHECKING:
+    from opencode_sandbox.runtime.description import Description
 
 
 class Runtime(Protocol):
@@ -33,6 +37,10 @@ class Runtime(Protocol):
     """
 
     kind: RuntimeKind
+
+    @property
+    def description(self) -> Description:
+        """What it answers about itself: the services' questions, so they never branch on its kind."""
 
     def check_available(self) -> None:
         """Raise `RuntimeUnavailable` (with a hint) unless sandboxes can be run."""

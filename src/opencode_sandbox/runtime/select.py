@@ -7,7 +7,19 @@ from opencode_sandbox.runtime.kind import RuntimeKind
 
 if TYPE_CHECKING:
     from opencode_sandbox.runtime.base import Runtime
+    from opencode_sandbox.runtime.description import Description
     from opencode_sandbox.runtime.docker.owner import RecordedHome
+
+
+def describe(kind: RuntimeKind) -> Description:
+    """What the backend of `kind` answers about itself, without making one."""
+    if kind is RuntimeKind.DOCKER:
+        from opencode_sandbox.runtime.docker.description import DESCRIPTION as DOCKER
+
+        return DOCKER
+    from opencode_sandbox.runtime.microsandbox.description import DESCRIPTION as MICROSANDBOX
+
+    return MICROSANDBOX
 
 
 def make_runtime(kind: RuntimeKind, recorded_home: RecordedHome | None = None) -> Runtime:

@@ -112,3 +112,12 @@ class ExecResult(Record):
     exit_code: int
     stdout: str
     stderr: str
+
+
+class HostCheck(Record):
+    """One of a runtime's own checks of this host, for `doctor`."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str | None = None

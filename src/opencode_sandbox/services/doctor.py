@@ -62,18 +62,6 @@ def check_docker(timeout_s: float = 15.0, engine: ImageEngine | None = None) -> 
     return Check("docker", True, f"engine {version} reachable")
 
 
-def check_kvm() -> Check:
-    from opencode_sandbox.runtime.microsandbox.kvm import probe_kvm
-
-    probe = probe_kvm()
-    if probe.ok:
-        return Check("kvm", True, "/dev/kvm usable", required_for=frozenset({RuntimeKind.MICROSANDBOX}))
-    return Check("kvm", False, f"microVMs cannot run here: {probe.cause}",
-                 f"{probe.fix}" if probe.fix and "--runtime docker" in probe.fix
-                 else f"{probe.fix}; or use `--runtime docker`",
-                 required_for=frozenset({RuntimeKind.MICROSANDBOX}))
-
-
 def check_git() -> Check:
     if shutil.which("git") is None:
         return Check("git", False, "git is not installed", "install git (for example `apt-get install git`)",
@@ -81,21 +69,6 @@ def check_git() -> Check:
     result = subprocess.run(["git", "--version"], capture_output=True, text=True, check=False)
     return Check("git", result.returncode == 0, result.stdout.strip() or result.stderr.strip(),
                  required_for=frozenset())
-
-
-def check_msb() -> Check:
-    from opencode_sandbox.runtime.microsandbox.cli import locate_msb, msb_version
-
-    required = frozenset({RuntimeKind.MICROSANDBOX})
-    try:
-        binary = locate_msb()
-        version = msb_version(binary)
-    except SandboxError as error:
-        return Check("msb", False, error.message, error.hint, required_for=required)
-    except OSError as error:
-        return Check("msb", False, f"msb cannot run: {error}",
-                     "reinstall opencode-sandbox, or use `--runtime docker`", required_for=required)
-    return Check("msb", True, f"{version} at {binary}", required_for=required)
 
 
 def check_project_home(runtime: Runtime, guest: Guest, volume: str | None) -> Check | None:
@@ -132,10 +105,11 @@ def check_project_home(runtime: Runtime, guest: Guest, volume: str | None) -> Ch
 
 def check_network(policy: EgressPolicy, runtime: RuntimeKind, dind: bool = False) -> Check:
     """The project's effective network policy, and whether the runtime enforces it."""
-    from opencode_sandbox.runtime.docker.nft_ruleset import docker_refusal, needs_proxy
+    from opencode_sandbox.runtime.select import describe
 
+    backend = describe(runtime)
     described = policy.describe()
-    refusal = docker_refusal(policy, dind) if runtime is RuntimeKind.DOCKER else None
+    refusal = backend.refusal(policy, dind)
     if refusal is not None:
         return Check("network", False, f"{described}: {refusal.message}", refusal.hint,
                      required_for=frozenset({runtime}), of_project=True)
@@ -143,14 +117,7 @@ def check_network(policy: EgressPolicy, runtime: RuntimeKind, dind: bool = False
         return Check("network", False, f"{described}: no restriction, the VM reaches this host and its network",
                      "set `network: public` to keep private ranges and this host out of reach",
                      required_for=frozenset(), of_project=True)
-    if runtime is RuntimeKind.MICROSANDBOX:
-        enforcer = "msb's policy engine"
-    elif needs_proxy(policy):
-        enforcer = ("the project's egress proxy (mitmproxy): only HTTP(S) through it and the address ranges "
-                    "allowed leave the VM")
-    else:
-        enforcer = "nftables in the VM's network"
-    return Check("network", True, f"{described} (enforced by {enforcer})", of_project=True)
+    return Check("network", True, f"{described} (enforced by {backend.enforcer(policy)})", of_project=True)
 
 
 def check_secrets(app: App) -> list[Check]:
@@ -230,42 +197,16 @@ def project_checks(app: App) -> list[Check]:
     return [*checks, check] if check is not None else checks
 
 
-def check_user_mapping() -> list[Check]:
-    """For a root host user, whether the docker runtime can map the checkout to `dev` (never uid 0)."""
-    import os
-    import tempfile
-    from pathlib import Path
-
-    if os.geteuid() != 0:
-        return []
-    from opencode_sandbox.runtime.docker import idmapped_mount
-
-    name = f"doctor-{os.getpid()}"
-    try:
-        with tempfile.TemporaryDirectory(prefix="opencode-sandbox-doctor-") as folder:
-            try:
-                idmapped_mount.ensure_mapped(Path(folder), idmapped_mount.mapped_path(name, 0),
-                                             shown_uid=1000, shown_gid=1000)
-            finally:
-                idmapped_mount.unmount_all(name)
-    except SandboxError as error:
-        return [Check("users", False, f"root's files cannot be mapped to dev: {error.message}", error.hint,
-                      required_for=frozenset({RuntimeKind.DOCKER}))]
-    return [Check("users", True, "id-mapped mounts work: on docker, dev writes root's checkout without being uid 0",
-                  required_for=frozenset({RuntimeKind.DOCKER}))]
-
-
 def run_checks(runtime: RuntimeKind, project_checks: Sequence[Check] = ()) -> DoctorReport:
-    """The host's checks, then those of the current project (`check_project_home`)."""
-    mapping = check_user_mapping() if runtime is RuntimeKind.DOCKER else []
-    return DoctorReport(runtime, (check_docker(), check_kvm(), check_git(), check_msb(), *mapping, *project_checks))
+    """The host's checks (the image engine, git, then each runtime's own), then those of the
+    current project (`check_project_home`)."""
+    from opencode_sandbox.runtime.select import describe
 
-
-def require_ready(runtime: RuntimeKind) -> None:
-    """Raise for the first check the selected runtime cannot do without."""
-    report = run_checks(runtime)
-    for failure in report.failures:
-        raise RuntimeUnavailable(failure.detail, hint=failure.fix)
+    backends = [
+        Check(check.name, check.ok, check.detail, check.fix, required_for=frozenset({kind}))
+        for kind in RuntimeKind for check in describe(kind).host_checks(selected=kind is runtime)
+    ]
+    return DoctorReport(runtime, (check_docker(), check_git(), *backends, *project_checks))
 
 
 def render_report(report: DoctorReport, console: Console, stream: TextIO | None = None) -> None:

@@ -17,7 +17,7 @@ from opencode_sandbox.core.prune_plan import (
 )
 from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.runtime.base import KeepsPolicyPieces, Runtime
-from opencode_sandbox.runtime.types import RuntimeKind, SandboxInfo
+from opencode_sandbox.runtime.types import SandboxInfo
 from opencode_sandbox.services.docker_images import DockerImageStore
 from opencode_sandbox.state.store import StateStore
 
@@ -73,11 +73,11 @@ def gather_inventory(
         docker_images_listed = False
         if docker is not None:
             try:
-                listed_images = docker.list_images(include_tagged=runtime.kind is not RuntimeKind.DOCKER)
+                listed_images = docker.list_images(include_tagged=not runtime.description.runs_engine_images)
                 docker_images = tuple(image._replace(created_at=aware(image.created_at)) for image in listed_images)
                 docker_images_listed = True
             except SandboxError as error:
-                if runtime.kind is RuntimeKind.DOCKER:
+                if runtime.description.runs_engine_images:
                     raise
                 warn(f"Docker images are left out: {error.message}")
         foreign |= foreign_images(runtime, listed)
@@ -90,7 +90,8 @@ def gather_inventory(
                 warn(f"images of projects without a VM are kept: the {elsewhere.kind.value} runtime's "
                      f"sandboxes cannot be listed: {error.message}")
                 other_sandboxes = None
-        containers_known = runtime.kind is RuntimeKind.DOCKER or (elsewhere is not None and other_sandboxes is not None)
+        containers_known = runtime.description.sandboxes_are_engine_containers or (
+            elsewhere is not None and other_sandboxes is not None)
         if docker is not None and docker_images_listed and containers_known:
             proxy_images = tuple(image._replace(created_at=aware(image.created_at))
                                  for image in docker.list_proxy_images())

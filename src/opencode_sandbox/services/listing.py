@@ -17,7 +17,7 @@ from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.units import format_size
 from opencode_sandbox.errors import SandboxError, UsageError
 from opencode_sandbox.runtime.base import Runtime
-from opencode_sandbox.runtime.types import ImageInfo, RuntimeKind, SandboxInfo, SandboxStatus, VolumeInfo
+from opencode_sandbox.runtime.types import ImageInfo, SandboxInfo, SandboxStatus, VolumeInfo
 from opencode_sandbox.ui.table import Cell, local_time, render, status_cell
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def list_runner_images(app: App) -> list[RunnerImage]:
     """This tool's images in the Docker engine, where `build` makes them, and those only the
     VM runtime still holds. The docker runtime runs the engine's images as they are."""
     runtime = app.runtime
-    if runtime.kind is RuntimeKind.DOCKER:
+    if runtime.description.runs_engine_images:
         return runner_images(runtime.list_images(), None)
     loaded = runtime.list_images()
     built: list[ImageInfo] = []

@@ -27,7 +27,6 @@ from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.units import format_duration, parse_duration
 from opencode_sandbox.errors import NotFound, SandboxError, UsageError
 from opencode_sandbox.runtime.base import KeepsPolicyPieces, Runtime
-from opencode_sandbox.runtime.types import RuntimeKind
 from opencode_sandbox.services.docker_images import DockerEngineImages, DockerImageStore
 from opencode_sandbox.services.inventory import gather_inventory
 from opencode_sandbox.state.store import StateStore
@@ -35,6 +34,7 @@ from opencode_sandbox.ui.console import Console
 
 if TYPE_CHECKING:
     from opencode_sandbox.app import App
+    from opencode_sandbox.runtime.description import Description
 
 
 class PruneOutcome(Record):
@@ -50,11 +50,11 @@ class Counts(Record):
     msb_images: int = 0
 
 
-def count(removals: Sequence[Removal], runtime_kind: RuntimeKind) -> Counts:
+def count(removals: Sequence[Removal], runtime: Description) -> Counts:
     kinds = [removal.kind for removal in removals]
     runtime_images = kinds.count(ArtifactKind.RUNTIME_IMAGE)
     docker_images = kinds.count(ArtifactKind.DOCKER_IMAGE)
-    if runtime_kind is RuntimeKind.DOCKER:
+    if runtime.runs_engine_images:
         docker_images, runtime_images = docker_images + runtime_images, 0
     return Counts(
         vms=kinds.count(ArtifactKind.VM) + kinds.count(ArtifactKind.TASK_SANDBOX),
@@ -72,10 +72,10 @@ def summary_line(counts: Counts, dry_run: bool) -> str:
     return f"dry-run: Would prune {numbers}" if dry_run else f"Pruned {numbers}"
 
 
-def plan_lines(plan: Sequence[Removal], runtime_kind: RuntimeKind) -> list[str]:
+def plan_lines(plan: Sequence[Removal], runtime: Description) -> list[str]:
     if not plan:
         return ["Nothing to prune."]
-    labels = [_kind_label(removal.kind, runtime_kind) for removal in plan]
+    labels = [_kind_label(removal.kind, runtime) for removal in plan]
     width = max(len(label) for label in labels)
     name_width = max(len(removal.name) for removal in plan)
     return [
@@ -84,9 +84,9 @@ def plan_lines(plan: Sequence[Removal], runtime_kind: RuntimeKind) -> list[str]:
     ]
 
 
-def _kind_label(kind: ArtifactKind, runtime_kind: RuntimeKind) -> str:
+def _kind_label(kind: ArtifactKind, runtime: Description) -> str:
     if kind is ArtifactKind.RUNTIME_IMAGE:
-        return "docker image" if runtime_kind is RuntimeKind.DOCKER else "msb image"
+        return runtime.image_label
     return kind.value
 
 
@@ -173,16 +173,16 @@ def prune(app: App, age_text: str | None, scope: Scope, dry_run: bool, force: bo
     plan = plan_prune(inventory, now, age, scope)
     if plan:
         echo(f"{'Would prune' if dry_run else 'To prune'} (unused for more than {format_duration(age)}):")
-    for line in plan_lines(plan, runtime.kind):
+    for line in plan_lines(plan, runtime.description):
         echo(line)
     if dry_run or not plan:
-        echo(summary_line(count(plan, runtime.kind), dry_run))
+        echo(summary_line(count(plan, runtime.description), dry_run))
         return PruneOutcome(plan, [], [])
     if not force and not _confirmed(app, len(plan)):
         echo("Nothing removed.")
         return PruneOutcome(plan, [], [])
     outcome = apply_plan(plan, runtime, store, app.state, app.console.warn)
-    echo(summary_line(count(outcome.removed, runtime.kind), dry_run=False))
+    echo(summary_line(count(outcome.removed, runtime.description), dry_run=False))
     if outcome.failed:
         raise SandboxError(
             f"{len(outcome.failed)} of {len(plan)} removals failed (see the warnings above)",
@@ -255,8 +255,8 @@ def auto_prune_now(
     plan = plan_prune(inventory, moment, age, Scope.ALL)
     if not plan:
         return PruneOutcome(plan, [], [])
-    for line in plan_lines(plan, runtime.kind):
+    for line in plan_lines(plan, runtime.description):
         console.verbose("auto-prune:" + line)
     outcome = apply_plan(plan, runtime, docker, store, console.warn)
-    console.info(f"auto-prune: {summary_line(count(outcome.removed, runtime.kind), dry_run=False)}")
+    console.info(f"auto-prune: {summary_line(count(outcome.removed, runtime.description), dry_run=False)}")
     return outcome

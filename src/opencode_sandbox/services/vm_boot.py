@@ -7,7 +7,6 @@ from collections.abc import Callable, Mapping
 
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.errors import NotFound, NotOurs, SandboxError, VmDidNotBoot
-from opencode_sandbox.runtime.kind import RuntimeKind
 from opencode_sandbox.ui.progress import slow_step
 
 if TYPE_CHECKING:
@@ -51,7 +50,7 @@ def remove_made_volume(runtime: Runtime, console: Console, volume: str) -> None:
     except NotFound:
         pass
     except SandboxError as failure:
-        remove = "msb volume remove" if runtime.kind is RuntimeKind.MICROSANDBOX else "docker volume rm"
+        remove = runtime.description.volume_remove_command
         console.warn(f"the home volume {volume} made for this run is left behind: {failure.message} "
                      f"(remove it with `{remove} {volume}`)")
 

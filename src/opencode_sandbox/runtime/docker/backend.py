@@ -59,6 +59,7 @@ from opencode_sandbox.runtime.docker.args import (
     run_args,
     sandbox_labels,
 )
+from opencode_sandbox.runtime.docker.description import DESCRIPTION, DockerDescription
 from opencode_sandbox.runtime.docker.identity import (
     adopt,
     dev_ids,
@@ -109,6 +110,10 @@ class DockerRuntime:
     """A `Runtime` whose sandboxes are Docker containers and whose volumes are named volumes."""
 
     kind = RuntimeKind.DOCKER
+
+    @property
+    def description(self) -> DockerDescription:
+        return DESCRIPTION
 
     def __init__(self, cli: DockerCli | None = None, helper_image: str | None = None,
                  owner: DockerOwner | None = None) -> None:

@@ -35,6 +35,7 @@ from opencode_sandbox.runtime.microsandbox import boot_log as msb_boot_log
 from opencode_sandbox.runtime.microsandbox import parse as msb_parse
 from opencode_sandbox.runtime.microsandbox import refusals as msb_refusals
 from opencode_sandbox.runtime.microsandbox.cli import MsbCli, MsbResult
+from opencode_sandbox.runtime.microsandbox.description import DESCRIPTION, MicrosandboxDescription
 from opencode_sandbox.runtime.microsandbox.held_signals import signals_held
 from opencode_sandbox.runtime.microsandbox.kvm import KvmCheck, probe_kvm
 from opencode_sandbox.runtime.microsandbox.sdk_worker import call_sdk
@@ -81,6 +82,10 @@ def image_is_ours(reference: str) -> bool:
 
 class MicrosandboxRuntime:
     kind = RuntimeKind.MICROSANDBOX
+
+    @property
+    def description(self) -> MicrosandboxDescription:
+        return DESCRIPTION
 
     def __init__(self, cli: MsbCli | None = None, kvm_probe: Callable[[], KvmCheck] = probe_kvm,
                  images: ImageEngine | None = None) -> None:

@@ -7,12 +7,8 @@ from opencode_sandbox.core.egress import Profile
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.start_plan import PlannedStep, Step
 from opencode_sandbox.errors import RuntimeUnavailable, UsageError
-from opencode_sandbox.runtime.kind import RuntimeKind
 from opencode_sandbox.runtime.types import Mount
 
-DIND_WARNING = ("dind: the VM runs privileged on the docker runtime, so the agent is root on this host: it can "
-                "read and change everything here")
-DIND_HINT = "turn `dind` off in your configuration unless this project needs Docker inside and you accept that"
 ALL_WARNING = ("network: all: the VM reaches everything this host reaches, its network and its own services "
                "included")
 
@@ -41,14 +37,10 @@ def check(app: App, dry_run: bool = False) -> Checked:
         unavailable = error.message
     policy = settings.egress_policy
     warnings: list[tuple[str, str | None]] = []
-    if settings.runtime is RuntimeKind.DOCKER:
-        from opencode_sandbox.runtime.docker.nft_ruleset import docker_refusal
-
-        refusal = docker_refusal(policy, privileged=settings.dind)
-        if refusal is not None:
-            raise refusal
-        if settings.dind:
-            warnings.append((DIND_WARNING, DIND_HINT))
+    refusal = app.runtime.description.refusal(policy, privileged=settings.dind)
+    if refusal is not None:
+        raise refusal
+    warnings += app.runtime.description.warnings(privileged=settings.dind)
     refused = policy.refusal()
     if refused is not None:
         raise UsageError(refused, hint="remove the secrets setting, or choose another network profile")

@@ -283,7 +283,9 @@ class Start:
         booted = decision.plan.action is not VmAction.CONNECT or facts.existing is None
         daemon_facts = self._daemon_facts(facts.state, booted, wait_for_daemon, provisioned.fingerprint, others)
         steps.append(daemon_step(self._predict_daemon(facts.state, daemon_facts, provisioned.fingerprint)))
-        return StartPlan(tuple(steps), (*checks.notes(self.app, checked), *self._proxy_notes()))
+        return StartPlan(tuple(steps), (*checks.notes(self.app, checked),
+                                         *self.app.runtime.description.plan_notes(self.app.settings.egress_policy,
+                                                                                  self.slug)))
 
     def _predict_image(self, rebuild: bool) -> tuple[ReadyImage, PlannedStep]:
         """The image a start would run and whether it builds it; its digest is empty where the
@@ -324,16 +326,3 @@ class Start:
         target = DaemonTarget(f"http://127.0.0.1:{port}", password, state.home_volume,
                               self.app.settings.daemon_start_timeout.total_seconds())
         return self._daemon(state, target, config_fingerprint).predict(facts)
-
-    def _proxy_notes(self) -> list[str]:
-        from opencode_sandbox.runtime.kind import RuntimeKind
-
-        if self.app.settings.runtime is not RuntimeKind.DOCKER:
-            return []
-        from opencode_sandbox.runtime.docker.nft_ruleset import needs_proxy
-        from opencode_sandbox.runtime.docker.proxy import proxy_name
-
-        if not needs_proxy(self.app.settings.egress_policy):
-            return []
-        return [f"proxy: create or start {proxy_name(self.slug)} (mitmproxy) before the VM; the VM reaches only "
-                "the proxy"]

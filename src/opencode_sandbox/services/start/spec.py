@@ -10,7 +10,6 @@ from opencode_sandbox.core import naming
 from opencode_sandbox.core.lifecycle import fingerprint
 from opencode_sandbox.core.ports import DAEMON_PORT
 from opencode_sandbox.core.records import Record
-from opencode_sandbox.runtime.kind import RuntimeKind
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec
 
 if TYPE_CHECKING:
@@ -59,7 +58,7 @@ def sandbox_spec(app: App, shape: VmShape, image: ReadyImage, home_volume: str, 
         *shape.guarded_mounts,
     )
     ports = (DAEMON_PORT, *(port.guest for port in settings.ports))
-    values = {
+    values: dict[str, object] = {
         "runtime": settings.runtime.value,
         "cpus": settings.cpus,
         "memory_mib": settings.memory_mib,
@@ -70,13 +69,8 @@ def sandbox_spec(app: App, shape: VmShape, image: ReadyImage, home_volume: str, 
         "dev_identity": list(dev_identity),
         "network": settings.egress_policy.fingerprint_value(),
     }
-    if settings.runtime is RuntimeKind.MICROSANDBOX:
-        # A microVM whose checkout does not mirror modes to the host is recreated once.
-        values["checkout_modes"] = "mirrored"
-    else:
-        # A container made before it was confined (dev never uid 0, no capability, no new
-        # privileges, a pids limit) is recreated once; the home volume is kept.
-        values["confinement"] = {"dev": "never-root", "pids_limit": settings.pids_limit}
+    backend = app.runtime.description
+    values.update(backend.fingerprint_values(settings.pids_limit))
     labels = {
         **naming.managed_labels(slug),
         **({naming.LABEL_GIT: naming.GIT_OWN} if git_own else {}),
@@ -97,7 +91,7 @@ def sandbox_spec(app: App, shape: VmShape, image: ReadyImage, home_volume: str, 
         host_ports={port.guest: port.host for port in settings.ports if port.host is not None},
         dev_identity=dev_identity,
         privileged=settings.dind,
-        pids_limit=settings.pids_limit if settings.runtime is RuntimeKind.DOCKER else None,
+        pids_limit=backend.pids_limit(settings.pids_limit),
         network=settings.egress_policy,
         ca_certificates=tuple(certificate.pem for certificate in certificates),
         ca_certificate_files=tuple(dict.fromkeys(str(certificate.source) for certificate in certificates)),
@@ -108,15 +102,7 @@ def intercepting_certificates(app: App) -> list[CaCertificate]:
     """The CAs that verify servers when the runtime intercepts the VM's HTTPS (the docker
     runtime's egress proxy, msb under `allowlist` or with secrets): those runner images trust."""
     settings = app.settings
-    if settings.runtime is RuntimeKind.DOCKER:
-        from opencode_sandbox.runtime.docker.nft_ruleset import needs_proxy
-
-        intercepted = needs_proxy(settings.egress_policy)
-    else:
-        from opencode_sandbox.runtime.microsandbox.network import intercepts
-
-        intercepted = intercepts(settings.egress_policy)
-    if not intercepted:
+    if not app.runtime.description.intercepts_tls(settings.egress_policy):
         return []
     from opencode_sandbox.images.certificates import collect_ca_certificates
 
