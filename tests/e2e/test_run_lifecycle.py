@@ -199,7 +199,7 @@ def test_attach_needs_a_terminal(project: Project) -> None:
 def test_dry_run_changes_nothing(project: Project) -> None:
     result = project.cli("run", "--dry-run")
     assert result.returncode == 0, result.stderr
-    assert "vm: create " + project.vm in result.stdout
+    assert f"vm: create ({project.vm}: no VM exists for this project)" in result.stdout.splitlines()
     assert project.vms() == []
     assert project.home_volumes() == []
 
