@@ -23,3 +23,9 @@ def test_readme_opens_with_the_two_setup_commands() -> None:
         "bash scripts/test.sh",
     ]
     assert (ROOT / ".ci" / "run").read_text().count("scripts/test.sh") == 1
+
+
+def test_the_state_files_table_is_the_one_the_layout_generates() -> None:
+    from opencode_sandbox.state_layout import table
+
+    assert table() in (ROOT / "docs" / "design.md").read_text()

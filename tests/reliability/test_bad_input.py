@@ -29,7 +29,7 @@ from opencode_sandbox.config.keys import KEYS
 from opencode_sandbox.core.naming import MAX_NAME_LENGTH, home_volume_name, runner_image, vm_name
 from opencode_sandbox.core.slug import slug_for_remote
 from opencode_sandbox.paths import ToolPaths
-from opencode_sandbox.state.store import STATE_FILE
+from opencode_sandbox.state_layout import StateLayout
 from opencode_sandbox.ui.console import LogLevel
 from tests.cli.helpers import run_cli
 from tests.services.engine_artifacts import docker_answers
@@ -219,7 +219,8 @@ needs_docker = pytest.mark.skipif(not docker_answers(), reason="the Docker engin
 @settings(max_examples=30, deadline=None, suppress_health_check=SHARED_FIXTURES)
 @given(content=CORRUPT_STATE)
 def test_a_corrupt_state_file_is_named_in_a_warning_and_the_command_goes_on(checkout: Path, content: bytes) -> None:
-    path = ToolPaths.from_environment().state_dir / slug_for_remote("git@example.org:team/fuzzed.git") / STATE_FILE
+    layout = StateLayout(ToolPaths.from_environment().state_dir)
+    path = layout.project(slug_for_remote("git@example.org:team/fuzzed.git")).state
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(content)
     outcome = docker_dry_run(checkout)
@@ -299,7 +300,7 @@ def test_bad_input_through_a_subprocess(checkout: Path, setup: str, expected: st
 @needs_docker
 def test_corrupt_state_and_update_files_through_a_subprocess(checkout: Path) -> None:
     state_dir = ToolPaths.from_environment().state_dir
-    path = state_dir / slug_for_remote("git@example.org:team/fuzzed.git") / STATE_FILE
+    path = StateLayout(state_dir).project(slug_for_remote("git@example.org:team/fuzzed.git")).state
     path.parent.mkdir(parents=True)
     path.write_bytes(b"\x00\xff garbage")
     (state_dir / "updater.yaml").write_text("last_check: [1, 2\n")

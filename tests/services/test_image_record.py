@@ -14,6 +14,7 @@ from opencode_sandbox.core.naming import BASE_IMAGE, LABEL_OPENCODE_VERSION
 from opencode_sandbox.project import Project
 from opencode_sandbox.services import image_record
 from opencode_sandbox.services.image_record import CheckedImage, inputs_signature, recall, remember
+from opencode_sandbox.state_layout import ProjectLayout
 from tests.fakes.image_engine import FakeEngineImage, FakeImageEngine
 
 REFERENCE = "opencode-sandbox/runner-app-0123456789abcd:0123456789abcdef"
@@ -135,7 +136,7 @@ def test_anything_else_asks_for_the_full_check(setup: tuple[Project, Path, FakeE
     elif case == "image replaced":
         engine.add_image(REFERENCE, labels={"rebuilt": "yes"})
     elif case == "no record":
-        (state / image_record.RECORD_FILE).unlink()
+        ProjectLayout(state).image_check.unlink()
     else:
-        (state / image_record.RECORD_FILE).write_text("{ not json: [")
+        ProjectLayout(state).image_check.write_text("{ not json: [")
     assert recall(engine, state, asked) is None

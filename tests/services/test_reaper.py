@@ -491,12 +491,12 @@ def test_the_stop_record_is_written_before_a_waiting_start_may_take_its_lease(
     import os
 
     from opencode_sandbox.services import guard
-    from opencode_sandbox.state.leases import STOP_GUARD
+    from opencode_sandbox.state_layout import StateLayout
 
     guard_held: list[bool] = []
 
     def note(state_root: Path, slug: str, log: Callable[[str], None]) -> None:
-        descriptor = os.open(state_root / slug / STOP_GUARD, os.O_RDWR)
+        descriptor = os.open(StateLayout(state_root).project(slug).stop_lock, os.O_RDWR)
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
             guard_held.append(False)

@@ -27,7 +27,6 @@ NPM_LATEST_URL = "https://registry.npmjs.org/opencode-ai/latest"
 CHECK_INTERVAL = timedelta(hours=24)
 CHECK_TIMEOUT_S = 2.0
 RESOLVE_TIMEOUT_S = 10.0
-STATE_FILE = "updater.yaml"
 
 _VERSION_RE = r"^v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$"
 
@@ -168,7 +167,9 @@ def resolve_opencode_version(
 
 
 def state_path(state_root: Path) -> Path:
-    return state_root / STATE_FILE
+    from opencode_sandbox.state_layout import StateLayout
+
+    return StateLayout(state_root).updater
 
 
 def _text(value: Any) -> str | None:

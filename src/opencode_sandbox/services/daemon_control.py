@@ -11,12 +11,13 @@ from pathlib import Path
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.state.files import ensure_private_dir, write_atomic
+from opencode_sandbox.state_layout import ProjectLayout
 
 if TYPE_CHECKING:
     from opencode_sandbox.guest.operations import Guest
 
 def password_path(project_state_dir: Path) -> Path:
-    return project_state_dir / "daemon-password"
+    return ProjectLayout(project_state_dir).daemon_password
 
 
 def read_password(project_state_dir: Path) -> str | None:

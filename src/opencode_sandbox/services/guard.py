@@ -30,6 +30,7 @@ from opencode_sandbox.core.guard_privileged import PUT_BACK_HINT, Caught, Privil
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.services import guard_files, guard_mounts, guard_moves
 from opencode_sandbox.services.guard_store import GuardRecord, GuardStore, covered
+from opencode_sandbox.state_layout import StateLayout
 
 if TYPE_CHECKING:
     from opencode_sandbox.app import App
@@ -158,9 +159,7 @@ def _catch_and_tell(app: App, store: GuardStore, record: GuardRecord | None
 def _writable_folders(app: App) -> tuple[str, ...]:
     """The host folders besides the checkout that the VM may write: `mounts` with `:rw`, and the
     VM's own git directory in the project's state folder."""
-    from opencode_sandbox.services.vm_git import GIT_FOLDER
-
-    git_dir = app.state.project_dir(app.project.slug) / GIT_FOLDER
+    git_dir = StateLayout(app.paths.state_dir).project(app.project.slug).vm_git
     return (*guard_mounts.writable_folders(app.settings), *([str(git_dir.resolve())] if git_dir.is_dir() else []))
 
 
@@ -241,7 +240,7 @@ def show_change(console: Console, store: GuardStore, now: guard_files.Snapshot, 
 def note_vm_stopped(state_root: Path, slug: str, log: Callable[[str], None] = lambda _: None) -> None:
     """The tool stopped the VM: what the guarded files hold now is where the VM left them, and
     what it made since the last round of the watch is caught like the watch catches it."""
-    store = GuardStore(state_root / slug)
+    store = GuardStore(StateLayout(state_root).project(slug).folder)
     with store.lock():
         record = store.load()
         if record is None or not record.vm_may_write or not Path(record.root).is_dir():

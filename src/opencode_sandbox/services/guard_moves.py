@@ -18,8 +18,7 @@ from opencode_sandbox.core.records import Record
 from opencode_sandbox.services import guard_files, guard_mounts, guard_privileged
 from opencode_sandbox.services.guard_store import GuardRecord, GuardStore, covered
 from opencode_sandbox.state.files import UnreadableState, read_yaml_mapping, write_yaml
-
-MOVED_FILE = "moved.yaml"
+from opencode_sandbox.state_layout import StateLayout
 
 Warn = Callable[[str, str], None]
 """A message and what to do about it."""
@@ -53,7 +52,7 @@ def catch_while_running(state_root: Path, slug: str, log: Callable[[str], None])
     repository's shape) is moved into the review folder whole, and every guarded file the VM
     changed is put back as recorded, the VM's version kept beside the moved ones. Each is told
     at the next review. What was done."""
-    store = GuardStore(state_root / slug)
+    store = GuardStore(StateLayout(state_root).project(slug).folder)
     with store.lock():
         record = store.load()
         if record is None or not record.vm_may_write or not Path(record.root).is_dir():
@@ -198,7 +197,7 @@ def revert(root: Path, store: GuardStore, now: guard_files.Snapshot, by_vm: Sequ
 
 def read_notes(store: GuardStore) -> Notes:
     try:
-        data = read_yaml_mapping(store.folder / MOVED_FILE) or {}
+        data = read_yaml_mapping(store.moved_path) or {}
     except UnreadableState:
         return Notes()
     moved, held, privileged = data.get("moved"), data.get("held"), data.get("privileged")
@@ -220,7 +219,7 @@ def _caught(items: list[object]) -> Iterator[Caught]:
 
 def clear_notes(store: GuardStore, keep: Sequence[Caught] = ()) -> None:
     """The notes told; `keep`: privileged entries still not neutralised, told again next time."""
-    (store.folder / MOVED_FILE).unlink(missing_ok=True)
+    (store.moved_path).unlink(missing_ok=True)
     if keep:
         _note(store, privileged=keep)
 
@@ -233,7 +232,7 @@ def _note(store: GuardStore, moved: Sequence[str] = (), held: Sequence[Held] = (
     fresh = [each for each in dict.fromkeys(privileged) if each not in earlier.privileged]
     if not (moved or held or fresh):
         return []
-    write_yaml(store.folder / MOVED_FILE, {
+    write_yaml(store.moved_path, {
         "moved": [*earlier.moved, *moved],
         "held": [{"change": each.change, "kept": each.kept, "diff": list(each.diff)}
                  for each in (*earlier.held, *held)],

@@ -18,11 +18,7 @@ from opencode_sandbox.state.files import (
     read_yaml_mapping,
     write_yaml,
 )
-
-GUARD_DIR = "guard"
-RECORD_FILE = "record.yaml"
-COPIES_DIR = "copies"
-LOCK_FILE = "guard.lock"
+from opencode_sandbox.state_layout import GUARD_COPIES, GUARD_LOCK, GUARD_MOVED, GUARD_RECORD, ProjectLayout
 
 
 class GuardRecord(Record):
@@ -50,14 +46,19 @@ class GuardStore:
     """The record of one project, in its private state folder."""
 
     def __init__(self, project_dir: Path) -> None:
-        self.folder = project_dir / GUARD_DIR
+        project = ProjectLayout(project_dir)
+        self.folder = project.guard
+        self.record_path = project[GUARD_RECORD]
+        self.copies = project[GUARD_COPIES]
+        self.moved_path = project[GUARD_MOVED]
+        self._lock_path = project[GUARD_LOCK]
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
         import fcntl
 
         ensure_private_dir(self.folder)
-        descriptor = os.open(self.folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+        descriptor = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX)
             yield
@@ -66,7 +67,7 @@ class GuardStore:
 
     def load(self) -> GuardRecord | None:
         try:
-            data = read_yaml_mapping(self.folder / RECORD_FILE)
+            data = read_yaml_mapping(self.record_path)
             if data is None:
                 return None
             at_stop = data.get("at_stop")
@@ -86,7 +87,7 @@ class GuardStore:
             return None  # recorded afresh: nothing to compare with
 
     def save(self, record: GuardRecord, contents: Mapping[str, bytes]) -> None:
-        copies = self.folder / COPIES_DIR
+        copies = self.copies
         ensure_private_dir(copies)
         wanted = {entry.digest for entry in record.entries.values() if entry.kind == FILE}
         for path, entry in record.entries.items():
@@ -95,7 +96,7 @@ class GuardStore:
                 descriptor = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
                 with os.fdopen(descriptor, "wb") as handle:
                     handle.write(contents[path])
-        write_yaml(self.folder / RECORD_FILE, {
+        write_yaml(self.record_path, {
             "root": record.root,
             "paths": list(record.paths),
             "entries": {path: entry.as_mapping() for path, entry in record.entries.items()},
@@ -114,7 +115,7 @@ class GuardStore:
 
     def copy_of(self, entry: Entry) -> bytes | None:
         try:
-            return (self.folder / COPIES_DIR / entry.digest).read_bytes()
+            return (self.copies / entry.digest).read_bytes()
         except FileNotFoundError:
             return None
 

@@ -25,11 +25,11 @@ from opencode_sandbox.images.certificates import HOST_CA_DIR
 from opencode_sandbox.images.image_document import env_of, labels_of
 from opencode_sandbox.project import Project
 from opencode_sandbox.state.files import UnreadableState, read_yaml_mapping, write_yaml
+from opencode_sandbox.state_layout import ProjectLayout
 
 if TYPE_CHECKING:
     from opencode_sandbox.engine.base import ImageEngine
 
-RECORD_FILE = "image-check.yaml"
 PACKAGED_DIR = Path(images.__file__).parent / "dockerfiles"
 
 
@@ -108,7 +108,7 @@ def inputs_signature(engine: ImageEngine, project: Project, settings: Settings, 
 def recorded_reference(project_state_dir: Path) -> str | None:
     """The image the last full check recorded, whatever its signature."""
     try:
-        record = read_yaml_mapping(project_state_dir / RECORD_FILE) or {}
+        record = read_yaml_mapping(ProjectLayout(project_state_dir).image_check) or {}
     except UnreadableState:
         return None
     reference = record.get("reference")
@@ -118,7 +118,7 @@ def recorded_reference(project_state_dir: Path) -> str | None:
 def recall(engine: ImageEngine, project_state_dir: Path, signature: str) -> CheckedImage | None:
     """The recorded image when the signature matches and the engine still has that very image."""
     try:
-        record = read_yaml_mapping(project_state_dir / RECORD_FILE) or {}
+        record = read_yaml_mapping(ProjectLayout(project_state_dir).image_check) or {}
     except UnreadableState:
         return None
     reference, image_id = record.get("reference"), record.get("image_id")
@@ -132,5 +132,5 @@ def recall(engine: ImageEngine, project_state_dir: Path, signature: str) -> Chec
 
 
 def remember(project_state_dir: Path, signature: str, image: CheckedImage) -> None:
-    write_yaml(project_state_dir / RECORD_FILE,
+    write_yaml(ProjectLayout(project_state_dir).image_check,
                {"signature": signature, "reference": image.reference, "image_id": image.image_id})

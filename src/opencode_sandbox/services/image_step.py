@@ -12,6 +12,7 @@ from opencode_sandbox.images import updater
 from opencode_sandbox.runtime.types import ImageInfo
 from opencode_sandbox.services import image_record
 from opencode_sandbox.state.files import ensure_private_dir
+from opencode_sandbox.state_layout import StateLayout
 from opencode_sandbox.ui.progress import slow_step
 
 if TYPE_CHECKING:
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
     from opencode_sandbox.runtime.base import Runtime
     from opencode_sandbox.ui.console import Console
 
-ATTEMPT_STAMP = "update-check.attempt"
 RETRY_AFTER_S = 600.0
 
 
@@ -68,7 +68,7 @@ class UpdateCheck:
         """A check that failed (offline) is retried, but not by every start within minutes."""
         import time
 
-        stamp = state_root / ATTEMPT_STAMP
+        stamp = StateLayout(state_root).update_attempt
         try:
             if time.time() - stamp.stat().st_mtime < RETRY_AFTER_S:
                 return True
@@ -114,7 +114,7 @@ def opencode_version_for_run(app: App, upgrade_to: str | None) -> str:
 def ensure_image(app: App, rebuild: bool, upgrade_to: str | None = None) -> ReadyImage:
     engine = app.image_engine
     version = opencode_version_for_run(app, upgrade_to)
-    project_state_dir = app.paths.state_dir / app.project.slug
+    project_state_dir = StateLayout(app.paths.state_dir).project(app.project.slug).folder
     signature = image_record.inputs_signature(engine, app.project, app.settings, version)
     checked = None if rebuild else image_record.recall(engine, project_state_dir, signature)
     if checked is None:

@@ -45,7 +45,7 @@ class LiveWatch:
         walked = self._clock()
         if settings.project_root:
             sync_project(self._runtime(settings.runtime_kind), settings.vm_name, Path(settings.project_root),
-                         settings.project_dir(), self._log)
+                         settings.project().folder, self._log)
         ended = self._clock()
         self._next = ended + max(WATCH_INTERVAL_S, WALK_COST_FACTOR * (walked - began),
                                  SYNC_COST_FACTOR * (ended - walked))

@@ -37,7 +37,6 @@ from opencode_sandbox.errors import NotFound, SandboxError
 from opencode_sandbox.runtime.kind import RuntimeKind
 from opencode_sandbox.runtime.types import SandboxStatus
 from opencode_sandbox.services.reaper_settings import (
-    LOG_FILE,
     ReaperSettings,
     load_settings,
     settings_path,
@@ -45,6 +44,7 @@ from opencode_sandbox.services.reaper_settings import (
 from opencode_sandbox.services.reaper_spawn import reaper_lock
 from opencode_sandbox.state.files import UnreadableState, ensure_private_dir
 from opencode_sandbox.state.leases import count_live_leases, stop_guard
+from opencode_sandbox.state_layout import StateLayout
 
 if TYPE_CHECKING:
     from opencode_sandbox.daemon.client import DaemonClient
@@ -373,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     state_root: Path = arguments.state_root
     slug: str = arguments.slug
-    log = ReaperLog(state_root / slug / LOG_FILE)
+    log = ReaperLog(StateLayout(state_root).project(slug).reaper_log)
     reader = DaemonActivityReader(log)
     try:
         from opencode_sandbox.services.live_watch import LiveWatch

@@ -17,13 +17,11 @@ from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.stop_mode import StopMode
 from opencode_sandbox.runtime.kind import RuntimeKind
 from opencode_sandbox.state.files import UnreadableState, read_yaml_mapping, write_yaml
+from opencode_sandbox.state_layout import ProjectLayout, StateLayout
 
 if TYPE_CHECKING:
     from typing import Any
 
-SETTINGS_FILE = "reaper.yaml"
-LOG_FILE = "reaper.log"
-LOCK_FILE = "reaper.lock"
 
 
 class ReaperSettings(Record):
@@ -50,15 +48,15 @@ class ReaperSettings(Record):
         shown = self._asdict() | {"password": "***" if self.password else None}
         return f"ReaperSettings({', '.join(f'{name}={value!r}' for name, value in shown.items())})"
 
-    def project_dir(self) -> Path:
-        return self.state_root / self.slug
+    def project(self) -> ProjectLayout:
+        return StateLayout(self.state_root).project(self.slug)
 
     def with_new_generation(self) -> ReaperSettings:
         return self._replace(generation=os.urandom(16).hex())
 
 
 def settings_path(state_root: Path, slug: str) -> Path:
-    return state_root / slug / SETTINGS_FILE
+    return StateLayout(state_root).project(slug).reaper_settings
 
 
 def save_settings(settings: ReaperSettings) -> None:

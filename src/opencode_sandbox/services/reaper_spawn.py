@@ -13,16 +13,17 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from opencode_sandbox.services.reaper_settings import LOCK_FILE, LOG_FILE, ReaperSettings, save_settings
+from opencode_sandbox.services.reaper_settings import ReaperSettings, save_settings
 from opencode_sandbox.state.files import ensure_private_dir
+from opencode_sandbox.state_layout import StateLayout
 
 
 @contextlib.contextmanager
 def reaper_lock(state_root: Path, slug: str) -> Iterator[bool]:
     """Yields whether this process is the project's one reaper; held until the block ends."""
-    folder = state_root / slug
-    ensure_private_dir(folder)
-    descriptor = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    project = StateLayout(state_root).project(slug)
+    ensure_private_dir(project.folder)
+    descriptor = os.open(project.reaper_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -53,7 +54,7 @@ def spawn_reaper(settings: ReaperSettings) -> int:
         return 0
     import subprocess
 
-    log_path = settings.project_dir() / LOG_FILE
+    log_path = settings.project().reaper_log
     descriptor = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         process = subprocess.Popen(

@@ -35,12 +35,11 @@ from opencode_sandbox.core.vm_git import (
 )
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxStatus
 from opencode_sandbox.state.files import FILE_MODE, ensure_private_dir
+from opencode_sandbox.state_layout import ProjectLayout
 
 if TYPE_CHECKING:
     from opencode_sandbox.runtime.base import Runtime
 
-GIT_FOLDER = "git"
-GITFILE = "gitfile"
 SYNC_TIMEOUT_S = 120.0
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _QUIET_GIT = {"GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
@@ -133,7 +132,7 @@ def layout(root: Path, project_dir: Path, is_git: bool) -> Layout | None:
     if done.returncode != 0 or len(lines) < 3:
         return None
     entry = root / ".git"
-    return Layout(root, Path(lines[0]), Path(lines[1]), project_dir / GIT_FOLDER,
+    return Layout(root, Path(lines[0]), Path(lines[1]), ProjectLayout(project_dir).vm_git,
                   entry.is_file() and not entry.is_symlink(), lines[2].strip() or "sha1")
 
 
@@ -144,7 +143,8 @@ def mounts(found: Layout) -> list[Mount]:
     if not found.gitfile:
         return [Mount(MountKind.BIND, str(found.state), "/workspace/.git"), *shared]
     return [Mount(MountKind.BIND, str(found.state), VM_GIT_DIR),
-            Mount(MountKind.BIND, str(found.state.parent / GITFILE), "/workspace/.git", readonly=True), *shared]
+            Mount(MountKind.BIND, str(ProjectLayout(found.state.parent).gitfile), "/workspace/.git", readonly=True),
+            *shared]
 
 
 def host_facts(found: Layout) -> HostFacts:
@@ -177,11 +177,11 @@ def ensure_seeded(found: Layout) -> bool:
     """Make the VM's git directory when there is none; True when made now. Plain files are
     written, never git run in it: from its first boot on the folder is the VM's to change."""
     if found.gitfile:
-        _write_private(found.state.parent / GITFILE, f"gitdir: {VM_GIT_DIR}\n".encode())
+        _write_private(ProjectLayout(found.state.parent).gitfile, f"gitdir: {VM_GIT_DIR}\n".encode())
     if found.state.exists() or found.state.is_symlink():
         return False
     ensure_private_dir(found.state.parent)
-    staging = found.state.with_name(f".{GIT_FOLDER}.{os.urandom(6).hex()}")
+    staging = ProjectLayout(found.state.parent).vm_git_staging()
     os.mkdir(staging, 0o700)
     try:
         for folder in SEED_FOLDERS:
@@ -336,7 +336,7 @@ class Syncer:
         with os.fdopen(descriptor, "rb") as source:
             if not stat.S_ISREG(os.fstat(source.fileno()).st_mode):
                 raise GitSyncError("the VM's bundle is not a regular file")
-            target = self.found.state.parent / f"incoming-{os.urandom(8).hex()}.bundle"
+            target = ProjectLayout(self.found.state.parent).incoming_bundle()
             out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
             with os.fdopen(out, "wb") as copy:
                 shutil.copyfileobj(source, copy)
@@ -407,7 +407,7 @@ def sync_lock(project_dir: Path) -> Iterator[None]:
     import fcntl
 
     ensure_private_dir(project_dir)
-    descriptor = os.open(project_dir / "git-sync.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+    descriptor = os.open(ProjectLayout(project_dir).git_sync_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX)
         yield

@@ -25,14 +25,13 @@ from pathlib import Path
 from opencode_sandbox.core.attached_clients import AttachedClient
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.state.files import ensure_private_dir
+from opencode_sandbox.state_layout import StateLayout
 
-LEASE_DIR = "leases"
 LEASE_SUFFIX = ".lease"
-STOP_GUARD = "stop.lock"
 
 
 def leases_dir(state_root: Path, slug: str) -> Path:
-    return state_root / slug / LEASE_DIR
+    return StateLayout(state_root).project(slug).leases
 
 
 class Lease(Record):
@@ -133,9 +132,9 @@ def _holder_of(text: str, path: Path) -> AttachedClient:
 @contextlib.contextmanager
 def stop_guard(state_root: Path, slug: str) -> Iterator[None]:
     """Held while leases are taken, and while the reaper decides and stops the VM."""
-    folder = state_root / slug
-    ensure_private_dir(folder)
-    descriptor = os.open(folder / STOP_GUARD, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    project = StateLayout(state_root).project(slug)
+    ensure_private_dir(project.folder)
+    descriptor = os.open(project.stop_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX)
         yield

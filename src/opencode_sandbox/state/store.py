@@ -14,12 +14,11 @@ from opencode_sandbox.state.files import (
     read_yaml_mapping,
     write_yaml,
 )
+from opencode_sandbox.state_layout import StateLayout
 
 if TYPE_CHECKING:
     from typing import Any
 
-STATE_FILE = "state.yaml"
-LOCK_DIR = "vm-ensure"
 
 
 class ProjectState(Record):
@@ -56,10 +55,10 @@ class StateStore:
         self._warn = warn
 
     def project_dir(self, slug: str) -> Path:
-        return self.root / slug
+        return StateLayout(self.root).project(slug).folder
 
     def state_path(self, slug: str) -> Path:
-        return self.project_dir(slug) / STATE_FILE
+        return StateLayout(self.root).project(slug).state
 
     def load(self, slug: str) -> ProjectState:
         path = self.state_path(slug)
@@ -90,7 +89,7 @@ class StateStore:
         return sorted(path.name for path in self.root.iterdir() if is_slug(path.name) and path.is_dir())
 
     def lock_path(self, slug: str) -> Path:
-        return self.root / LOCK_DIR / f"{slug}.lock"
+        return StateLayout(self.root).first_boot_lock(slug)
 
     @contextmanager
     def first_boot_lock(self, slug: str, timeout_s: float = 900.0) -> Iterator[None]:

@@ -14,12 +14,11 @@ import os
 from pathlib import Path
 
 from opencode_sandbox.paths import ToolPaths
-
-_FOLDER = "docker-network-policy"
+from opencode_sandbox.state_layout import StateLayout
 
 
 def _mark(name: str) -> Path:
-    return ToolPaths.from_environment().state_dir / _FOLDER / name
+    return StateLayout(ToolPaths.from_environment().state_dir).policy_marks / name
 
 
 def record(name: str, started_at: str) -> None:

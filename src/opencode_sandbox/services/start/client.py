@@ -108,7 +108,7 @@ def _finish_daemon_start(app: App, ready: ReadyVm) -> None:
 def _hand_to_reaper(app: App, ready: ReadyVm, leaving: bool = False) -> None:
     from opencode_sandbox.core.quiescence import UNREADABLE_GRACE_S
     from opencode_sandbox.core.stop_mode import StopMode
-    from opencode_sandbox.services.reaper_settings import LOG_FILE, ReaperSettings
+    from opencode_sandbox.services.reaper_settings import ReaperSettings
     from opencode_sandbox.services.reaper_spawn import spawn_reaper
 
     settings = app.settings
@@ -132,7 +132,7 @@ def _hand_to_reaper(app: App, ready: ReadyVm, leaving: bool = False) -> None:
         app.console.warn(f"cannot start the idle reaper ({error}); stop the VM with `opencode-sandbox stop`")
         return
     if leaving:
-        app.console.verbose(f"idle reaper log: {app.paths.state_dir / app.project.slug / LOG_FILE}")
+        app.console.verbose(f"idle reaper log: {reaper.project().reaper_log}")
 
 
 def resolve_worktree(app: App, ready: ReadyVm, worktree: str) -> str:

@@ -33,9 +33,9 @@ from opencode_sandbox.services.start.spec import VmShape, vm_shape
 from opencode_sandbox.services.start.vm_step import VmStep, ask_apply
 from opencode_sandbox.state.files import ensure_private_dir
 from opencode_sandbox.state.store import ProjectState
+from opencode_sandbox.state_layout import StateLayout
 from opencode_sandbox.ui.prompts import confirm
 
-AUTO_PRUNE_STAMP = "auto-prune.last"
 AUTO_PRUNE_INTERVAL_S = 3600.0
 GUARDED_TOOL_FOLDER = ".opencode-sandbox"
 GUARD_STEP = PlannedStep(Step.GUARD, "review", "what a VM changed among the files the host runs: keep or revert it, "
@@ -151,7 +151,7 @@ class Start:
     def _auto_prune_step(self) -> PlannedStep:
         import time
 
-        stamp = self.app.paths.state_dir / AUTO_PRUNE_STAMP
+        stamp = StateLayout(self.app.paths.state_dir).auto_prune_stamp
         try:
             since = time.time() - stamp.stat().st_mtime
         except FileNotFoundError:
@@ -163,7 +163,7 @@ class Start:
         self._did(planned)
         if planned.action == "skip":
             return
-        stamp = self.app.paths.state_dir / AUTO_PRUNE_STAMP
+        stamp = StateLayout(self.app.paths.state_dir).auto_prune_stamp
         ensure_private_dir(stamp.parent)
         stamp.touch()
         from opencode_sandbox.services.prune import auto_prune

@@ -12,8 +12,7 @@ from opencode_sandbox.core.start_plan import PlannedStep, plan_provision
 from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.services import provisioning
 from opencode_sandbox.state.files import UnreadableState, read_yaml_mapping, write_yaml
-
-RECORD = "provisioned.yaml"
+from opencode_sandbox.state_layout import StateLayout
 
 
 class ProvisionFacts(Record):
@@ -76,4 +75,4 @@ def apply(app: App, vm: str, facts: ProvisionFacts, home_volume: str | None) -> 
 
 
 def _record_path(app: App) -> Path:
-    return app.state.project_dir(app.project.slug) / RECORD
+    return StateLayout(app.paths.state_dir).project(app.project.slug).provisioned
