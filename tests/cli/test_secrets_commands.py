@@ -67,7 +67,7 @@ def test_import_writes_values_privately_and_names_and_hosts_to_the_config(projec
 
     listed = run_cli("secrets", "list", "--format", "json", cwd=project)
     assert listed.returncode == 0, listed.stderr
-    assert json.loads(listed.stdout) == [
+    assert json.loads(listed.stdout)["result"] == [
         {"name": "OPENAI_API_KEY", "hosts": ["api.openai.com"], "headers": ["authorization"], "source": str(values)},
         {"name": "ANTHROPIC_API_KEY", "hosts": ["api.anthropic.com"], "headers": ["x-api-key"],
          "source": str(values)},

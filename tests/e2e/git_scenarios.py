@@ -83,12 +83,12 @@ def a_gitlink_and_nested_repositories_run_nothing(project: Project) -> None:
         (project.root / folder).mkdir(exist_ok=True)
         subprocess.run(["git", "status"], cwd=project.root / folder, capture_output=True, check=False)
     assert not marker.exists(), "git run in a folder the VM made ran the VM's command"
-    status = json.loads(project.cli("guard", "status", "--format", "json").stdout)
+    status = json.loads(project.cli("guard", "status", "--format", "json").stdout)["result"]
     assert {line.split(" -> ")[0] for line in status["moved_aside"]} >= {"sub/.git", "other/.git", "evil"}, status
     assert status["state"] == "changed"
     reviewed = project.shell("git reset -q")  # the next start tells the user, once
     assert "were moved aside while it ran" in reviewed.stderr and "sub/.git -> " in reviewed.stderr, reviewed.stderr
-    assert json.loads(project.cli("guard", "status", "--format", "json").stdout)["moved_aside"] == []
+    assert json.loads(project.cli("guard", "status", "--format", "json").stdout)["result"]["moved_aside"] == []
 
 
 def guarded_files_are_put_back_while_the_vm_runs(project: Project) -> None:
@@ -107,13 +107,13 @@ def guarded_files_are_put_back_while_the_vm_runs(project: Project) -> None:
     assert written.exit_code == 0, written.stderr
     assert wait_until(lambda: host_files() == recorded, sync_within(project)), \
         f"a guarded file the VM wrote stayed in the checkout while it ran; the reaper's log:\n{project.reaper_log()}"
-    status = json.loads(project.cli("guard", "status", "--format", "json").stdout)
+    status = json.loads(project.cli("guard", "status", "--format", "json").stdout)["result"]
     assert {line.split(":")[0] for line in status["put_back"]} == {".envrc", ".pre-commit-config.yaml",
                                                                     ".vscode/tasks.json"}, status
     reviewed = project.shell("true")
     assert "put back as they were" in reviewed.stderr and "+touch ../pwned-envrc" in reviewed.stderr, \
         reviewed.stderr
-    assert json.loads(project.cli("guard", "status", "--format", "json").stdout)["put_back"] == []
+    assert json.loads(project.cli("guard", "status", "--format", "json").stdout)["result"]["put_back"] == []
 
 
 def the_slug_comes_from_the_host(project: Project) -> None:

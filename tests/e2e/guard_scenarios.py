@@ -79,7 +79,7 @@ def privileged_entries_lose_their_privileges_within_seconds(project: Project) ->
     assert wait_until(lambda: not os.path.lexists(node) and not _capability(capped), within), \
         f"the device node or the capability stayed; the reaper's log:\n{project.reaper_log()}"
 
-    told = json.loads(project.cli("guard", "status", "--format", "json").stdout)["privileged"]
+    told = json.loads(project.cli("guard", "status", "--format", "json").stdout)["result"]["privileged"]
     lines = [each["told"] for each in told]
     assert any(line.startswith("the VM made x set-user-ID and set-group-ID (owner uid ")
                and line.endswith("mode 6755) while it ran: the bits were removed") for line in lines), lines
@@ -90,7 +90,7 @@ def privileged_entries_lose_their_privileges_within_seconds(project: Project) ->
     reviewed = project.shell("true")  # the next start tells the user, once
     assert "lost their privileges" in reviewed.stderr and "the VM made x set-user-ID" in reviewed.stderr, \
         reviewed.stderr
-    assert json.loads(project.cli("guard", "status", "--format", "json").stdout)["privileged"] == []
+    assert json.loads(project.cli("guard", "status", "--format", "json").stdout)["result"]["privileged"] == []
 
 
 def _as_root(project: Project, *argv: str) -> bool:

@@ -249,7 +249,8 @@ def test_the_agent_works_through_a_secret_whose_value_the_vm_never_holds(
             assert plain.endswith("status 200") and len(recorder.requests) == 1, "without it, the host answers"
             logged = project.cli("network", "log", "--format", "json")
             assert logged.returncode == 0, logged.stderr
-            refused = [entry for entry in json.loads(logged.stdout) if entry["destination"] == site.other_name]
+            refused = [entry for entry in json.loads(logged.stdout)["result"]
+                       if entry["destination"] == site.other_name]
             assert refused and "placeholder of the secret OPENAI_API_KEY" in refused[0]["reason"], logged.stdout
 
             seen = len(model.authorizations)

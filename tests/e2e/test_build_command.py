@@ -42,7 +42,7 @@ def test_build_dry_run_then_build_then_skip(project: Project) -> None:
     for runtime, loaded in (("microsandbox", False), ("docker", True)):
         listed = project.cli("--runtime", runtime, "image", "list", "--format", "json")
         assert listed.returncode == 0, listed.stderr
-        entries = {entry["reference"]: entry for entry in json.loads(listed.stdout)}
+        entries = {entry["reference"]: entry for entry in json.loads(listed.stdout)["result"]}
         assert entries[found.group(1)]["loaded"] is loaded, runtime
         assert entries[found.group(1)]["project"] == project.slug
     again = project.cli("image", "build", "--opencode-version", _baked(project))
@@ -71,7 +71,7 @@ def test_build_on_microsandbox_leaves_the_image_loaded(project: Project) -> None
     assert f"Loading {reference} into microsandbox..." in loaded.stderr
     listed = project.cli("--runtime", "microsandbox", "image", "list", "--format", "json")
     assert listed.returncode == 0, listed.stderr
-    assert {entry["reference"]: entry["loaded"] for entry in json.loads(listed.stdout)}[reference] is True
+    assert {entry["reference"]: entry["loaded"] for entry in json.loads(listed.stdout)["result"]}[reference] is True
 
     again = project.cli("--runtime", "microsandbox", "build", "--opencode-version", version)
     assert again.returncode == 0, again.stderr

@@ -25,7 +25,7 @@ def test_a_hook_the_vm_writes_is_reverted_before_git_runs_it_and_existing_guarde
 
     # Whoever changes a guarded file while the VM runs, it is reviewed: a read-only mount is no proof.
     (project.root / ".opencode-sandbox" / "config.yaml").write_text("cpus: 2\n")
-    status = json.loads(project.cli("guard", "status", "--format", "json").stdout)
+    status = json.loads(project.cli("guard", "status", "--format", "json").stdout)["result"]
     found = [change["path"] for change in status["changed"]] + [line.split(":")[0] for line in status["put_back"]]
     assert found == [".opencode-sandbox/config.yaml"], status
     reviewed = project.shell("true")

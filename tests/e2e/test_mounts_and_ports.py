@@ -90,7 +90,7 @@ def check_mounts_and_ports(project: Project, busy_port: int) -> None:
     assert started.returncode == 0, started.stderr
     listed = project.cli("ports", "--format", "json")
     assert listed.returncode == 0, listed.stderr
-    published = {entry["guest_port"]: entry["host_port"] for entry in json.loads(listed.stdout)}
+    published = {entry["guest_port"]: entry["host_port"] for entry in json.loads(listed.stdout)["result"]}
     assert published[8000] == host_port and sorted(published) == [4096, 8000, 8001]
     for guest in (8000, 8001):
         assert wait_until(lambda guest=guest: answer(published[guest]) == f"dev server {guest}", 60), \
@@ -156,7 +156,7 @@ def test_a_neighbour_routed_to_the_vm_reaches_none_of_its_ports(project: Project
     started = shell(project, f"setsid nohup node -e {shlex.quote(SERVER)} 8000 >/dev/null 2>&1 &")
     assert started.returncode == 0, started.stderr
     published = {entry["guest_port"]: entry["host_port"]
-                 for entry in json.loads(project.cli("ports", "--format", "json").stdout)}
+                 for entry in json.loads(project.cli("ports", "--format", "json").stdout)["result"]}
     assert wait_until(lambda: answer(published[8000]) == "dev server 8000", 60), "the host itself reaches it"
     address = docker("inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}",
                      project.vm, check=True).stdout.split()[0]

@@ -215,7 +215,7 @@ def test_public_refuses_private_addresses_and_the_host_and_survives_a_restart(
 
         logged = project.cli("network", "log", "--format", "json")
         assert logged.returncode == 0, logged.stderr
-        entries = {(entry["destination"], entry["port"]): entry for entry in json.loads(logged.stdout)}
+        entries = {(entry["destination"], entry["port"]): entry for entry in json.loads(logged.stdout)["result"]}
         assert entries[(private.address, 8080)]["protocol"] == "tcp"
         assert entries[(private.address, 8080)]["attempts"] >= 2
         assert entries[(private.address, 8080)]["reason"].startswith("a private address, in 10.0.0.0/8")
@@ -332,7 +332,7 @@ def test_allowlist_goes_through_the_proxy_and_lets_out_only_what_it_names(
     holds()
     logged = project.cli("network", "log", "--format", "json")
     assert logged.returncode == 0, logged.stderr
-    entries = json.loads(logged.stdout)
+    entries = json.loads(logged.stdout)["result"]
     by_proxy = [entry for entry in entries if entry["destination"] == "not-allowed.example.org"]
     assert [(entry["port"], entry["reason"]) for entry in by_proxy] == [
         (443, "not in egress-allow (the network profile is allowlist)")], entries

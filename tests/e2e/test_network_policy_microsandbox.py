@@ -126,7 +126,7 @@ def msb_records(project: Project) -> str:
 def network_log(project: Project) -> list[dict[str, object]]:
     logged = project.cli("network", "log", "--format", "json")
     assert logged.returncode == 0, f"{logged.stderr}\n{msb_records(project)}"
-    entries: list[dict[str, object]] = json.loads(logged.stdout)
+    entries: list[dict[str, object]] = json.loads(logged.stdout)["result"]
     return entries
 
 

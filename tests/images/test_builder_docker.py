@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from opencode_sandbox.cli.render import short_digest
 from opencode_sandbox.core.naming import (
     LABEL_CONTENT_HASH,
     LABEL_KIND,
@@ -30,7 +31,6 @@ from opencode_sandbox.images.builder import (
 )
 from opencode_sandbox.images.progress import SilentProgress
 from opencode_sandbox.runtime.docker.backend import DockerRuntime
-from opencode_sandbox.services.listing import short_digest
 from tests.fixtures.images import RunnerBase
 from tests.images.certs import real_pem
 

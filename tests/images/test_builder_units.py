@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
+from opencode_sandbox.cli.render import short_digest
 from opencode_sandbox.core.naming import LABEL_CONTENT_HASH
 from opencode_sandbox.core.units import format_size
 from opencode_sandbox.images.builder import BuildAction, BuildFailed, _step_of, decide
-from opencode_sandbox.services.listing import short_digest
 
 HASH = "f" * 64
 

@@ -46,7 +46,7 @@ def endpoint(tmp_path: Path) -> Iterator[HttpsReleases]:
 
 def _updater_command(state_root: Path, url: str, *ca_files: Path) -> list[str]:
     """The detached release check, as a start spawns it."""
-    return [sys.executable, "-m", "opencode_sandbox.images.updater", str(state_root), url, *map(str, ca_files)]
+    return [sys.executable, "-m", "opencode_sandbox.images.release_check", str(state_root), url, *map(str, ca_files)]
 
 
 def _private_mount_namespace() -> list[str]:

@@ -27,7 +27,7 @@ from opencode_sandbox.core.prune_plan import Scope
 from opencode_sandbox.runtime.docker.backend import DockerRuntime
 from opencode_sandbox.services.docker_images import DockerEngineImages
 from opencode_sandbox.services.prune import prune
-from tests.services.app_fakes import make_app
+from tests.services.app_fakes import make_app, results_into
 from tests.services.engine_artifacts import TEST_LABEL, docker, docker_answers
 from tests.services.test_prune_integration import msb
 
@@ -221,7 +221,7 @@ def full_prune(runtime: Any, other: Any, token: str, tmp_path: Path) -> tuple[li
     guarded_images = Guarded(DockerEngineImages(), token)
     lines: list[str] = []
     app = make_app(guarded_runtime, tmp_path, other=guarded_other)  # type: ignore[arg-type]
-    prune(app, "0", Scope.ALL, dry_run=False, force=True, docker=guarded_images, echo=lines.append)
+    prune(results_into(app, lines), "0", Scope.ALL, dry_run=False, force=True, docker=guarded_images)
     return guarded_runtime.asked + guarded_other.asked + guarded_images.asked, lines
 
 

@@ -6,6 +6,7 @@ import io
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
+from typing import TextIO
 
 from opencode_sandbox.app import App
 from opencode_sandbox.config.loader import load_settings
@@ -42,6 +43,28 @@ def make_app(runtime: Runtime, root: Path, *, interactive: bool = False, assume_
     fake = isinstance(runtime, FakeRuntime)
     return App(console, ToolPaths.from_environment(), project, load_settings([], {}, {}), assume_yes, interactive,
                runtime, other, runtime.image_engine if fake else None, runtime.guests if fake else None)
+
+
+class _Lines(io.TextIOBase):
+    """A stream that appends each line written to it to a list."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__()
+        self.lines = lines
+        self._partial = ""
+
+    def write(self, text: str) -> int:
+        *complete, self._partial = (self._partial + text).split("\n")
+        self.lines.extend(complete)
+        return len(text)
+
+
+def results_into(app: App, lines: list[str]) -> App:
+    """The app, its results (what a command prints on stdout) appended to `lines`."""
+    from typing import cast
+
+    app.console.out = cast("TextIO", _Lines(lines))
+    return app
 
 
 def know_projects(*slugs: str) -> None:

@@ -6,12 +6,13 @@ import io
 
 import pytest
 
+from opencode_sandbox.cli.render import render_report
 from opencode_sandbox.core.dev_home import BlockedFolder, HomeProbe
 from opencode_sandbox.core.naming import managed_labels, runner_image, vm_name
 from opencode_sandbox.guest.operations import Guest
 from opencode_sandbox.runtime.kind import RuntimeKind
 from opencode_sandbox.runtime.types import SandboxSpec
-from opencode_sandbox.services.doctor import Check, DoctorReport, check_project_home, render_report
+from opencode_sandbox.services.doctor import Check, DoctorReport, check_project_home
 from opencode_sandbox.ui.console import Console, LogLevel
 from tests.fakes.runtime import FakeRuntime
 
@@ -94,7 +95,7 @@ def test_the_verdict_tells_a_project_failure_from_a_host_failure(host_ok: bool, 
     assert home is not None
     report = DoctorReport(RuntimeKind.DOCKER, (Check("docker", host_ok, "engine"), home))
     out, errors = io.StringIO(), io.StringIO()
-    render_report(report, Console(LogLevel.INFO, stream=errors), out)
+    render_report(report, Console(LogLevel.INFO, stream=errors, out=out))
     assert out.getvalue().endswith(verdict)
     if host_ok:
         assert "error: this project's VM cannot work as it is (home)" in errors.getvalue()

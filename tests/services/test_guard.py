@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from opencode_sandbox.app import App
+from opencode_sandbox.cli.render import render_status
 from opencode_sandbox.config.loader import load_settings
 from opencode_sandbox.core.guard import COPY_LIMIT, LINK, REVIEW_FOLDER
 from opencode_sandbox.errors import ConfigError
@@ -21,7 +22,6 @@ from opencode_sandbox.services.guard import (
     GuardStore,
     note_vm_stopped,
     read_only_paths,
-    render_status,
     review,
     status,
 )
@@ -284,7 +284,7 @@ def test_guarded_paths_adds_entries_and_is_refused_in_the_checkout(fake: FakeRun
     review(app, vm_may_write_after=True)
     (checkout / ".husky/pre-commit").write_text("evil\n")
     assert [change.path for change in status(app).by_vm] == [".husky/pre-commit"]
-    assert json.loads(render_status(status(app), "json"))["changed"][0]["path"] == ".husky/pre-commit"
+    assert json.loads(render_status(status(app), "json"))["result"]["changed"][0]["path"] == ".husky/pre-commit"
 
     in_checkout = checkout / ".opencode-sandbox" / "config.yaml"
     in_checkout.parent.mkdir()
@@ -346,10 +346,10 @@ def test_stop_and_kill_review_and_leave_later_host_changes_alone(fake: FakeRunti
     app = app_on(fake, checkout)
     review(app, vm_may_write_after=True)
     write_hook(checkout)
-    stop(app, False, lambda _line: None)
+    stop(app, False)
     assert not (checkout / ".githooks/pre-commit").exists()
     write_hook(checkout)  # the user's own, with no VM running
-    kill(app, False, lambda _line: None)
+    kill(app, False)
     assert (checkout / ".githooks/pre-commit").exists()
 
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from opencode_sandbox.app import App
+from opencode_sandbox.cli.render import render_status
 from opencode_sandbox.core.guard import COPY_LIMIT, REVIEW_FOLDER
-from opencode_sandbox.services.guard import render_status, review, status
+from opencode_sandbox.services.guard import review, status
 from opencode_sandbox.services.guard_moves import Notes, catch_while_running
 from tests.services.app_fakes import SLUG, messages
 from tests.services.test_guard import git
@@ -53,7 +54,7 @@ def test_a_guarded_file_the_vm_changes_is_put_back_within_one_round_and_told_at_
     assert any("put back as recorded: .envrc" in line for line in log)
     shown = render_status(status(app), "table")
     assert "files the VM changed while it ran, put back as they were" in shown and ".husky/pre-commit: added" in shown
-    assert json.loads(render_status(status(app), "json"))["state"] == "changed"
+    assert json.loads(render_status(status(app), "json"))["result"]["state"] == "changed"
 
     outcome = review(app, vm_may_write_after=True)  # the detach
 

@@ -18,11 +18,12 @@ from pathlib import Path
 import pytest
 
 from opencode_sandbox.app import App
+from opencode_sandbox.cli.render import render_status
 from opencode_sandbox.config.loader import load_settings
 from opencode_sandbox.core.guard import REVIEW_FOLDER
 from opencode_sandbox.core.guard_privileged import BLOCK_DEVICE, CAPABILITY_ATTRIBUTE, CHARACTER_DEVICE, FILE
 from opencode_sandbox.services import guard_files, guard_privileged
-from opencode_sandbox.services.guard import note_vm_stopped, render_status, review, status
+from opencode_sandbox.services.guard import note_vm_stopped, review, status
 from opencode_sandbox.services.guard_mounts import writable_folders
 from opencode_sandbox.services.guard_moves import Notes, catch_while_running
 from opencode_sandbox.services.guard_store import GuardStore
@@ -324,7 +325,7 @@ def test_a_set_id_file_the_vm_makes_loses_its_bits_within_one_round_and_is_told_
     assert log == [line]
     shown = render_status(status(app), "table")
     assert f"  {line}" in shown and "chmod u+s PATH" in shown
-    data = json.loads(render_status(status(app), "json"))
+    data = json.loads(render_status(status(app), "json"))["result"]
     assert data["state"] == "changed"
     assert data["privileged"][0]["found"]["mode"] == 0o6755 and data["privileged"][0]["told"] == line
 

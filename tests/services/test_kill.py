@@ -13,7 +13,7 @@ from opencode_sandbox.runtime.types import RuntimeKind, SandboxStatus
 from opencode_sandbox.services.stopping import kill
 from opencode_sandbox.state.store import ProjectState
 from tests.fakes.runtime import FakeRuntime
-from tests.services.app_fakes import SLUG, make_app, plant_project
+from tests.services.app_fakes import SLUG, make_app, plant_project, results_into
 
 VM = vm_name(SLUG)
 CREATED = datetime.now(UTC) - timedelta(days=1)
@@ -36,7 +36,7 @@ def test_kill_powers_off_and_keeps_the_vm(fake: FakeRuntime, tmp_path: Path) -> 
     volume = running_project(fake, tmp_path)
     app = make_app(fake, tmp_path)
     lines: list[str] = []
-    kill(app, False, lines.append)
+    kill(results_into(app, lines), False)
     assert fake.sandboxes[VM].status is not SandboxStatus.RUNNING
     assert [operation for operation, _ in fake.calls if operation in ("kill_sandbox", "stop_sandbox")] == [
         "kill_sandbox"
@@ -51,7 +51,7 @@ def test_kill_force_powers_off_then_removes_the_vm_and_keeps_the_home_volume(
     volume = running_project(fake, tmp_path)
     app = make_app(fake, tmp_path)
     lines: list[str] = []
-    kill(app, True, lines.append)
+    kill(results_into(app, lines), True)
     operations = [operation for operation, _ in fake.calls if operation in ("kill_sandbox", "stop_sandbox",
                                                                             "remove_sandbox")]
     assert operations == ["kill_sandbox", "remove_sandbox"]
@@ -69,7 +69,7 @@ def test_kill_force_without_a_vm_still_forgets_the_state(fake: FakeRuntime, tmp_
     app = make_app(fake, tmp_path)
     app.state.save(SLUG, ProjectState(home_volume="kept-volume"))
     lines: list[str] = []
-    kill(app, True, lines.append)
+    kill(results_into(app, lines), True)
     assert not app.state.state_path(SLUG).exists()
     assert lines[0] == f"No VM for this project ({VM})."
     assert "kept-volume is kept" in lines[-1]

@@ -11,15 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from opencode_sandbox.cli.render import render_images, render_sandboxes, render_volumes
 from opencode_sandbox.core.naming import home_volume_name, runner_image, vm_name
 from opencode_sandbox.errors import UsageError
 from opencode_sandbox.runtime.types import ImageInfo, RuntimeKind, SandboxStatus, VolumeInfo
 from opencode_sandbox.services.listing import (
     RunnerImage,
     list_runner_images,
-    render_images,
-    render_sandboxes,
-    render_volumes,
     runner_images,
     select_sandboxes,
 )
@@ -80,7 +78,8 @@ def test_names_prints_one_name_a_line(fake: FakeRuntime) -> None:
 
 
 def test_json_carries_utc_timestamps_and_the_project(fake: FakeRuntime) -> None:
-    entries = json.loads(render_sandboxes(select_sandboxes(fake, True, False), "json", names=False, color=False))
+    shown = render_sandboxes(select_sandboxes(fake, True, False), "json", names=False, color=False)
+    entries = json.loads(shown)["result"]
     assert entries == [{
         "name": vm_name(RUNNING), "project": RUNNING, "image": runner_image(RUNNING, "c0ffee"),
         "status": "running", "created": "2026-03-04T05:06:07+00:00",
@@ -125,7 +124,7 @@ def test_volume_list_shows_size_or_a_dash() -> None:
         [volumes[0].name, "dir", "2.0 GiB", local(MOMENT)],
         [volumes[1].name, "docker", "-", "-"],
     ]
-    entries = json.loads(render_volumes(volumes, "json"))
+    entries = json.loads(render_volumes(volumes, "json"))["result"]
     assert entries[0] == {"name": volumes[0].name, "project": RUNNING, "kind": "dir", "size_bytes": 2 * 1024**3,
                           "created": "2026-03-04T05:06:07+00:00"}
     assert entries[1]["size_bytes"] is None and entries[1]["created"] is None
@@ -140,7 +139,7 @@ def test_image_list_shortens_the_digest_and_uses_binary_units() -> None:
     assert rows == [["REFERENCE", "DIGEST", "SIZE", "CREATED", "LOADED"],
                     [image.reference, "sha256:0123456789ab", "1.5 GiB", local(MOMENT - timedelta(hours=1)), "no"],
                     [base.reference, "sha256:ffffffffffff", "-", "-", "yes"]]
-    assert json.loads(render_images([RunnerImage(image, False), RunnerImage(base, True)], "json")) == [
+    assert json.loads(render_images([RunnerImage(image, False), RunnerImage(base, True)], "json"))["result"] == [
         {"reference": image.reference, "project": RUNNING, "digest": digest, "size_bytes": 1536 * 1024**2,
          "created": "2026-03-04T04:06:07+00:00", "loaded": False},
         {"reference": base.reference, "project": None, "digest": base.digest, "size_bytes": None, "created": None,
@@ -200,11 +199,12 @@ def test_cli_list_on_an_empty_runtime(tmp_path: Path) -> None:
     table = run_cli("list", cwd=folder)
     assert table.returncode == 0, table.stderr
     assert table.stdout.split() == ["NAME", "IMAGE", "STATUS", "CREATED"]
-    assert json.loads(run_cli("ls", "--format", "json", cwd=folder).stdout) == []
+    assert json.loads(run_cli("ls", "--format", "json", cwd=folder).stdout) == {"command": "list", "result": []}
     assert run_cli("sandbox", "list", "--names", cwd=folder).stdout == ""
     both = run_cli("list", "--running", "--stopped", cwd=folder)
     assert both.returncode == 2 and "exclude each other" in both.stderr
-    assert json.loads(run_cli("volume", "list", "--format", "json", cwd=folder).stdout) == []
+    volumes = run_cli("volume", "list", "--format", "json", cwd=folder).stdout
+    assert json.loads(volumes) == {"command": "volume list", "result": []}
     header = run_cli("image", "list", cwd=folder).stdout.splitlines()[0]  # the Docker engine is shared: only the header
     assert header.split() == ["REFERENCE", "DIGEST", "SIZE", "CREATED", "LOADED"]
 
@@ -267,7 +267,7 @@ def test_cli_image_list_shows_what_was_built_and_whether_microsandbox_has_it(
     folder = cli_project(tmp_path)
     listed = run_cli("image", "list", "--format", "json", cwd=folder)
     assert listed.returncode == 0, listed.stderr
-    ours = {entry["reference"]: entry for entry in json.loads(listed.stdout)
+    ours = {entry["reference"]: entry for entry in json.loads(listed.stdout)["result"]
             if entry["reference"] in built_images.values()}
     assert {reference: entry["loaded"] for reference, entry in ours.items()} == {
         built_images["built"]: False, built_images["loaded"]: True, built_images["gone"]: True}
@@ -284,6 +284,6 @@ def test_cli_image_list_shows_what_was_built_and_whether_microsandbox_has_it(
 
     on_docker = run_cli("--runtime", "docker", "image", "list", "--format", "json", cwd=folder)
     assert on_docker.returncode == 0, on_docker.stderr
-    assert {entry["reference"]: entry["loaded"] for entry in json.loads(on_docker.stdout)
+    assert {entry["reference"]: entry["loaded"] for entry in json.loads(on_docker.stdout)["result"]
             if entry["reference"] in built_images.values()} == {built_images["built"]: True,
                                                                  built_images["loaded"]: True}

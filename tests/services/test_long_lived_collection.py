@@ -20,7 +20,7 @@ from opencode_sandbox.services.start import client as clients
 from opencode_sandbox.services.start.pipeline import ReadyVm, Start
 from tests.fakes.runtime import FakeRuntime
 from tests.fixtures.fake_daemon import fake_daemon
-from tests.services.app_fakes import make_app
+from tests.services.app_fakes import make_app, results_into
 from tests.services.test_reaper import BUSY, TIMEOUT_S, VM, Setup
 
 MIB = 1024 * 1024
@@ -72,12 +72,14 @@ def prepared(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
     return make_app(FakeRuntime(RuntimeKind.DOCKER), tmp_path)
 
 
-def test_serve_only_waits_with_the_collector_on(prepared: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_serve_only_waits_with_the_collector_on(prepared: Any) -> None:
     during_wait: list[bool] = []
+    shown: list[str] = []
     gc.disable()
-    assert clients.run_attached(prepared, False, None, True, (), lambda: during_wait.append(gc.isenabled())) == 0
+    assert clients.run_attached(results_into(prepared, shown), False, None, True, (),
+                                lambda: during_wait.append(gc.isenabled())) == 0
     assert during_wait == [True]
-    assert "URL:      http://127.0.0.1:9" in capsys.readouterr().out
+    assert "URL:      http://127.0.0.1:9" in shown
 
 
 ATTACHES = {

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from opencode_sandbox.cli.render import render_refusals
 from opencode_sandbox.core.egress import EgressPolicy, Profile, parse_rule
 from opencode_sandbox.core.naming import vm_name
 from opencode_sandbox.errors import UsageError
 from opencode_sandbox.runtime.types import Refusal, RuntimeKind, SandboxStatus
-from opencode_sandbox.services.network_log import refusals, render_refusals
+from opencode_sandbox.services.network_log import refusals
 from tests.fakes.runtime import FakeRuntime
 from tests.services.app_fakes import SLUG, make_app, plant_project
 
@@ -43,7 +44,7 @@ def test_refusals_are_listed_newest_first_with_the_reason_of_the_policy(fake: Fa
     assert "10.1.2.3:8080/tcp" in table[2] and " 3 " in table[2] and "a private address, in 10.0.0.0/8" in table[2]
     assert table[-1].startswith(f"{VM}, network public; egress-deny 203.0.113.0/24: what the policy refused")
 
-    document = json.loads(render_refusals(name, found, policy, "json"))
+    document = json.loads(render_refusals(name, found, policy, "json"))["result"]
     assert document[1] == {"destination": "10.1.2.3", "protocol": "tcp", "port": 8080, "attempts": 3,
                            "last_seen": (NOW - timedelta(minutes=5)).isoformat(timespec="seconds"),
                            "reason": "a private address, in 10.0.0.0/8 (the network profile is public)"}
@@ -63,7 +64,8 @@ def test_a_stopped_vm_has_nothing_to_show_and_a_missing_one_says_how_to_start(
     assert found is None
     text = render_refusals(name, found, EgressPolicy(Profile.NONE), "table")
     assert text.startswith(f"{VM} is stopped: what its network policy refuses is recorded only while it runs")
-    assert render_refusals(name, found, EgressPolicy(Profile.NONE), "json") == "[]"
+    assert json.loads(render_refusals(name, found, EgressPolicy(Profile.NONE), "json")) == {
+        "command": "network log", "result": []}
 
     fake.start_sandbox(VM)
     name, found = refusals(make_app(fake, tmp_path))
@@ -76,7 +78,7 @@ def test_a_reason_the_runtime_recorded_is_shown_as_it_was() -> None:
     policy = EgressPolicy(Profile.PUBLIC)
     recorded = Refusal("other.example", "tcp", 80, 1, datetime(2026, 12, 1, tzinfo=UTC),
                        "the request carries the placeholder of the secret API_KEY to other.example")
-    shown = json.loads(render_refusals("vm", [recorded], policy, "json"))
+    shown = json.loads(render_refusals("vm", [recorded], policy, "json"))["result"]
     assert shown[0]["reason"] == recorded.reason
-    judged = json.loads(render_refusals("vm", [recorded._replace(reason="")], policy, "json"))
+    judged = json.loads(render_refusals("vm", [recorded._replace(reason="")], policy, "json"))["result"]
     assert judged[0]["reason"] == "refused by the policy the VM was started with"

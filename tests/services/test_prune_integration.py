@@ -31,7 +31,7 @@ from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec, Sandbo
 from opencode_sandbox.services.docker_images import DockerEngineImages
 from opencode_sandbox.services.prune import prune
 from tests.cli.helpers import run_cli
-from tests.services.app_fakes import know_projects, make_app
+from tests.services.app_fakes import know_projects, make_app, results_into
 from tests.services.engine_artifacts import (
     ScopedRuntime,
     build_image,
@@ -92,7 +92,7 @@ def test_docker_runtime_prune_removes_exactly_the_plan(token: str, tmp_path: Pat
     app = make_app(ScopedRuntime(runtime, token), tmp_path)  # type: ignore[arg-type]
     store = DockerEngineImages(labels=run_labels(token))
     lines: list[str] = []
-    outcome = prune(app, "0", Scope.ALL, dry_run=False, force=True, docker=store, echo=lines.append)
+    outcome = prune(results_into(app, lines), "0", Scope.ALL, dry_run=False, force=True, docker=store)
 
     planned = {(removal.kind, removal.name) for removal in outcome.plan}
     assert planned == {
@@ -123,8 +123,8 @@ def test_egress_proxy_images_go_when_no_container_runs_on_them(token: str, tmp_p
 
     app = make_app(ScopedRuntime(DockerRuntime(), token), tmp_path)  # type: ignore[arg-type]
     lines: list[str] = []
-    outcome = prune(app, "0", Scope.IMAGES, dry_run=False, force=True,
-                    docker=DockerEngineImages(labels=run_labels(token)), echo=lines.append)
+    outcome = prune(results_into(app, lines), "0", Scope.IMAGES, dry_run=False, force=True,
+                    docker=DockerEngineImages(labels=run_labels(token)))
 
     assert [(removal.kind, removal.name) for removal in outcome.plan] == [(ArtifactKind.DOCKER_IMAGE, unused)]
     assert outcome.failed == [] and lines[-1] == "Pruned 0 VMs, 0 home volumes, 1 docker images, 0 msb images"
@@ -215,8 +215,8 @@ def test_microsandbox_prune_removes_exactly_the_plan(token: str, msb_home: None,
 
     app = make_app(ScopedRuntime(runtime, token), tmp_path)  # type: ignore[arg-type]
     lines: list[str] = []
-    outcome = prune(app, "0", Scope.ALL, dry_run=False, force=True,
-                    docker=DockerEngineImages(labels=run_labels(token)), echo=lines.append)
+    outcome = prune(results_into(app, lines), "0", Scope.ALL, dry_run=False, force=True,
+                    docker=DockerEngineImages(labels=run_labels(token)))
     assert {(r.kind, r.name) for r in outcome.plan} == {
         (ArtifactKind.VM, vm_name(stale)),
         (ArtifactKind.HOME_VOLUME, volume),

@@ -31,7 +31,7 @@ from opencode_sandbox.services.prune import (
 )
 from opencode_sandbox.state.store import ProjectState, StateStore
 from tests.fakes.runtime import FakeRuntime
-from tests.services.app_fakes import FakeDockerImages, make_app, messages, plant_project
+from tests.services.app_fakes import FakeDockerImages, make_app, messages, plant_project, results_into
 
 NOW = datetime.now(UTC)
 OLD = NOW - timedelta(days=40)
@@ -66,7 +66,7 @@ def test_dry_run_prints_the_plan_and_removes_nothing(fake: FakeRuntime, tmp_path
     app = make_app(fake, tmp_path)
     docker = FakeDockerImages([DockerImageFact("sha256:" + "d" * 64, None, OLD, OURS)])
     lines: list[str] = []
-    outcome = prune(app, "7d", Scope.ALL, dry_run=True, force=False, docker=docker, echo=lines.append)
+    outcome = prune(results_into(app, lines), "7d", Scope.ALL, dry_run=True, force=False, docker=docker)
     assert lines[-1] == "dry-run: Would prune 1 VMs, 1 home volumes, 1 docker images, 1 msb images"
     assert lines[0] == "Would prune (unused for more than 7d):"
     body = "\n".join(lines)
@@ -88,7 +88,7 @@ def test_force_removes_exactly_the_plan_and_forgets_the_project(fake: FakeRuntim
     docker = FakeDockerImages([DockerImageFact("sha256:" + "d" * 64, None, OLD, OURS),
                                DockerImageFact("sha256:" + "e" * 64, None, OLD, {"other": "x"})])
     lines: list[str] = []
-    prune(app, None, Scope.ALL, dry_run=False, force=True, docker=docker, echo=lines.append)
+    prune(results_into(app, lines), None, Scope.ALL, dry_run=False, force=True, docker=docker)
     assert lines[-1] == "Pruned 1 VMs, 1 home volumes, 1 docker images, 1 msb images"
     assert set(fake.sandboxes) == {vm_name(LIVE), vm_name("foreign-0123456789abcd")}
     assert set(fake.volumes) == {names["live_volume"], home_volume_name("foreign-0123456789abcd", OLD)}
@@ -102,8 +102,8 @@ def test_docker_runtime_counts_runner_images_as_docker_images(tmp_path: Path) ->
     fake = FakeRuntime(RuntimeKind.DOCKER)
     plant_project(fake, STALE, volume_time=OLD, activity=OLD)
     lines: list[str] = []
-    prune(make_app(fake, tmp_path), "1d", Scope.ALL, dry_run=False, force=True, docker=FakeDockerImages(),
-          echo=lines.append)
+    prune(results_into(make_app(fake, tmp_path), lines),
+          "1d", Scope.ALL, dry_run=False, force=True, docker=FakeDockerImages())
     assert lines[-1] == "Pruned 1 VMs, 1 home volumes, 1 docker images, 0 msb images"
     assert "docker image" in "\n".join(lines) and "msb image" not in "\n".join(lines[:-1])
 
@@ -112,8 +112,8 @@ def test_sandbox_scope_keeps_volumes_images_and_the_state_file(fake: FakeRuntime
     names = planted(fake)
     write_state(STALE, names["stale_volume"], names["stale_image"])
     lines: list[str] = []
-    prune(make_app(fake, tmp_path), "7d", Scope.SANDBOXES, dry_run=False, force=True, docker=FakeDockerImages(),
-          echo=lines.append)
+    prune(results_into(make_app(fake, tmp_path), lines),
+          "7d", Scope.SANDBOXES, dry_run=False, force=True, docker=FakeDockerImages())
     assert lines[-1] == "Pruned 1 VMs, 0 home volumes, 0 docker images, 0 msb images"
     assert names["stale_volume"] in fake.volumes and names["stale_image"] in fake.images
     assert make_app(fake, tmp_path).state.load(STALE).home_volume == names["stale_volume"]
@@ -122,8 +122,8 @@ def test_sandbox_scope_keeps_volumes_images_and_the_state_file(fake: FakeRuntime
 def test_volume_scope_takes_the_vm_along_and_leaves_images(fake: FakeRuntime, tmp_path: Path) -> None:
     names = planted(fake)
     lines: list[str] = []
-    prune(make_app(fake, tmp_path), "7d", Scope.VOLUMES, dry_run=False, force=True, docker=FakeDockerImages(),
-          echo=lines.append)
+    prune(results_into(make_app(fake, tmp_path), lines),
+          "7d", Scope.VOLUMES, dry_run=False, force=True, docker=FakeDockerImages())
     assert lines[-1] == "Pruned 1 VMs, 1 home volumes, 0 docker images, 0 msb images"
     assert names["stale_volume"] not in fake.volumes and names["stale_image"] in fake.images
     assert ("list_images", "") not in fake.calls
@@ -132,8 +132,8 @@ def test_volume_scope_takes_the_vm_along_and_leaves_images(fake: FakeRuntime, tm
 def test_nothing_stale_prints_nothing_to_prune(fake: FakeRuntime, tmp_path: Path) -> None:
     plant_project(fake, LIVE, volume_time=OLD, status=SandboxStatus.RUNNING)
     lines: list[str] = []
-    prune(make_app(fake, tmp_path), "0", Scope.ALL, dry_run=False, force=False, docker=FakeDockerImages(),
-          echo=lines.append)
+    prune(results_into(make_app(fake, tmp_path), lines),
+          "0", Scope.ALL, dry_run=False, force=False, docker=FakeDockerImages())
     assert lines == ["Nothing to prune.", "Pruned 0 VMs, 0 home volumes, 0 docker images, 0 msb images"]
 
 
@@ -143,7 +143,7 @@ def test_without_a_terminal_and_without_force_nothing_is_removed(fake: FakeRunti
     for assume_yes in (False, True):
         with pytest.raises(UsageError) as raised:
             prune(make_app(fake, tmp_path, assume_yes=assume_yes), "7d", Scope.ALL, dry_run=False, force=False,
-                  docker=FakeDockerImages(), echo=lambda _line: None)
+                  docker=FakeDockerImages())
         assert "--force" in (raised.value.hint or "")
     assert (set(fake.sandboxes), set(fake.volumes), set(fake.images)) == before
 
@@ -162,7 +162,7 @@ def test_the_confirmation_decides(fake: FakeRuntime, tmp_path: Path, monkeypatch
     monkeypatch.setattr("opencode_sandbox.ui.prompts.confirm", confirm)
     app = make_app(fake, tmp_path, interactive=True)
     lines: list[str] = []
-    outcome = prune(app, "7d", Scope.ALL, dry_run=False, force=False, docker=FakeDockerImages(), echo=lines.append)
+    outcome = prune(results_into(app, lines), "7d", Scope.ALL, dry_run=False, force=False, docker=FakeDockerImages())
     assert questions == ["Remove these 3 artifacts?"]
     summary = "Pruned 1 VMs, 1 home volumes, 0 docker images, 1 msb images"
     assert lines[-1] == (summary if answer else "Nothing removed.")
@@ -194,7 +194,7 @@ def test_a_failed_removal_warns_and_the_rest_goes_on(fake: FakeRuntime, tmp_path
     monkeypatch.setattr(fake, "remove_volume", refuse)
     lines: list[str] = []
     with pytest.raises(SandboxError, match="1 of 3 removals failed"):
-        prune(app, "7d", Scope.ALL, dry_run=False, force=True, docker=FakeDockerImages(), echo=lines.append)
+        prune(results_into(app, lines), "7d", Scope.ALL, dry_run=False, force=True, docker=FakeDockerImages())
     assert lines[-1] == "Pruned 1 VMs, 0 home volumes, 0 docker images, 1 msb images"
     assert f"could not remove home volume {names['stale_volume']}: volume {names['stale_volume']} is busy" in \
         messages(app)
@@ -229,7 +229,7 @@ def test_a_missing_docker_engine_only_leaves_docker_images_out(fake: FakeRuntime
 
     app = make_app(fake, tmp_path)
     lines: list[str] = []
-    prune(app, "7d", Scope.ALL, dry_run=True, force=False, docker=NoEngine(), echo=lines.append)
+    prune(results_into(app, lines), "7d", Scope.ALL, dry_run=True, force=False, docker=NoEngine())
     assert lines[-1] == "dry-run: Would prune 1 VMs, 1 home volumes, 0 docker images, 1 msb images"
     assert "Docker images are left out: docker is not answering" in messages(app)
 
@@ -291,7 +291,7 @@ def test_surplus_and_dangling_images_go_while_the_live_project_stays(fake: FakeR
         DockerImageFact("sha256:" + "3" * 64, "opencode-sandbox/runner-base:latest", OLD, OURS),
     ])
     lines: list[str] = []
-    prune(make_app(fake, tmp_path), "7d", Scope.IMAGES, dry_run=False, force=True, docker=docker, echo=lines.append)
+    prune(results_into(make_app(fake, tmp_path), lines), "7d", Scope.IMAGES, dry_run=False, force=True, docker=docker)
     assert lines[-1] == "Pruned 0 VMs, 0 home volumes, 1 docker images, 1 msb images"
     assert set(fake.images) == {current}
     assert docker.removed == [older]
@@ -325,7 +325,7 @@ def test_images_of_projects_on_the_other_runtime_or_of_other_users_stay(tmp_path
                                    (gone, "cur", OLD), (gone, "old", older)])])
     lines: list[str] = []
     app = make_app(runtime, tmp_path, other=docker_runtime)
-    prune(app, "0s", Scope.ALL, dry_run=False, force=True, docker=docker, echo=lines.append)
+    prune(results_into(app, lines), "0s", Scope.ALL, dry_run=False, force=True, docker=docker)
     assert docker.removed == [runner_image(on_docker, "old"), runner_image(gone, "old")]
     assert lines[-1] == "Pruned 0 VMs, 0 home volumes, 2 docker images, 0 msb images"
     assert set(docker_runtime.sandboxes) == {vm_name(on_docker), vm_name(theirs)}
@@ -339,12 +339,12 @@ def test_when_the_other_runtime_does_not_answer_vm_less_projects_keep_their_imag
     docker_runtime.engine_down = True
     app = make_app(runtime, tmp_path, other=docker_runtime)
     lines: list[str] = []
-    prune(app, "0s", Scope.IMAGES, dry_run=True, force=False, docker=docker, echo=lines.append)
+    prune(results_into(app, lines), "0s", Scope.IMAGES, dry_run=True, force=False, docker=docker)
     assert lines == ["Nothing to prune.", "dry-run: Would prune 0 VMs, 0 home volumes, 0 docker images, 0 msb images"]
     assert ("images of projects without a VM are kept: the docker runtime's sandboxes cannot be listed: "
             "the engine is not answering") in messages(app)
     docker_runtime.engine_down = False
-    prune(app, "0s", Scope.IMAGES, dry_run=True, force=False, docker=docker, echo=lines.append)
+    prune(results_into(app, lines), "0s", Scope.IMAGES, dry_run=True, force=False, docker=docker)
     assert lines[-1] == "dry-run: Would prune 0 VMs, 0 home volumes, 1 docker images, 0 msb images"
 
 
@@ -358,7 +358,7 @@ def test_an_image_a_foreign_sandbox_runs_on_stays(fake: FakeRuntime, tmp_path: P
         fake.images[reference].created_at = OLD
     fake.add_foreign_sandbox("someone-elses-vm", image=used)
     outcome = prune(make_app(fake, tmp_path), "0s", Scope.IMAGES, dry_run=True, force=False,
-                    docker=FakeDockerImages(), echo=lambda _line: None)
+                    docker=FakeDockerImages())
     assert [(removal.name, removal.reason) for removal in outcome.plan] == [(spare, "its project has no VM")]
 
 
@@ -376,7 +376,7 @@ def test_egress_proxy_images_go_when_no_container_of_the_docker_engine_runs_on_t
     try:
         app = make_app(chosen, tmp_path, other=other)
         docker = FakeDockerImages([unused, running])
-        outcome = prune(app, "7d", Scope.IMAGES, dry_run=False, force=True, docker=docker, echo=lambda _line: None)
+        outcome = prune(app, "7d", Scope.IMAGES, dry_run=False, force=True, docker=docker)
         assert [(r.kind, r.name) for r in outcome.plan] == [(ArtifactKind.DOCKER_IMAGE, unused.name)]
         assert docker.removed == [unused.name] and running.name in docker.images
     finally:
@@ -396,8 +396,7 @@ def test_egress_proxy_images_stay_when_the_docker_engines_containers_cannot_be_l
     other = Unanswering(RuntimeKind.DOCKER)
     try:
         app = make_app(fake, tmp_path, other=other)
-        outcome = prune(app, "7d", Scope.IMAGES, dry_run=True, force=False, docker=FakeDockerImages([unused]),
-                        echo=lambda _line: None)
+        outcome = prune(app, "7d", Scope.IMAGES, dry_run=True, force=False, docker=FakeDockerImages([unused]))
         assert outcome.plan == []
     finally:
         other.close()

@@ -27,7 +27,7 @@ from opencode_sandbox.runtime.types import Mount, MountKind, RuntimeKind, Sandbo
 from opencode_sandbox.services.docker_images import DockerEngineImages
 from opencode_sandbox.services.prune import prune
 from opencode_sandbox.state.store import ProjectState, StateStore
-from tests.services.app_fakes import make_app
+from tests.services.app_fakes import make_app, results_into
 from tests.services.engine_artifacts import (
     TEST_LABEL,
     ScopedRuntime,
@@ -147,8 +147,8 @@ def _prune(world: SharedEngine, kind: RuntimeKind, tmp_path: Path) -> set[tuple[
     runtime, other = (docker_runtime, msb_runtime) if kind is RuntimeKind.DOCKER else (msb_runtime, docker_runtime)
     app = make_app(runtime, tmp_path, other=other)  # type: ignore[arg-type]
     lines: list[str] = []
-    outcome = prune(app, "0s", Scope.ALL, dry_run=False, force=True,
-                    docker=DockerEngineImages(labels=run_labels(world.token)), echo=lines.append)
+    outcome = prune(results_into(app, lines), "0s", Scope.ALL, dry_run=False, force=True,
+                    docker=DockerEngineImages(labels=run_labels(world.token)))
     assert outcome.failed == [], lines
     assert {(r.kind, r.name) for r in outcome.removed} == {(r.kind, r.name) for r in outcome.plan}
     return {(r.kind, r.name) for r in outcome.plan}

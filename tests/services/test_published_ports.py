@@ -11,15 +11,16 @@ from typing import Any
 
 import pytest
 
+from opencode_sandbox.cli.render import render_ports
 from opencode_sandbox.core.naming import vm_name
 from opencode_sandbox.core.ports import PublishedPort
 from opencode_sandbox.errors import UsageError
 from opencode_sandbox.runtime.types import RuntimeKind, SandboxStatus
-from opencode_sandbox.services.published_ports import project_ports, refuse_busy_host_ports, render_ports
+from opencode_sandbox.services.published_ports import project_ports, refuse_busy_host_ports
 from opencode_sandbox.services.start import client as clients
 from opencode_sandbox.services.start.pipeline import ReadyVm, Start
 from tests.fakes.runtime import FakeRuntime
-from tests.services.app_fakes import SLUG, make_app, plant_project
+from tests.services.app_fakes import SLUG, make_app, plant_project, results_into
 
 VM = vm_name(SLUG)
 
@@ -69,7 +70,7 @@ def test_the_running_vm_s_ports_are_listed_as_a_table_and_as_json(fake: FakeRunt
     assert table[1].split() == ["3000", f"127.0.0.1:{ports[3000]}", f"http://127.0.0.1:{ports[3000]}"]
     assert table[2].split() == ["4096", f"127.0.0.1:{ports[4096]}", f"http://127.0.0.1:{ports[4096]}", "opencode",
                                 "serve"]
-    assert json.loads(render_ports(name, ports, "json"))[0] == {
+    assert json.loads(render_ports(name, ports, "json"))["result"][0] == {
         "guest_port": 3000, "host_address": "127.0.0.1", "host_port": ports[3000],
         "url": f"http://127.0.0.1:{ports[3000]}", "what": ""}
 
@@ -83,11 +84,11 @@ def test_a_stopped_vm_says_so_and_a_missing_one_says_how_to_start(fake: FakeRunt
     name, ports = project_ports(app)
     assert ports is None
     assert render_ports(name, ports, "table").startswith(f"{VM} is stopped: its ports are published only while")
-    assert render_ports(name, ports, "json") == "[]"
+    assert json.loads(render_ports(name, ports, "json"))["result"] == []
 
 
 def test_serve_only_prints_the_published_ports_beside_the_daemon_url(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     ready = ReadyVm(VM, "http://127.0.0.1:40000", "password", ports={4096: 40000, 5173: 40001, 3000: 8080})
 
@@ -97,11 +98,12 @@ def test_serve_only_prints_the_published_ports_beside_the_daemon_url(
     monkeypatch.setattr(Start, "prepare", prepare)
     monkeypatch.setattr(clients, "_hand_to_reaper", lambda app, ready, leaving=False: None)
     runtime = FakeRuntime(RuntimeKind.DOCKER)
+    lines: list[str] = []
     try:
-        assert clients.run_attached(make_app(runtime, tmp_path), False, None, True, (), lambda: None) == 0
+        assert clients.run_attached(results_into(make_app(runtime, tmp_path), lines), False, None, True, (),
+                                    lambda: None) == 0
     finally:
         runtime.close()
-    lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "URL:      http://127.0.0.1:40000"
     assert lines[3:] == ["port:     http://127.0.0.1:8080 (guest port 3000)",
                          "port:     http://127.0.0.1:40001 (guest port 5173)"]

@@ -14,7 +14,7 @@ from opencode_sandbox.runtime.types import RuntimeKind, SandboxStatus
 from opencode_sandbox.services.stopping import stop
 from opencode_sandbox.state.leases import Lease, acquire_lease, release_lease
 from tests.fakes.runtime import FakeRuntime
-from tests.services.app_fakes import SLUG, make_app, plant_project
+from tests.services.app_fakes import SLUG, make_app, plant_project, results_into
 
 VM = vm_name(SLUG)
 
@@ -56,7 +56,7 @@ def test_on_a_terminal_the_question_names_the_clients_and_no_keeps_the_vm(
 ) -> None:
     lines: list[str] = []
     asker = Asker(False)
-    stop(make_app(fake, tmp_path, interactive=True), False, lines.append, asker)
+    stop(results_into(make_app(fake, tmp_path, interactive=True), lines), False, ask=asker)
     [question] = asker.questions
     assert question.startswith(f"2 clients are attached to {VM}:")
     assert "opencode-sandbox run --serve-only, attached" in question
@@ -70,7 +70,7 @@ def test_on_a_terminal_yes_stops_and_counts_the_clients_cut_off(
     fake: FakeRuntime, tmp_path: Path, two_clients: list[Lease]
 ) -> None:
     lines: list[str] = []
-    stop(make_app(fake, tmp_path, interactive=True), False, lines.append, Asker(True))
+    stop(results_into(make_app(fake, tmp_path, interactive=True), lines), False, ask=Asker(True))
     assert fake.sandboxes[VM].status is SandboxStatus.STOPPED
     assert lines == [f"Stopped {VM}. 2 attached clients were cut off."]
 
@@ -80,14 +80,15 @@ def test_without_a_terminal_or_with_yes_it_stops_without_asking(
     fake: FakeRuntime, tmp_path: Path, two_clients: list[Lease], assume_yes: bool
 ) -> None:
     lines: list[str] = []
-    stop(make_app(fake, tmp_path, interactive=False, assume_yes=assume_yes), False, lines.append, never_asked)
+    app = make_app(fake, tmp_path, interactive=False, assume_yes=assume_yes)
+    stop(results_into(app, lines), False, ask=never_asked)
     assert fake.sandboxes[VM].status is SandboxStatus.STOPPED
     assert lines == [f"Stopped {VM}. 2 attached clients were cut off."]
 
 
 def test_with_no_client_attached_nobody_is_asked(fake: FakeRuntime, tmp_path: Path) -> None:
     lines: list[str] = []
-    stop(make_app(fake, tmp_path, interactive=True), False, lines.append, never_asked)
+    stop(results_into(make_app(fake, tmp_path, interactive=True), lines), False, ask=never_asked)
     assert fake.sandboxes[VM].status is SandboxStatus.STOPPED
     assert lines == [f"Stopped {VM}."]
 
@@ -97,11 +98,11 @@ def test_a_stopped_vm_is_not_a_question_even_with_a_lease(
 ) -> None:
     fake.stop_sandbox(VM)
     lines: list[str] = []
-    stop(make_app(fake, tmp_path, interactive=True), True, lines.append, never_asked)
+    stop(results_into(make_app(fake, tmp_path, interactive=True), lines), True, ask=never_asked)
     assert VM not in fake.sandboxes
     assert lines[:2] == [f"{VM} is already stopped.", f"Removed {VM}."]
 
 
 def test_declining_a_forced_stop_removes_nothing(fake: FakeRuntime, tmp_path: Path, two_clients: list[Lease]) -> None:
-    stop(make_app(fake, tmp_path, interactive=True), True, lambda line: None, Asker(False))
+    stop(make_app(fake, tmp_path, interactive=True), True, ask=Asker(False))
     assert fake.sandboxes[VM].status is SandboxStatus.RUNNING

@@ -14,7 +14,7 @@ from opencode_sandbox.runtime.types import ExecResult, MountKind, RuntimeKind, S
 from opencode_sandbox.services.volumes import VolumeAction, change_volume, plan_change
 from opencode_sandbox.state.store import ProjectState
 from tests.fakes.runtime import ExecCall, FakeNode, FakeRuntime
-from tests.services.app_fakes import SLUG, make_app, messages, plant_project
+from tests.services.app_fakes import SLUG, make_app, messages, plant_project, results_into
 
 OLD = datetime.now(UTC) - timedelta(days=3)
 
@@ -44,7 +44,7 @@ def test_reset_makes_a_fresh_volume_from_the_image_and_records_it(fake: FakeRunt
     old, _ = project(fake, tmp_path)
     app = make_app(fake, tmp_path)
     lines: list[str] = []
-    change = change_volume(app, VolumeAction.RESET, None, remove_old=False, dry_run=False, echo=lines.append)
+    change = change_volume(results_into(app, lines), VolumeAction.RESET, None, remove_old=False, dry_run=False)
     new = new_volume_of(fake, old)
     assert change.new == new and change.old == old
     assert fake.volumes[new].files[".profile"].data == "# profile\n"
@@ -62,7 +62,7 @@ def test_migrate_copies_the_old_files_on_top_and_rm_removes_the_old_volume(fake:
                                                                              tmp_path: Path) -> None:
     old, _ = project(fake, tmp_path)
     app = make_app(fake, tmp_path)
-    change_volume(app, VolumeAction.MIGRATE, None, remove_old=True, dry_run=False, echo=lambda _l: None)
+    change_volume(app, VolumeAction.MIGRATE, None, remove_old=True, dry_run=False)
     new = new_volume_of(fake, old)
     files = fake.volumes[new].files
     assert files["notes.txt"].data == "my notes\n" and files["notes.txt"].mode == 0o600
@@ -88,7 +88,7 @@ def test_dry_run_says_what_would_happen_and_changes_nothing(fake: FakeRuntime, t
     old, image = project(fake, tmp_path)
     app = make_app(fake, tmp_path)
     lines: list[str] = []
-    change = change_volume(app, VolumeAction.MIGRATE, None, remove_old=True, dry_run=True, echo=lines.append)
+    change = change_volume(results_into(app, lines), VolumeAction.MIGRATE, None, remove_old=True, dry_run=True)
     assert lines == [
         f"dry-run: would create {change.new} from the /home/dev of {image}",
         f"dry-run: would copy every file of {old} on top of it",
@@ -113,7 +113,7 @@ def test_a_failed_copy_removes_the_new_volume_and_keeps_the_old_one(
 
     monkeypatch.setattr(fake, "copy_volume", broken_copy)
     with pytest.raises(type(failure)):
-        change_volume(app, VolumeAction.MIGRATE, None, remove_old=True, dry_run=False, echo=lambda _l: None)
+        change_volume(app, VolumeAction.MIGRATE, None, remove_old=True, dry_run=False)
     assert set(fake.volumes) == {old}
     assert fake.volumes[old].files["notes.txt"].data == "my notes\n"
     assert app.state.load(SLUG).home_volume == old
@@ -149,7 +149,7 @@ def test_a_named_older_volume_is_migrated_into_a_new_current_one(fake: FakeRunti
     fake.create_volume(older, managed_labels(SLUG))
     fake.volumes[older].files["from-older"] = FakeNode("file", "dev", 0o644, "older\n")
     app = make_app(fake, tmp_path)
-    change = change_volume(app, VolumeAction.MIGRATE, older, remove_old=False, dry_run=False, echo=lambda _l: None)
+    change = change_volume(app, VolumeAction.MIGRATE, older, remove_old=False, dry_run=False)
     assert change.old == older
     assert fake.volumes[change.new].files["from-older"].data == "older\n"
     assert app.state.load(SLUG).home_volume == change.new
@@ -186,7 +186,7 @@ def test_edit_keeps_the_new_volume_when_the_shell_exits_zero(fake: FakeRuntime, 
     seen: list[ExecCall] = []
     edit_shell(fake, 0, seen)
     app = make_app(fake, tmp_path)
-    change = change_volume(app, VolumeAction.EDIT, None, remove_old=False, dry_run=False, echo=lambda _l: None)
+    change = change_volume(app, VolumeAction.EDIT, None, remove_old=False, dry_run=False)
     assert [call.argv for call in seen] == [("bash", "-l")]
     assert seen[0].user == "dev" and seen[0].workdir == "/home/dev"
     assert fake.volumes[change.new].files["notes.txt"].data == "my notes\n"
@@ -203,7 +203,7 @@ def test_edit_shows_the_image_load_a_runtime_needs_first(fake: FakeRuntime, tmp_
     del fake.images[image]
     edit_shell(fake, 0, [])
     app = make_app(fake, tmp_path)
-    change_volume(app, VolumeAction.EDIT, None, remove_old=False, dry_run=False, echo=lambda _l: None)
+    change_volume(app, VolumeAction.EDIT, None, remove_old=False, dry_run=False)
     assert f"Loading {image} into docker..." in messages(app)
     assert ("load_image", image) in fake.calls
 
@@ -214,7 +214,7 @@ def test_edit_abandons_the_new_volume_when_the_shell_fails(fake: FakeRuntime, tm
     edit_shell(fake, 3, seen)
     app = make_app(fake, tmp_path)
     with pytest.raises(SandboxError, match="exited with status 3"):
-        change_volume(app, VolumeAction.EDIT, None, remove_old=True, dry_run=False, echo=lambda _l: None)
+        change_volume(app, VolumeAction.EDIT, None, remove_old=True, dry_run=False)
     assert set(fake.volumes) == {old}
     assert app.state.load(SLUG).home_volume == old
     assert seen[0].sandbox not in fake.sandboxes
@@ -230,6 +230,6 @@ def test_a_vm_that_cannot_be_removed_only_warns(fake: FakeRuntime, tmp_path: Pat
 
     monkeypatch.setattr(fake, "remove_sandbox", refuse)
     app = make_app(fake, tmp_path)
-    change = change_volume(app, VolumeAction.RESET, None, remove_old=False, dry_run=False, echo=lambda _l: None)
+    change = change_volume(app, VolumeAction.RESET, None, remove_old=False, dry_run=False)
     assert app.state.load(SLUG).home_volume == change.new
     assert "opencode-sandbox stop -f" in messages(app)

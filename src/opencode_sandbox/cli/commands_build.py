@@ -37,9 +37,9 @@ def _build_command(name: str) -> click.Group:
 
         app = opener().open()
         if dry_run:
-            builds.describe_build(app, rebuild, opencode_version, dind, click.echo)
+            builds.describe_build(app, rebuild, opencode_version, dind)
         else:
-            builds.build(app, rebuild, opencode_version, dind, click.echo)
+            builds.build(app, rebuild, opencode_version, dind)
 
     @build.command()
     @click.pass_context
@@ -68,7 +68,8 @@ def image_list(app: App, output_format: str) -> None:
     into it (`build` does that, and so does a run that finds it missing), the docker runtime
     runs them as they are.
     """
-    from opencode_sandbox.services.listing import list_runner_images, render_images
+    from opencode_sandbox.cli.render import render_images
+    from opencode_sandbox.services.listing import list_runner_images
 
     click.echo(render_images(list_runner_images(app), output_format))
 
@@ -81,7 +82,7 @@ def image_prune(app: App, age: str | None, dry_run: bool, force: bool) -> None:
     from opencode_sandbox.core.prune_plan import Scope
     from opencode_sandbox.services.prune import prune
 
-    prune(app, age, Scope.IMAGES, dry_run, force, echo=click.echo)
+    prune(app, age, Scope.IMAGES, dry_run, force)
 
 
 image.add_command(_build_command("build"))

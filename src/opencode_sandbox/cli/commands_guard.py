@@ -22,7 +22,8 @@ def guard() -> None:
 @pass_app
 def guard_status(app: App, output_format: str) -> None:
     """Show whether the guarded files changed since the last run, shell, detach or stop recorded them."""
-    from opencode_sandbox.services.guard import render_status, status
+    from opencode_sandbox.cli.render import render_status
+    from opencode_sandbox.services.guard import status
 
     click.echo(render_status(status(app), output_format))
 

@@ -19,7 +19,8 @@ def doctor(app: App) -> int:
 
     In a project whose VM runs, also check that dev can use its home there.
     """
-    from opencode_sandbox.services.doctor import project_checks, render_report, run_checks
+    from opencode_sandbox.cli.render import render_report
+    from opencode_sandbox.services.doctor import project_checks, run_checks
 
     report = run_checks(app.settings.runtime, project_checks(app))
     render_report(report, app.console)

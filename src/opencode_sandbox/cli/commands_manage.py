@@ -21,7 +21,8 @@ def _list_command(name: str) -> click.Command:
     @pass_app
     def list_vms(app: App, running: bool, stopped: bool, names: bool, output_format: str) -> None:
         """List your VMs of this tool across all projects (never another host user's)."""
-        from opencode_sandbox.services.listing import render_sandboxes, select_sandboxes
+        from opencode_sandbox.cli.render import render_sandboxes
+        from opencode_sandbox.services.listing import select_sandboxes
         from opencode_sandbox.ui.table import wants_color
 
         sandboxes = select_sandboxes(app.runtime, running, stopped)
@@ -45,7 +46,7 @@ def stop(app: App, force: bool) -> None:
     """
     from opencode_sandbox.services.stopping import stop as stop_vm
 
-    stop_vm(app, force, click.echo)
+    stop_vm(app, force)
 
 
 @click.command()
@@ -56,7 +57,7 @@ def kill(app: App, force: bool) -> None:
     """Power the project's VM off at once, without waiting for it to shut down."""
     from opencode_sandbox.services.stopping import kill as kill_vm
 
-    kill_vm(app, force, click.echo)
+    kill_vm(app, force)
 
 
 @click.command()
@@ -95,7 +96,7 @@ def volume() -> None:
 @pass_app
 def volume_list(app: App, output_format: str) -> None:
     """List this tool's home volumes."""
-    from opencode_sandbox.services.listing import render_volumes
+    from opencode_sandbox.cli.render import render_volumes
 
     click.echo(render_volumes(app.runtime.list_volumes(), output_format))
 
@@ -114,7 +115,7 @@ def _volume_change_command(name: str, summary: str) -> click.Command:
         if name == "edit" and not dry_run and not sys.stdin.isatty():
             raise UsageError("volume edit opens an interactive shell and needs a terminal",
                              hint="run it in a terminal, or use `volume migrate` to copy everything")
-        change_volume(app, VolumeAction(name), volume_name, remove_old, dry_run, echo=click.echo)
+        change_volume(app, VolumeAction(name), volume_name, remove_old, dry_run)
 
     return change
 
@@ -142,7 +143,7 @@ def _prune(app: App, age: str | None, dry_run: bool, force: bool, scope: str) ->
     from opencode_sandbox.core.prune_plan import Scope
     from opencode_sandbox.services.prune import prune as run_prune
 
-    run_prune(app, age, Scope(scope), dry_run, force, echo=click.echo)
+    run_prune(app, age, Scope(scope), dry_run, force)
 
 
 def register(group: click.Group) -> None:

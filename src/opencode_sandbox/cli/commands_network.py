@@ -22,7 +22,8 @@ def network() -> None:
 @pass_app
 def network_log(app: App, output_format: str) -> None:
     """List the connections the project VM's network policy refused in the last hour, and why."""
-    from opencode_sandbox.services.network_log import refusals, render_refusals
+    from opencode_sandbox.cli.render import render_refusals
+    from opencode_sandbox.services.network_log import refusals
 
     name, found = refusals(app)
     click.echo(render_refusals(name, found, app.settings.egress_policy, output_format))

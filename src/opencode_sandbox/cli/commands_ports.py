@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 @pass_app
 def ports(app: App, output_format: str) -> None:
     """List the project VM's ports published on the host's 127.0.0.1 (config 'ports', -p/--publish)."""
-    from opencode_sandbox.services.published_ports import project_ports, render_ports
+    from opencode_sandbox.cli.render import render_ports
+    from opencode_sandbox.services.published_ports import project_ports
 
     name, published = project_ports(app)
     click.echo(render_ports(name, published, output_format))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from opencode_sandbox import TYPE_CHECKING
@@ -26,19 +24,10 @@ def secrets() -> None:
 def list_secrets(app: App, output_format: str) -> None:
     """List the project's secrets: name, hosts, header fields and where the value comes from
     (environment, a secrets.env file, or missing). Never the value."""
+    from opencode_sandbox.cli.render import render_secrets
     from opencode_sandbox.services.secrets import look_up_for
-    from opencode_sandbox.ui.table import render
 
-    lookup = look_up_for(app)
-    if output_format == "json":
-        click.echo(json.dumps([{"name": secret.name, "hosts": secret.host_texts, "headers": list(secret.headers),
-                                "source": lookup.sources[secret.name]} for secret in lookup.secrets], indent=2))
-    elif not lookup.secrets:
-        click.echo("No secrets are set (the `secrets` setting; see `opencode-sandbox secrets import`).")
-    else:
-        click.echo(render(["NAME", "HOSTS", "HEADERS", "SOURCE"],
-                          [[secret.name, ", ".join(secret.host_texts), ", ".join(secret.headers) or "any",
-                            lookup.sources[secret.name]] for secret in lookup.secrets], color=False))
+    click.echo(render_secrets(look_up_for(app), output_format))
 
 
 @secrets.command(name="import")

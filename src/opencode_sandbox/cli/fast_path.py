@@ -106,9 +106,9 @@ def carry_out(invocation: Invocation) -> int:
     """Run the invocation as the full command line would; its exit code, failures reported alike."""
     from opencode_sandbox.cli.actions import apply_global_flags, run_project, shell_in_project
     from opencode_sandbox.cli.errors import run_reported
-    from opencode_sandbox.ui.console import Console
+    from opencode_sandbox.cli.terminal import terminal_console
 
-    console = Console()
+    console = terminal_console()
 
     def command() -> int:
         opener = apply_global_flags(console, **invocation.global_options)

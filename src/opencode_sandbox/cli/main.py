@@ -10,7 +10,7 @@ import click
 from opencode_sandbox.cli.errors import exit_with_result
 from opencode_sandbox.cli.option_table import FLAG, GLOBAL
 from opencode_sandbox.cli.options import declared_options
-from opencode_sandbox.ui.console import Console
+from opencode_sandbox.cli.terminal import terminal_console
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 _GLOBAL_OPTIONS_WITH_VALUE = {spelling for option in GLOBAL.options if option.kind != FLAG
@@ -20,7 +20,7 @@ _GLOBAL_SHORT_FLAGS = [spelling[1] for spelling in _GLOBAL_FLAGS if len(spelling
 _GLOBAL_FLAG_WORDS = {*_GLOBAL_FLAGS, *("-" + "".join(cluster) for size in range(2, len(_GLOBAL_SHORT_FLAGS) + 1)
                                        for cluster in permutations(_GLOBAL_SHORT_FLAGS, size))}
 """The global flags and their short spellings run together, as `-yq`."""
-_console = Console()
+_console = terminal_console()
 
 
 class DefaultToRunGroup(click.Group):

@@ -35,7 +35,7 @@ from opencode_sandbox.images.context import ContextFile, context_files, write_bu
 from opencode_sandbox.images.dockerfile import external_bases, parse_stages
 from opencode_sandbox.images.hashing import content_hash, short_hash
 from opencode_sandbox.images.image_document import env_of, labels_of
-from opencode_sandbox.images.progress import BuildProgress, RichBuildProgress, SilentProgress
+from opencode_sandbox.images.progress import BuildProgress, SilentProgress
 
 if TYPE_CHECKING:
     from opencode_sandbox.engine.base import ImageEngine
@@ -419,7 +419,7 @@ def _step_of(line: str) -> str | None:
 
 
 def _builder(progress: BuildProgress | None, verbose: bool, engine: ImageEngine | None) -> ImageBuilder:
-    return ImageBuilder(engine=engine, progress=progress or RichBuildProgress(verbose=verbose), verbose=verbose)
+    return ImageBuilder(engine=engine, progress=progress or SilentProgress(), verbose=verbose)
 
 
 def ensure_base_image(

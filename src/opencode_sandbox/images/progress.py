@@ -9,6 +9,8 @@ from typing import Any, Protocol
 from opencode_sandbox import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from typing import TextIO
+
     from rich.console import Console
 
 
@@ -48,8 +50,12 @@ class RichBuildProgress:
     With `verbose` every line is printed as it comes; on failure the full log is printed.
     """
 
-    def __init__(self, console: Console | None = None, *, verbose: bool = False, tail: int = 5) -> None:
+    def __init__(self, console: Console | None = None, *, stream: TextIO | None = None, verbose: bool = False,
+                 tail: int = 5) -> None:
+        """`console`: rich's, or one made on `stream` (the command's message stream) at first use."""
+        assert console is not None or stream is not None, "a build shows its progress somewhere"
         self._console = console
+        self._stream = stream
         self.verbose = verbose
         self._tail: deque[str] = deque(maxlen=tail)
         self._title = ""
@@ -62,7 +68,7 @@ class RichBuildProgress:
         if self._console is None:
             from rich.console import Console
 
-            self._console = Console(stderr=True)
+            self._console = Console(file=self._stream)
         return self._console
 
     def _render(self) -> Any:

@@ -8,7 +8,6 @@ answer is data for the caller to act on. Its state lives in `<state_root>/update
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -207,12 +206,9 @@ def load_state(state_root: Path, warn: Callable[[str], None] | None = None) -> U
             noticed=_versions(document.get("noticed")),
         )
     except (UnreadableState, ValueError, TypeError) as error:
-        (warn or _print_warning)(f"ignoring corrupt {path} ({str(error).splitlines()[0]}); starting fresh")
+        if warn is not None:  # the detached check has no one to tell
+            warn(f"ignoring corrupt {path} ({str(error).splitlines()[0]}); starting fresh")
         return UpdaterState()
-
-
-def _print_warning(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr)
 
 
 def save_state(state_root: Path, state: UpdaterState) -> None:
@@ -274,7 +270,8 @@ def refresh_latest(
     try:
         latest = fetch_latest_version(releases_url, timeout_s, extra_ca_certificates)
     except (LookupFailed, SandboxError) as failure:
-        print(f"opencode update check failed: {failure}", file=sys.stderr)
+        if warn is not None:
+            warn(f"opencode update check failed: {failure}")
         return False
     current = load_state(state_root, warn)
     save_state(state_root, current._replace(last_check=moment, latest_version=latest))
@@ -326,21 +323,3 @@ def record_baked_version(state_root: Path, version: str) -> None:
 
 def baked_version(state_root: Path) -> str | None:
     return load_state(state_root).baked_version
-
-
-def _refresh_from_command_line(arguments: list[str]) -> int:
-    """`python -m opencode_sandbox.images.updater STATE_ROOT RELEASES_URL [CA_FILE...]`: one quiet check.
-
-    The CA files are the configured `extra-ca-certificates`.
-    """
-    if len(arguments) < 2:
-        return 2
-    refresh_latest(Path(arguments[0]), arguments[1], warn=lambda _message: None,
-                   extra_ca_certificates=[Path(argument) for argument in arguments[2:]])
-    return 0
-
-
-if __name__ == "__main__":
-    import sys
-
-    raise SystemExit(_refresh_from_command_line(sys.argv[1:]))

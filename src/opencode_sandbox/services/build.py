@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from opencode_sandbox.app import App
 from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.images import updater
-from opencode_sandbox.services.image_step import load_into_runtime
+from opencode_sandbox.services.image_step import build_progress, load_into_runtime
 
 
 def _version(app: App, pinned: str | None) -> str:
@@ -32,22 +31,21 @@ def _image_inputs(app: App, version: str, dind: bool | None, rebuild: bool) -> d
     }
 
 
-def build(app: App, rebuild: bool, pinned_version: str | None, dind: bool | None,
-          echo: Callable[[str], None]) -> None:
+def build(app: App, rebuild: bool, pinned_version: str | None, dind: bool | None) -> None:
     from opencode_sandbox.images.builder import ensure_project_image
 
     version = _version(app, pinned_version)
     app.state.know(app.project.slug)
-    result = ensure_project_image(**_image_inputs(app, version, dind, rebuild), verbose=app.console.verbose_enabled)
+    result = ensure_project_image(**_image_inputs(app, version, dind, rebuild), verbose=app.console.verbose_enabled,
+                                  progress=build_progress(app.console))
     updater.record_baked_version(app.paths.state_dir, version)
     state = "built" if result.built else "up to date"
     if load_into_runtime(app.runtime, app.console, result.reference).loaded_now:
         state += f", loaded into {app.runtime.kind.value}"
-    echo(f"{result.reference} {state} (opencode {version}, {result.image_id[:19]})")
+    app.console.result(f"{result.reference} {state} (opencode {version}, {result.image_id[:19]})")
 
 
-def describe_build(app: App, rebuild: bool, pinned_version: str | None, dind: bool | None,
-                   echo: Callable[[str], None]) -> None:
+def describe_build(app: App, rebuild: bool, pinned_version: str | None, dind: bool | None) -> None:
     from opencode_sandbox.images.builder import plan_project_image
 
     try:
@@ -60,12 +58,12 @@ def describe_build(app: App, rebuild: bool, pinned_version: str | None, dind: bo
         version = baked
     plan = plan_project_image(**_image_inputs(app, version, dind, rebuild))
     for image in plan.images:
-        echo(f"{image.action.value}: {image.reference} ({image.reason})")
+        app.console.result(f"{image.action.value}: {image.reference} ({image.reason})")
     if not plan.builds_anything:
-        echo("nothing to build")
+        app.console.result("nothing to build")
         project_image = plan.images[-1].reference
         if app.runtime.loaded_image(project_image) is None:
-            echo(f"load: {project_image} into {app.runtime.kind.value} (not loaded yet)")
+            app.console.result(f"load: {project_image} into {app.runtime.kind.value} (not loaded yet)")
 
 
 def effective_dockerfile(app: App, dind: bool | None = None) -> str:

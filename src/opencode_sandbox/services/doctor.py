@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from collections.abc import Sequence
-from typing import TextIO
 
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.egress import EgressPolicy, Profile
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.errors import RuntimeUnavailable, SandboxError
 from opencode_sandbox.runtime.types import RuntimeKind, SandboxStatus
-from opencode_sandbox.ui.console import Console, style
 
 if TYPE_CHECKING:
     from opencode_sandbox.app import App
@@ -209,23 +206,3 @@ def run_checks(runtime: RuntimeKind, project_checks: Sequence[Check] = ()) -> Do
     return DoctorReport(runtime, (check_docker(), check_git(), *backends, *project_checks))
 
 
-def render_report(report: DoctorReport, console: Console, stream: TextIO | None = None) -> None:
-    """The checks on stdout, one a line with its fix; the verdict for the runtime last."""
-    stream = stream or sys.stdout
-    for check in report.checks:
-        needed = report.runtime in check.required_for
-        mark = style("ok  ", "green", stream) if check.ok else (
-            style("FAIL", "red", stream) if needed else style("warn", "yellow", stream))
-        print(f"{mark} {check.name:<7} {check.detail}", file=stream)
-        if not check.ok and check.fix:
-            print(f"     {'':<7} fix: {check.fix}", file=stream)
-    host_failures = [check.name for check in report.failures if not check.of_project]
-    project_failures = [check.name for check in report.failures if check.of_project]
-    if host_failures:
-        console.error(f"the {report.runtime} runtime cannot work on this host ({', '.join(host_failures)})",
-                      "apply the fixes above, then run `opencode-sandbox doctor` again")
-        return
-    print(f"The {report.runtime} runtime can work on this host.", file=stream)
-    if project_failures:
-        console.error(f"this project's VM cannot work as it is ({', '.join(project_failures)})",
-                      "apply the fixes above, then run `opencode-sandbox doctor` again")

@@ -290,58 +290,6 @@ def _git_lines(app: App) -> tuple[str, ...]:
     return tuple(standing(app.project.root))
 
 
-def render_status(found: GuardStatus, output_format: str) -> str:
-    vm_made = found.by_vm or found.moved or found.held or found.privileged or found.unrecorded
-    if output_format == "json":
-        import json
-
-        return json.dumps({
-            "recorded": found.recorded,
-            "state": "changed" if vm_made else "clean",
-            "vm_may_write": found.vm_may_write,
-            "guarded": list(found.paths),
-            "changed": [change.as_mapping() for change in found.by_vm],
-            "changed_on_host": [change.as_mapping() for change in found.on_host],
-            "moved_aside": list(found.moved),
-            "put_back": list(found.held),
-            "privileged": [{**each.as_mapping(), "told": each.line()} for each in found.privileged],
-            "privileged_not_yet_caught": [each.as_mapping() for each in found.unrecorded],
-            "git": list(found.git),
-        }, indent=2)
-    lines = [f"guarded: {', '.join(found.paths)}, any git directory below the checkout, and any privileged "
-             "file or device node the VM makes there"]
-    git = [f"git: {line}" for line in found.git]
-    if not found.recorded:
-        return "\n".join([*lines, "state: not recorded yet (the next run, shell or serve records it)", *git])
-    if not vm_made:
-        lines.append("state: clean")
-    elif not found.by_vm:
-        lines.append("state: the VM changed what the host runs while it ran (made harmless, listed below)")
-    else:
-        lines.append("state: changed while a VM ran (the next run, shell, detach or stop asks to keep or revert):")
-        lines += [f"  {change.headline()}" for change in found.by_vm]
-    if found.on_host:
-        lines.append("changed on the host (yours, kept; recorded as they are at the next start):")
-        lines += [f"  {change.headline()}" for change in found.on_host]
-    if found.moved:
-        lines.append("git directories the VM made, moved aside while it ran:")
-        lines += [f"  {shown(line)}" for line in found.moved]
-    if found.held:
-        lines.append("files the VM changed while it ran, put back as they were (its versions kept where shown):")
-        lines += [f"  {shown(line)}" for line in found.held]
-    return "\n".join([*lines, *_privileged_lines(found), *git])
-
-
-def _privileged_lines(found: GuardStatus) -> list[str]:
-    lines: list[str] = []
-    if found.privileged:
-        lines.append(f"privileged entries the VM made ({PUT_BACK_HINT}):")
-        lines += [f"  {each.line()}" for each in found.privileged]
-    if found.unrecorded:
-        lines.append("privileged entries that appeared while the VM may write, neutralised at the next round:")
-        lines += [f"  {shown(each.path)}: {each.traits()} (owner uid {each.uid}, mode {each.mode:04o})"
-                  for each in found.unrecorded]
-    return lines
 
 
 def read_only_paths(root: Path, paths: Sequence[str]) -> list[str]:

@@ -17,6 +17,7 @@ from opencode_sandbox.ui.progress import slow_step
 
 if TYPE_CHECKING:
     from opencode_sandbox.engine.base import ImageEngine
+    from opencode_sandbox.images.progress import RichBuildProgress
     from opencode_sandbox.runtime.base import Runtime
     from opencode_sandbox.ui.console import Console
 
@@ -55,7 +56,7 @@ class UpdateCheck:
 
         try:
             subprocess.Popen(
-                [sys.executable, "-m", "opencode_sandbox.images.updater", str(state_root),
+                [sys.executable, "-m", "opencode_sandbox.images.release_check", str(state_root),
                  self._app.settings.releases_url, *map(str, self._app.settings.extra_ca_certificates)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True, close_fds=True,
@@ -147,6 +148,13 @@ def load_into_runtime(runtime: Runtime, console: Console, reference: str) -> Loa
         return LoadedImage(runtime.load_image(reference), True)
 
 
+def build_progress(console: Console) -> RichBuildProgress:
+    """A build's progress, shown where the command's messages go."""
+    from opencode_sandbox.images.progress import RichBuildProgress
+
+    return RichBuildProgress(stream=console.stream, verbose=console.verbose_enabled)
+
+
 def _full_check(app: App, rebuild: bool, version: str, engine: ImageEngine) -> image_record.CheckedImage:
     """Hash every input of the image and build it when the result is not in the engine yet."""
     from opencode_sandbox.images.builder import ensure_project_image
@@ -162,6 +170,7 @@ def _full_check(app: App, rebuild: bool, version: str, engine: ImageEngine) -> i
         rebuild=rebuild,
         verbose=app.console.verbose_enabled,
         engine=engine,
+        progress=build_progress(app.console),
     )
     if result.built or updater.baked_version(app.paths.state_dir) != version:
         updater.record_baked_version(app.paths.state_dir, version)

@@ -6,19 +6,13 @@ Tables show local time; JSON carries UTC timestamps in ISO 8601 and sizes in byt
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from datetime import UTC, datetime
-from typing import Any
 
 from opencode_sandbox import TYPE_CHECKING
-from opencode_sandbox.core.naming import slug_of_home_volume, slug_of_image, slug_of_task, slug_of_vm
 from opencode_sandbox.core.records import Record
-from opencode_sandbox.core.units import format_size
 from opencode_sandbox.errors import SandboxError, UsageError
 from opencode_sandbox.runtime.base import Runtime
-from opencode_sandbox.runtime.types import ImageInfo, SandboxInfo, SandboxStatus, VolumeInfo
-from opencode_sandbox.ui.table import Cell, local_time, render, status_cell
+from opencode_sandbox.runtime.types import ImageInfo, SandboxInfo, SandboxStatus
 
 if TYPE_CHECKING:
     from opencode_sandbox.app import App
@@ -35,48 +29,10 @@ def select_sandboxes(runtime: Runtime, running: bool, stopped: bool) -> list[San
     return sandboxes
 
 
-def render_sandboxes(sandboxes: Sequence[SandboxInfo], output_format: str, names: bool, color: bool) -> str:
-    if names:
-        return "\n".join(info.name for info in sandboxes)
-    if output_format == "json":
-        return json_list(
-            {
-                "name": info.name,
-                "project": slug_of_vm(info.name) or slug_of_task(info.name),
-                "image": info.image,
-                "status": info.status.value,
-                "created": iso_time(info.created_at),
-                "last_activity": iso_time(info.last_activity_at),
-            }
-            for info in sandboxes
-        )
-    rows: list[list[str | Cell]] = [
-        [info.name, info.image or "-", status_cell(info.status.value), local_time(info.created_at)]
-        for info in sandboxes
-    ]
-    return render(["NAME", "IMAGE", "STATUS", "CREATED"], rows, color)
 
 
-def render_volumes(volumes: Sequence[VolumeInfo], output_format: str) -> str:
-    volumes = sorted(volumes, key=lambda info: info.name)
-    if output_format == "json":
-        return json_list(
-            {
-                "name": info.name,
-                "project": slug_of_home_volume(info.name),
-                "kind": info.kind,
-                "size_bytes": info.size_bytes,
-                "created": iso_time(info.created_at),
-            }
-            for info in volumes
-        )
-    rows = [[info.name, info.kind or "-", _size(info.size_bytes), local_time(info.created_at)] for info in volumes]
-    return render(["NAME", "KIND", "SIZE", "CREATED"], rows, color=False)
 
 
-def short_digest(digest: str) -> str:
-    algorithm, _, hexdigits = digest.partition(":")
-    return f"{algorithm}:{hexdigits[:12]}" if hexdigits else (digest[:12] or "-")
 
 
 class RunnerImage(Record):
@@ -119,31 +75,9 @@ def _identity(info: ImageInfo) -> tuple[str, str]:
     return info.reference.removeprefix("docker.io/"), info.digest
 
 
-def render_images(images: Sequence[RunnerImage], output_format: str) -> str:
-    if output_format == "json":
-        return json_list(
-            {
-                "reference": row.image.reference,
-                "project": slug_of_image(row.image.reference),
-                "digest": row.image.digest,
-                "size_bytes": row.image.size_bytes,
-                "created": iso_time(row.image.created_at),
-                "loaded": row.loaded,
-            }
-            for row in images
-        )
-    rows = [[row.image.reference, short_digest(row.image.digest), _size(row.image.size_bytes),
-             local_time(row.image.created_at), "yes" if row.loaded else "no"] for row in images]
-    return render(["REFERENCE", "DIGEST", "SIZE", "CREATED", "LOADED"], rows, color=False)
 
 
-def _size(size_bytes: int | None) -> str:
-    return format_size(size_bytes) if size_bytes is not None else "-"
 
 
-def iso_time(moment: datetime | None) -> str | None:
-    return moment.astimezone(UTC).isoformat(timespec="seconds") if moment is not None else None
 
 
-def json_list(items: Any) -> str:
-    return json.dumps(list(items), indent=2)

@@ -156,8 +156,9 @@ def resolve_age(text: str | None, default: timedelta) -> timedelta:
 
 
 def prune(app: App, age_text: str | None, scope: Scope, dry_run: bool, force: bool,
-          docker: DockerImageStore | None = None, echo: Callable[[str], None] = print) -> PruneOutcome:
+          docker: DockerImageStore | None = None) -> PruneOutcome:
     """`prune` and its per-kind variants. Raises `SandboxError` when some removal failed."""
+    say = app.console.result
     age = resolve_age(age_text, app.settings.manual_prune_age)
     runtime = app.runtime
     store = docker if docker is not None else DockerEngineImages(app.image_engine)
@@ -172,17 +173,17 @@ def prune(app: App, age_text: str | None, scope: Scope, dry_run: bool, force: bo
     )
     plan = plan_prune(inventory, now, age, scope)
     if plan:
-        echo(f"{'Would prune' if dry_run else 'To prune'} (unused for more than {format_duration(age)}):")
+        say(f"{'Would prune' if dry_run else 'To prune'} (unused for more than {format_duration(age)}):")
     for line in plan_lines(plan, runtime.description):
-        echo(line)
+        say(line)
     if dry_run or not plan:
-        echo(summary_line(count(plan, runtime.description), dry_run))
+        say(summary_line(count(plan, runtime.description), dry_run))
         return PruneOutcome(plan, [], [])
     if not force and not _confirmed(app, len(plan)):
-        echo("Nothing removed.")
+        say("Nothing removed.")
         return PruneOutcome(plan, [], [])
     outcome = apply_plan(plan, runtime, store, app.state, app.console.warn)
-    echo(summary_line(count(outcome.removed, runtime.description), dry_run=False))
+    say(summary_line(count(outcome.removed, runtime.description), dry_run=False))
     if outcome.failed:
         raise SandboxError(
             f"{len(outcome.failed)} of {len(plan)} removals failed (see the warnings above)",

@@ -10,8 +10,6 @@ from opencode_sandbox.app import App
 from opencode_sandbox.core.naming import vm_name
 from opencode_sandbox.core.ports import DAEMON_PORT, PublishedPort
 from opencode_sandbox.errors import UsageError
-from opencode_sandbox.services.listing import json_list
-from opencode_sandbox.ui.table import render
 
 
 def refuse_busy_host_ports(ports: Iterable[PublishedPort], where: str) -> None:
@@ -52,19 +50,5 @@ def project_ports(app: App) -> tuple[str, dict[int, int] | None]:
     return name, app.runtime.port_map(name)
 
 
-def _what(guest: int) -> str:
-    return "opencode serve" if guest == DAEMON_PORT else ""
 
 
-def render_ports(name: str, ports: dict[int, int] | None, output_format: str) -> str:
-    if ports is None:
-        return "[]" if output_format == "json" else (
-            f"{name} is stopped: its ports are published only while it runs. Start it with `opencode-sandbox` "
-            "or `opencode-sandbox shell`.")
-    if output_format == "json":
-        return json_list({"guest_port": guest, "host_address": "127.0.0.1", "host_port": host,
-                          "url": f"http://127.0.0.1:{host}", "what": _what(guest)}
-                         for guest, host in sorted(ports.items()))
-    rows = [[str(guest), f"127.0.0.1:{host}", f"http://127.0.0.1:{host}", _what(guest)]
-            for guest, host in sorted(ports.items())]
-    return render(["GUEST PORT", "HOST", "URL", "WHAT"], rows, color=False)

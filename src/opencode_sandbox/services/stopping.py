@@ -16,7 +16,7 @@ def ask_on_the_terminal(question: str) -> bool:
     return confirm(question, default=True, interactive=True)
 
 
-def stop(app: App, remove: bool, echo: Callable[[str], None],
+def stop(app: App, remove: bool,
          ask: Callable[[str], bool] = ask_on_the_terminal) -> None:
     """Stop gracefully; with `remove`, also remove the VM and the state file (volumes stay).
 
@@ -33,34 +33,34 @@ def stop(app: App, remove: bool, echo: Callable[[str], None],
     running = existing is not None and existing.status.is_active
     clients = attached_clients(app.paths.state_dir, slug) if running else []
     if must_ask_before_stopping(clients, app.interactive) and not ask(stop_question(name, clients, time.time())):
-        echo(f"{name} keeps running.")
+        app.console.result(f"{name} keeps running.")
         return
     if existing is None:
-        echo(f"No VM for this project ({name}).")
+        app.console.result(f"No VM for this project ({name}).")
     elif running:
         sync_git(app)
         runtime.stop_sandbox(name)
-        echo(" ".join(filter(None, [f"Stopped {name}.", cut_off_note(len(clients))])))
+        app.console.result(" ".join(filter(None, [f"Stopped {name}.", cut_off_note(len(clients))])))
     else:
         runtime.stop_sandbox(name)  # what runs beside it (docker's egress proxy) stops too
-        echo(f"{name} is already {existing.status.value}.")
+        app.console.result(f"{name} is already {existing.status.value}.")
     _review_guarded_files(app)
     if remove:
-        _remove_vm_and_state(app, existing is not None, echo)
+        _remove_vm_and_state(app, existing is not None)
 
 
-def kill(app: App, remove: bool, echo: Callable[[str], None]) -> None:
+def kill(app: App, remove: bool) -> None:
     """Power off at once; with `remove`, also remove the VM and the state file (volumes stay)."""
     name = vm_name(app.project.slug)
     existing = app.runtime.get_sandbox(name)
     if existing is None:
-        echo(f"No VM for this project ({name}).")
+        app.console.result(f"No VM for this project ({name}).")
     else:
         app.runtime.kill_sandbox(name)
-        echo(f"Killed {name}.")
+        app.console.result(f"Killed {name}.")
     _review_guarded_files(app)
     if remove:
-        _remove_vm_and_state(app, existing is not None, echo)
+        _remove_vm_and_state(app, existing is not None)
 
 
 def sync_git(app: App) -> None:
@@ -88,14 +88,15 @@ def _review_guarded_files(app: App) -> None:
     review(app, vm_may_write_after=False)
 
 
-def _remove_vm_and_state(app: App, vm_exists: bool, echo: Callable[[str], None]) -> None:
+def _remove_vm_and_state(app: App, vm_exists: bool) -> None:
     slug = app.project.slug
     name = vm_name(slug)
     if vm_exists:
         app.runtime.remove_sandbox(name)
-        echo(f"Removed {name}.")
+        app.console.result(f"Removed {name}.")
     state = app.state
     recorded = state.load(slug).home_volume
     state.remove(slug)
     if recorded:
-        echo(f"Removed the state file; the home volume {recorded} is kept (see `opencode-sandbox volume list`).")
+        app.console.result(f"Removed the state file; the home volume {recorded} is kept "
+                           "(see `opencode-sandbox volume list`).")

@@ -242,12 +242,12 @@ def _free_task_name(runtime: Runtime, slug: str) -> str:
 
 
 def change_volume(app: App, action: VolumeAction, volume: str | None, remove_old: bool, dry_run: bool,
-                  echo: Callable[[str], None] = print) -> VolumeChange:
+                  ) -> VolumeChange:
     runtime = app.runtime
     change = plan_change(runtime, app.state, app.project.slug, action, volume, remove_old)
     if dry_run:
         for line in describe(change):
-            echo(f"dry-run: would {line}")
+            app.console.result(f"dry-run: would {line}")
         return change
-    apply_change(runtime, app.state, change, echo, app.console)
+    apply_change(runtime, app.state, change, app.console.result, app.console)
     return change

@@ -1,9 +1,10 @@
-"""Messages on stderr by log level; plain text, colour only on a terminal without NO_COLOR."""
+"""Messages by log level, and the results of a command; plain text, colour only on a terminal
+without NO_COLOR. The console writes to the streams the command line gives it (`cli/terminal.py`):
+no module below `cli/` chooses a stream of its own."""
 
 from __future__ import annotations
 
 import os
-import sys
 from enum import IntEnum
 
 from opencode_sandbox import TYPE_CHECKING
@@ -40,21 +41,26 @@ def style(text: str, name: str, stream: TextIO) -> str:
 class Console:
     """Where every user-facing message goes; one per process."""
 
-    def __init__(self, level: LogLevel = LogLevel.INFO, stream: TextIO | None = None) -> None:
+    def __init__(self, level: LogLevel = LogLevel.INFO, *, stream: TextIO, out: TextIO | None = None) -> None:
+        """`stream`: where messages go (standard error); `out`: where results go (standard
+        output), `stream` when not given."""
         self.level = level
-        self._stream = stream
+        self.stream = stream
+        self.out = out or stream
         self._said: set[str] = set()
-
-    @property
-    def stream(self) -> TextIO:
-        return self._stream or sys.stderr
 
     @property
     def verbose_enabled(self) -> bool:
         return self.level >= LogLevel.VERBOSE
 
     def _emit(self, text: str) -> None:
-        print(text, file=self.stream, flush=True)
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def result(self, text: str) -> None:
+        """A line of the command's result, on its own stream whatever the log level."""
+        self.out.write(text + "\n")
+        self.out.flush()
 
     def error(self, message: str, hint: str | None = None) -> None:
         self._emit(style("error:", "red", self.stream) + " " + message)

@@ -171,11 +171,11 @@ def run_attached(app: App, rebuild: bool, worktree: str | None, serve_only: bool
         if serve_only:
             from opencode_sandbox.services.published_ports import user_ports
 
-            print(f"URL:      {ready.host_url}", flush=True)
-            print("user:     opencode", flush=True)
-            print(f"password: {ready.password}", flush=True)
+            app.console.result(f"URL:      {ready.host_url}")
+            app.console.result("user:     opencode")
+            app.console.result(f"password: {ready.password}")
             for guest, host in user_ports(ready.ports).items():
-                print(f"port:     http://127.0.0.1:{host} (guest port {guest})", flush=True)
+                app.console.result(f"port:     http://127.0.0.1:{host} (guest port {guest})")
             app.console.info("Serving; press Ctrl-C to detach (the VM then stops when idle).")
             wait_forever()
             return 0

@@ -1,0 +1,45 @@
+"""The process's standard streams, as the console writes to them."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+from opencode_sandbox import TYPE_CHECKING
+from opencode_sandbox.ui.console import Console, LogLevel
+
+if TYPE_CHECKING:
+    from typing import TextIO
+
+
+class StandardStream(io.TextIOBase):
+    """`sys.stdout` or `sys.stderr` as it is when written to: click's test runner, and a caller
+    that redirects them, swap the object after the console was made."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self._name = name
+
+    @property
+    def _current(self) -> TextIO:
+        stream: TextIO = getattr(sys, self._name)
+        return stream
+
+    def write(self, text: str) -> int:
+        return self._current.write(text)
+
+    def flush(self) -> None:
+        self._current.flush()
+
+    def isatty(self) -> bool:
+        return self._current.isatty()
+
+    def fileno(self) -> int:
+        return self._current.fileno()
+
+
+def terminal_console(level: LogLevel = LogLevel.INFO) -> Console:
+    """The console of a command: messages on standard error, results on standard output."""
+    from typing import cast
+
+    return Console(level, stream=cast("TextIO", StandardStream("stderr")), out=cast("TextIO", StandardStream("stdout")))
