@@ -38,6 +38,7 @@ LEASES = Place("leases", FOLDER, "a `.lease` file for each attached client, held
 STOP_LOCK = Place("stop.lock", LOCK, "held while a lease is taken, and while the idle reaper decides and stops the VM")
 REAPER_SETTINGS = Place("reaper.yaml", FILE, "what the idle reaper watches (mode 0600: it holds the daemon password)")
 REAPER_LOG = Place("reaper.log", FILE, "each decision of the idle reaper")
+EARLIER_REAPER_LOG = Place("reaper.log.1", FILE, "the idle reaper's log as it was when it grew past its size limit")
 REAPER_LOCK = Place("reaper.lock", LOCK, "held by the one idle reaper of the project")
 GUARD = Place("guard", FOLDER, "the guard on the files the host runs")
 GUARD_RECORD = Place("guard/record.yaml", FILE, "each guarded file as last recorded")
@@ -50,9 +51,11 @@ GIT_SYNC_LOCK = Place("git-sync.lock", LOCK, "one git sync of the project at a t
 VM_GIT_STAGING = Place(".git.*", FOLDER, "the VM's git directory while it is made; renamed to `git` once complete")
 INCOMING_BUNDLE = Place("incoming-*.bundle", FILE, "the VM's commits copied out of its git directory, while their "
                                                    "objects are checked")
-PROJECT_PLACES = (PROJECT_STATE, DAEMON_PASSWORD, PROVISIONED, IMAGE_CHECK, LEASES, STOP_LOCK, REAPER_SETTINGS,
-                  REAPER_LOG, REAPER_LOCK, GUARD, GUARD_RECORD, GUARD_COPIES, GUARD_LOCK, GUARD_MOVED, VM_GIT, GITFILE,
-                  GIT_SYNC_LOCK, VM_GIT_STAGING, INCOMING_BUNDLE)
+PROJECT_PLACES = (
+    PROJECT_STATE, DAEMON_PASSWORD, PROVISIONED, IMAGE_CHECK, LEASES, STOP_LOCK, REAPER_SETTINGS, REAPER_LOG,
+    EARLIER_REAPER_LOG, REAPER_LOCK, GUARD, GUARD_RECORD, GUARD_COPIES, GUARD_LOCK, GUARD_MOVED, VM_GIT, GITFILE,
+    GIT_SYNC_LOCK, VM_GIT_STAGING, INCOMING_BUNDLE,
+)
 
 
 class ProjectLayout:
@@ -96,6 +99,10 @@ class ProjectLayout:
     @property
     def reaper_log(self) -> Path:
         return self[REAPER_LOG]
+
+    @property
+    def earlier_reaper_log(self) -> Path:
+        return self[EARLIER_REAPER_LOG]
 
     @property
     def reaper_lock(self) -> Path:

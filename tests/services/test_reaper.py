@@ -29,6 +29,7 @@ from opencode_sandbox.services.reaper import (
 from opencode_sandbox.services.reaper_settings import ReaperSettings, load_settings, settings_path
 from opencode_sandbox.services.reaper_spawn import reaper_command, spawn_reaper
 from opencode_sandbox.state.leases import Lease, acquire_lease, count_live_leases, release_lease
+from opencode_sandbox.state_layout import StateLayout
 from tests.fakes.runtime import FakeRuntime
 from tests.fixtures.fake_daemon import Answer, FakeDaemon, fake_daemon
 from tests.fixtures.opencode import free_port
@@ -88,7 +89,8 @@ class Setup:
             generation="first",
         )
         self.clock = FakeClock()
-        self.log_path = root / SLUG / "reaper.log"
+        self.project = StateLayout(root).project(SLUG)
+        self.log_path = self.project.reaper_log
         self.stopped_at: float | None = None
         self.leases: list[Lease] = []
         # Generous: a daemon that answers must not look hung on a loaded host. A test of a hung
@@ -97,7 +99,7 @@ class Setup:
 
     def run(self, wall_clock: Callable[[], datetime] | None = None, timing: Timing | None = None) -> ReaperOutcome:
         reader = DaemonActivityReader(lambda _message: None, timeout_s=self.reader_timeout_s)
-        log = ReaperLog(self.log_path, wall_clock) if wall_clock else ReaperLog(self.log_path)
+        log = ReaperLog(self.project, wall_clock) if wall_clock else ReaperLog(self.project)
         original_stop = self.runtime.stop_sandbox
 
         def stop(name: str, timeout_s: float = 10.0) -> None:

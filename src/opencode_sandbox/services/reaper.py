@@ -44,7 +44,7 @@ from opencode_sandbox.services.reaper_settings import (
 from opencode_sandbox.services.reaper_spawn import reaper_lock
 from opencode_sandbox.state.files import UnreadableState, ensure_private_dir
 from opencode_sandbox.state.leases import count_live_leases, stop_guard
-from opencode_sandbox.state_layout import StateLayout
+from opencode_sandbox.state_layout import ProjectLayout, StateLayout
 
 if TYPE_CHECKING:
     from opencode_sandbox.daemon.client import DaemonClient
@@ -84,15 +84,17 @@ DEFAULT_TIMING = Timing()
 
 
 class ReaperLog:
-    """Appends `<local time with offset> <message>` lines; starts afresh past MAX_LOG_BYTES."""
+    """Appends `<local time with offset> <message>` lines to the project's reaper log; starts
+    afresh past MAX_LOG_BYTES, keeping the one before."""
 
-    def __init__(self, path: Path, wall_clock: Callable[[], datetime] = lambda: datetime.now().astimezone()) -> None:
-        self.path = path
+    def __init__(self, project: ProjectLayout,
+                 wall_clock: Callable[[], datetime] = lambda: datetime.now().astimezone()) -> None:
+        self.path = path = project.reaper_log
         self._wall_clock = wall_clock
         ensure_private_dir(path.parent)
         with contextlib.suppress(FileNotFoundError):
             if path.stat().st_size > MAX_LOG_BYTES:
-                os.replace(path, path.with_name(path.name + ".1"))
+                os.replace(path, project.earlier_reaper_log)
 
     def __call__(self, message: str) -> None:
         stamp = self._wall_clock().isoformat(timespec="seconds")
@@ -373,7 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     state_root: Path = arguments.state_root
     slug: str = arguments.slug
-    log = ReaperLog(StateLayout(state_root).project(slug).reaper_log)
+    log = ReaperLog(StateLayout(state_root).project(slug))
     reader = DaemonActivityReader(log)
     try:
         from opencode_sandbox.services.live_watch import LiveWatch
