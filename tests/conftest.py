@@ -32,6 +32,20 @@ PASSED_THROUGH = {name: os.environ[name] for name in ("OPENCODE_SANDBOX_DAEMON_S
                   if name in os.environ}
 
 
+BUILDING_FIXTURES = frozenset({"runner_base_image", "runner_base_dind_image", "docker_contract_image",
+                               "docker_spare_image"})
+"""Fixtures that build images in the Docker engine: a test that uses one, even through another
+fixture, needs the engine whatever its module's marks say."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marked before `-m` selects, so `-m "not docker"` never builds an image."""
+    for item in items:
+        if BUILDING_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.docker)
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     home = tmp_path_factory.mktemp("home")

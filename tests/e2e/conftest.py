@@ -15,6 +15,7 @@ from tests.fixtures.msb_store import MsbImageStore, seeded_msb_home
 HERE = Path(__file__).resolve().parent
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test here boots VMs or containers: `-m "not docker"` leaves them all out. (A
     `pytestmark` in a conftest applies to nothing.)"""
