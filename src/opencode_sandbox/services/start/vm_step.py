@@ -54,6 +54,7 @@ class VmStep:
         self.shape = shape
         self.secret_values = secret_values
         self.git_own = git_own
+        self._specs: dict[tuple[str, str, str], SandboxSpec] = {}
 
     def gather(self) -> VmFacts:
         state = self.app.state.load(self.app.project.slug)
@@ -62,7 +63,11 @@ class VmStep:
         return VmFacts(state, self.app.runtime.get_sandbox(self.vm), exists)
 
     def spec(self, image: ReadyImage, home_volume: str) -> SandboxSpec:
-        return sandbox_spec(self.app, self.shape, image, home_volume, self.git_own)
+        """Made once per image and home volume: planning and creating the VM share it."""
+        key = (image.reference, image.digest, home_volume)
+        if key not in self._specs:
+            self._specs[key] = sandbox_spec(self.app, self.shape, image, home_volume, self.git_own)
+        return self._specs[key]
 
     def plan(self, facts: VmFacts, image: ReadyImage, volume: str | None = None) -> VmPlan:
         existing = facts.existing
