@@ -24,7 +24,7 @@ TEXT_TOKENS = {tokenize.STRING, tokenize.COMMENT,
                *(getattr(tokenize, name) for name in ("FSTRING_START", "FSTRING_MIDDLE", "FSTRING_END")
                  if hasattr(tokenize, name))}
 """Tokens of text and comments (f-strings have tokens of their own from Python 3.12 on)."""
-PRINTING = re.compile(r"(?<![.\w])print\(|\bclick\.echo\b|\becho=|\bsys\.(stdout|stderr)\b")
+PRINTING = re.compile(r"(?<![.\w])print\(|\bclick\.(echo|secho|prompt|confirm)\b|\becho=|\bsys\.(stdout|stderr)\b")
 
 
 def printing_lines(package: Path) -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -154,13 +154,17 @@ def test_the_confirmation_decides(fake: FakeRuntime, tmp_path: Path, monkeypatch
     planted(fake)
     questions: list[str] = []
 
-    def confirm(question: str, default: bool, interactive: bool) -> bool:
-        questions.append(question)
-        assert default is False
-        return answer
+    class Answering:
+        def choose(self, question: str, choices: Sequence[str], default: str) -> str:
+            raise AssertionError(f"not a choice: {question}")
 
-    monkeypatch.setattr("opencode_sandbox.ui.prompts.confirm", confirm)
+        def confirm(self, question: str, default: bool) -> bool:
+            questions.append(question)
+            assert default is False
+            return answer
+
     app = make_app(fake, tmp_path, interactive=True)
+    app.console.asker = Answering()
     lines: list[str] = []
     outcome = prune(results_into(app, lines), "7d", Scope.ALL, dry_run=False, force=False, docker=FakeDockerImages())
     assert questions == ["Remove these 3 artifacts?"]

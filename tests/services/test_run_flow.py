@@ -20,7 +20,6 @@ from opencode_sandbox.paths import ToolPaths
 from opencode_sandbox.runtime.types import SandboxStatus
 from opencode_sandbox.services import daemon_control
 from opencode_sandbox.services.image_step import UpdateCheck
-from opencode_sandbox.services.start import vm_step
 from opencode_sandbox.services.start.daemon import DaemonStep
 from opencode_sandbox.services.start.pipeline import ReadyVm, Start
 from opencode_sandbox.state.store import ProjectState
@@ -68,7 +67,6 @@ class Flow:
         monkeypatch.setattr(DaemonStep, "_healthy", lambda step: self.serve.running)
         monkeypatch.setattr(daemon_control, "wait_until_healthy",
                             lambda check, timeout_s, still_running=None: check())
-        monkeypatch.setattr(vm_step, "choose", self._choose)
 
     def change_the_image(self) -> None:
         """The user edits the Dockerfile on the host after the idle reaper stopped the VM: a
@@ -83,15 +81,19 @@ class Flow:
     def image_reference(self) -> str | None:
         return self.state().image_reference
 
-    def _choose(self, question: str, choices: object, default: str, interactive: bool) -> str:
+    def choose(self, question: str, choices: object, default: str) -> str:
+        """The user at the terminal: the answers the test readied, in order."""
         self.questions.append(question)
-        if not interactive:
-            return default
         assert self.answers, f"asked without an answer ready: {question}"
         return self.answers.pop(0)
 
+    def confirm(self, question: str, default: bool) -> bool:
+        raise AssertionError(f"not a yes-or-no question: {question}")
+
     def app(self, interactive: bool = False) -> App:
-        return make_app(self.runtime, self.root, interactive=interactive)
+        app = make_app(self.runtime, self.root, interactive=interactive)
+        app.console.asker = self
+        return app
 
     def prepare(self, app: App | None = None, other_clients: int = 0) -> ReadyVm:
         return Start(app or self.app()).prepare(False, other_clients)

@@ -9,6 +9,7 @@ from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.ui.console import Console, LogLevel
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import TextIO
 
 
@@ -38,8 +39,26 @@ class StandardStream(io.TextIOBase):
         return self._current.fileno()
 
 
+class TerminalAsker:
+    """Questions on standard error, answers from the terminal (click's prompts)."""
+
+    def choose(self, question: str, choices: Sequence[str], default: str) -> str:
+        import click
+
+        answer: str = click.prompt(question, type=click.Choice(list(choices)), default=default, show_choices=True,
+                                   err=True)
+        return answer
+
+    def confirm(self, question: str, default: bool) -> bool:
+        import click
+
+        return click.confirm(question, default=default, err=True)
+
+
 def terminal_console(level: LogLevel = LogLevel.INFO) -> Console:
-    """The console of a command: messages on standard error, results on standard output."""
+    """The console of a command: messages on standard error, results on standard output,
+    questions on the terminal."""
     from typing import cast
 
-    return Console(level, stream=cast("TextIO", StandardStream("stderr")), out=cast("TextIO", StandardStream("stdout")))
+    return Console(level, stream=cast("TextIO", StandardStream("stderr")), out=cast("TextIO", StandardStream("stdout")),
+                   asker=TerminalAsker())

@@ -31,6 +31,7 @@ from opencode_sandbox.core.records import Record
 from opencode_sandbox.services import guard_files, guard_mounts, guard_moves
 from opencode_sandbox.services.guard_store import GuardRecord, GuardStore, covered
 from opencode_sandbox.state_layout import StateLayout
+from opencode_sandbox.ui.prompts import confirm
 
 if TYPE_CHECKING:
     from opencode_sandbox.app import App
@@ -92,12 +93,6 @@ def _hooks_path_in(root: Path) -> str | None:
     return inside
 
 
-def ask_on_the_terminal(question: str) -> bool:
-    from opencode_sandbox.ui.prompts import confirm
-
-    return confirm(question, default=True, interactive=True)
-
-
 def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | None = None) -> Review:
     """Compare the guarded files with the record, show what the VM changed, keep or revert it
     (asked on a terminal; reverted without one), and record the result."""
@@ -125,7 +120,8 @@ def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | N
                 app.console.warn("changed on the host after the VM stopped, kept as they are: "
                                  + ", ".join(shown(change.path) for change in later))
             if by_vm:
-                outcome = _decide(app, store, now, by_vm, ask or ask_on_the_terminal)
+                asked = ask or (lambda question: confirm(app.console, question, default=True, interactive=True))
+                outcome = _decide(app, store, now, by_vm, asked)
                 if outcome.reverted:
                     walked = guard_files.walk_checkout(root, host_git)
                     found = walked.git_dirs

@@ -202,7 +202,7 @@ def _confirmed(app: App, total: int) -> bool:
             else "pruning is not confirmed by --yes (its default answer is no)",
             hint="add --force to remove without asking, or --dry-run to only see the plan",
         )
-    return confirm(f"Remove these {total} artifacts?", default=False, interactive=True)
+    return confirm(app.console, f"Remove these {total} artifacts?", default=False, interactive=True)
 
 
 class _Once:

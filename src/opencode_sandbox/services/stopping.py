@@ -8,16 +8,10 @@ from collections.abc import Callable
 from opencode_sandbox.app import App
 from opencode_sandbox.core.attached_clients import cut_off_note, must_ask_before_stopping, stop_question
 from opencode_sandbox.core.naming import vm_name
+from opencode_sandbox.ui.prompts import confirm
 
 
-def ask_on_the_terminal(question: str) -> bool:
-    from opencode_sandbox.ui.prompts import confirm
-
-    return confirm(question, default=True, interactive=True)
-
-
-def stop(app: App, remove: bool,
-         ask: Callable[[str], bool] = ask_on_the_terminal) -> None:
+def stop(app: App, remove: bool, ask: Callable[[str], bool] | None = None) -> None:
     """Stop gracefully; with `remove`, also remove the VM and the state file (volumes stay).
 
     Clients still attached are cut off: a user at a terminal is asked first, with the
@@ -32,7 +26,8 @@ def stop(app: App, remove: bool,
     existing = runtime.get_sandbox(name)
     running = existing is not None and existing.status.is_active
     clients = attached_clients(app.paths.state_dir, slug) if running else []
-    if must_ask_before_stopping(clients, app.interactive) and not ask(stop_question(name, clients, time.time())):
+    asked = ask or (lambda text: confirm(app.console, text, default=True, interactive=True))
+    if must_ask_before_stopping(clients, app.interactive) and not asked(stop_question(name, clients, time.time())):
         app.console.result(f"{name} keeps running.")
         return
     if existing is None:

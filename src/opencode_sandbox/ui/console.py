@@ -12,6 +12,8 @@ from opencode_sandbox import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import TextIO
 
+    from opencode_sandbox.ui.prompts import Asker
+
 
 class LogLevel(IntEnum):
     ERROR = 0
@@ -41,12 +43,15 @@ def style(text: str, name: str, stream: TextIO) -> str:
 class Console:
     """Where every user-facing message goes; one per process."""
 
-    def __init__(self, level: LogLevel = LogLevel.INFO, *, stream: TextIO, out: TextIO | None = None) -> None:
+    def __init__(self, level: LogLevel = LogLevel.INFO, *, stream: TextIO, out: TextIO | None = None,
+                 asker: Asker | None = None) -> None:
         """`stream`: where messages go (standard error); `out`: where results go (standard
-        output), `stream` when not given."""
+        output), `stream` when not given; `asker`: who answers a question (`ui/prompts.py`),
+        none: its default answer is taken."""
         self.level = level
         self.stream = stream
         self.out = out or stream
+        self.asker = asker
         self._said: set[str] = set()
 
     @property

@@ -186,6 +186,7 @@ class Start:
         baked = updater.baked_version(self.app.paths.state_dir)
         newer = update_check.pending_version(baked)
         if newer and confirm(
+            self.console,
             f"opencode {newer} is available (this image has {baked}). Rebuild the image now?",
             default=False,
             interactive=self.app.interactive,

@@ -126,6 +126,7 @@ class VmStep:
             )
             return current, None
         answer = choose(
+            self.console,
             f"The runner image changed and the VM is rebuilt. Home volume {current}: "
             "keep it, reset it from the new image, or migrate (new image, your files on top)?",
             [choice.value for choice in HomeChoice],
@@ -197,6 +198,7 @@ class VmStep:
 
 def ask_apply(app: App, what: str, other_clients: int) -> ApplyChoice:
     answer = choose(
+        app.console,
         f"{what}, but {other_clients} other client(s) are attached. "
         "Keep the running VM for now (defer), apply it now (proceed), or quit?",
         [choice.value for choice in ApplyChoice],
