@@ -303,11 +303,11 @@ def check_for_update(
     )
 
 
-def record_shown(state_root: Path, decision: UpdateDecision) -> None:
+def record_shown(state_root: Path, decision: UpdateDecision, warn: Callable[[str], None] | None = None) -> None:
     """Remember that the offer (or notice) for this version was shown, so it is not again."""
     if decision.action is UpdateAction.NOTHING or decision.latest_version is None:
         return
-    state = load_state(state_root)
+    state = load_state(state_root, warn)
     if decision.action is UpdateAction.OFFER_REBUILD:
         state = state._replace(offered=_add(state.offered, decision.latest_version))
     else:
@@ -315,11 +315,12 @@ def record_shown(state_root: Path, decision: UpdateDecision) -> None:
     save_state(state_root, state)
 
 
-def record_baked_version(state_root: Path, version: str) -> None:
+def record_baked_version(state_root: Path, version: str, warn: Callable[[str], None] | None = None) -> None:
     """Called after a build: the version run/shell reuse without asking the network."""
-    state = load_state(state_root)
+    state = load_state(state_root, warn)
     save_state(state_root, state._replace(baked_version=version))
 
 
-def baked_version(state_root: Path) -> str | None:
-    return load_state(state_root).baked_version
+def baked_version(state_root: Path, warn: Callable[[str], None] | None = None) -> str | None:
+    """`warn` hears of a corrupt file; without it, it is passed over in silence."""
+    return load_state(state_root, warn).baked_version

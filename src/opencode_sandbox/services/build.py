@@ -38,7 +38,7 @@ def build(app: App, rebuild: bool, pinned_version: str | None, dind: bool | None
     app.state.know(app.project.slug)
     result = ensure_project_image(**_image_inputs(app, version, dind, rebuild), verbose=app.console.verbose_enabled,
                                   progress=build_progress(app.console))
-    updater.record_baked_version(app.paths.state_dir, version)
+    updater.record_baked_version(app.paths.state_dir, version, app.console.warn)
     state = "built" if result.built else "up to date"
     if load_into_runtime(app.runtime, app.console, result.reference).loaded_now:
         state += f", loaded into {app.runtime.kind.value}"
@@ -51,7 +51,7 @@ def describe_build(app: App, rebuild: bool, pinned_version: str | None, dind: bo
     try:
         version = _version(app, pinned_version)
     except SandboxError:
-        baked = updater.baked_version(app.paths.state_dir)
+        baked = updater.baked_version(app.paths.state_dir, app.console.warn)
         if baked is None:
             raise
         app.console.warn(f"cannot look up the latest opencode release; showing the plan for {baked}")

@@ -90,7 +90,7 @@ class UpdateCheck:
         decision = updater.UpdateDecision(
             action=action, baked_version=baked, latest_version=state.latest_version, checked=False
         )
-        updater.record_shown(state_root, decision)
+        updater.record_shown(state_root, decision, self._app.console.warn)
         if action is updater.UpdateAction.OFFER_REBUILD:
             return state.latest_version
         self._app.console.info(
@@ -104,7 +104,7 @@ def opencode_version_for_run(app: App, upgrade_to: str | None) -> str:
     """The baked version, reused so the image identity stays stable across runs."""
     if upgrade_to:
         return upgrade_to
-    baked = updater.baked_version(app.paths.state_dir)
+    baked = updater.baked_version(app.paths.state_dir, app.console.warn)
     if baked:
         return baked
     return updater.resolve_opencode_version(
@@ -172,7 +172,7 @@ def _full_check(app: App, rebuild: bool, version: str, engine: ImageEngine) -> i
         engine=engine,
         progress=build_progress(app.console),
     )
-    if result.built or updater.baked_version(app.paths.state_dir) != version:
-        updater.record_baked_version(app.paths.state_dir, version)
+    if result.built or updater.baked_version(app.paths.state_dir, app.console.warn) != version:
+        updater.record_baked_version(app.paths.state_dir, version, app.console.warn)
     return image_record.CheckedImage(result.reference, result.image_id, dict(result.env), result.opencode_version,
                         dict(result.labels), result.built)

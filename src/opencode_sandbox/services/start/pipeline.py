@@ -183,7 +183,7 @@ class Start:
     def _ask_upgrade(self, update_check: UpdateCheck) -> str | None:
         from opencode_sandbox.images import updater
 
-        baked = updater.baked_version(self.app.paths.state_dir)
+        baked = updater.baked_version(self.app.paths.state_dir, self.console.warn)
         newer = update_check.pending_version(baked)
         if newer and confirm(
             self.console,
@@ -297,7 +297,7 @@ class Start:
         from opencode_sandbox.services import image_record
 
         app = self.app
-        version = baked_version(app.paths.state_dir) or "latest"
+        version = baked_version(app.paths.state_dir, app.console.warn) or "latest"
         signature = image_record.inputs_signature(app.image_engine, app.project, app.settings, version)
         recalled = None if rebuild else image_record.recall(app.image_engine, self.project_dir, signature)
         if recalled is not None:
