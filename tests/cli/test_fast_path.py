@@ -190,6 +190,9 @@ WARM_PATH_MODULES = [
     "opencode_sandbox.runtime.select",
     "opencode_sandbox.runtime.docker.backend",
     "opencode_sandbox.daemon.health", "opencode_sandbox.state.leases", "opencode_sandbox.services.reaper_spawn",
+    "opencode_sandbox.runtime.docker.description", "opencode_sandbox.guest.shell", "opencode_sandbox.state_layout",
+    "opencode_sandbox.services.start.checks", "opencode_sandbox.services.start.vm_step",
+    "opencode_sandbox.services.start.provision", "opencode_sandbox.cli.terminal",
 ]
 KEPT_OFF_THE_WARM_PATH = ["click", "typing", "dataclasses", "inspect", "subprocess", "uuid", "hashlib", "tempfile",
                           "logging", "yaml", "httpx", "rich"]
@@ -197,6 +200,7 @@ KEPT_OFF_THE_WARM_PATH = ["click", "typing", "dataclasses", "inspect", "subproce
 
 def test_the_warm_path_loads_none_of_the_heavy_modules() -> None:
     probe = (f"import sys\nfor name in {WARM_PATH_MODULES!r}:\n    __import__(name)\n"
+             "from opencode_sandbox.cli.terminal import terminal_console\nterminal_console().verbose('made')\n"
              f"print(sorted(name for name in {KEPT_OFF_THE_WARM_PATH!r} if name in sys.modules))")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
     assert result.stdout.strip() == "[]"

@@ -58,7 +58,4 @@ class TerminalAsker:
 def terminal_console(level: LogLevel = LogLevel.INFO) -> Console:
     """The console of a command: messages on standard error, results on standard output,
     questions on the terminal."""
-    from typing import cast
-
-    return Console(level, stream=cast("TextIO", StandardStream("stderr")), out=cast("TextIO", StandardStream("stdout")),
-                   asker=TerminalAsker())
+    return Console(level, stream=StandardStream("stderr"), out=StandardStream("stdout"), asker=TerminalAsker())

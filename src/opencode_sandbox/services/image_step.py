@@ -150,9 +150,11 @@ def load_into_runtime(runtime: Runtime, console: Console, reference: str) -> Loa
 
 def build_progress(console: Console) -> RichBuildProgress:
     """A build's progress, shown where the command's messages go."""
+    from typing import TextIO, cast
+
     from opencode_sandbox.images.progress import RichBuildProgress
 
-    return RichBuildProgress(stream=console.stream, verbose=console.verbose_enabled)
+    return RichBuildProgress(stream=cast("TextIO", console.stream), verbose=console.verbose_enabled)
 
 
 def _full_check(app: App, rebuild: bool, version: str, engine: ImageEngine) -> image_record.CheckedImage:

@@ -9,10 +9,17 @@ from enum import IntEnum
 
 from opencode_sandbox import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from typing import TextIO
+if TYPE_CHECKING:  # the warm path loads no `typing`
+    from typing import Protocol
 
     from opencode_sandbox.ui.prompts import Asker
+
+    class Stream(Protocol):
+        """Where the console writes: a text stream, or what stands for one."""
+
+        def write(self, text: str, /) -> int: ...
+        def flush(self) -> None: ...
+        def isatty(self) -> bool: ...
 
 
 class LogLevel(IntEnum):
@@ -25,7 +32,7 @@ class LogLevel(IntEnum):
 LOG_LEVEL_NAMES = [level.name.lower() for level in LogLevel]
 
 
-def color_enabled(stream: TextIO) -> bool:
+def color_enabled(stream: Stream) -> bool:
     if os.environ.get("NO_COLOR"):
         return False
     return stream.isatty()
@@ -34,7 +41,7 @@ def color_enabled(stream: TextIO) -> bool:
 _STYLES = {"red": "31", "green": "32", "yellow": "33", "dim": "2", "bold": "1", "cyan": "36"}
 
 
-def style(text: str, name: str, stream: TextIO) -> str:
+def style(text: str, name: str, stream: Stream) -> str:
     if not color_enabled(stream):
         return text
     return f"\x1b[{_STYLES[name]}m{text}\x1b[0m"
@@ -43,7 +50,7 @@ def style(text: str, name: str, stream: TextIO) -> str:
 class Console:
     """Where every user-facing message goes; one per process."""
 
-    def __init__(self, level: LogLevel = LogLevel.INFO, *, stream: TextIO, out: TextIO | None = None,
+    def __init__(self, level: LogLevel = LogLevel.INFO, *, stream: Stream, out: Stream | None = None,
                  asker: Asker | None = None) -> None:
         """`stream`: where messages go (standard error); `out`: where results go (standard
         output), `stream` when not given; `asker`: who answers a question (`ui/prompts.py`),

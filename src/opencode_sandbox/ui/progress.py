@@ -18,7 +18,9 @@ def slow_step(console: Console, message: str) -> Iterator[None]:
         console.info(message + "...")
         yield
         return
+    from typing import IO, cast
+
     from rich.console import Console as RichConsole
 
-    with RichConsole(file=console.stream).status(message + "...", spinner="dots"):
+    with RichConsole(file=cast("IO[str]", console.stream)).status(message + "...", spinner="dots"):
         yield
