@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from opencode_sandbox import TYPE_CHECKING
-from opencode_sandbox.core.dev_home import FOLDERS, PROBE_PREFIX, HomeProbe, read_probe
 from opencode_sandbox.core.ports import DAEMON_PORT
 from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.guest.places import EMPTY_LOG, GUEST_URL, HOME, SERVER_LOG
 
 if TYPE_CHECKING:
+    from opencode_sandbox.core.dev_home import HomeProbe
     from opencode_sandbox.runtime.base import Runtime
     from opencode_sandbox.runtime.types import ExecResult
 
@@ -27,15 +27,6 @@ _REPORT = (
     f"pid=$(pgrep -o -f '{_PATTERN}'); [ -n \"$pid\" ] && ps -o pid,stat,etime,time,args -s \"$pid\" 2>/dev/null; "
     + "".join(f"echo '--- {table}'; cat /proc/net/{table} 2>/dev/null; " for table in _REPORT_TABLES)
     + f"echo '--- inside'; curl -s -o /dev/null -m 10 -w '%{{http_code}}' {GUEST_URL}/global/health 2>/dev/null; true"
-)
-_PROBE = (
-    f'echo "{PROBE_PREFIX}dev $(id -u) $(id -g)"; '
-    f'echo "{PROBE_PREFIX}opencode $(command -v opencode || true)"; '
-    f"for folder in {' '.join(FOLDERS)}; do "
-    '[ -d "$folder" ] || continue; '
-    'if [ ! -w "$folder" ] || [ ! -x "$folder" ]; then '
-    f'echo "{PROBE_PREFIX}blocked $folder $(stat -c \'%u %g %a\' "$folder")"; break; fi; '
-    "done"
 )
 _UNPACK = ["tar", "-x", "--no-overwrite-dir", "-C", HOME, "-f", "-"]
 _INNER_DOCKER = "/usr/local/bin/opencode-sandbox-start-docker"
@@ -67,8 +58,10 @@ class ShellGuest:
         return self.runtime.exec(self.vm, ["sh", "-c", _REPORT], workdir="/", timeout_s=30).stdout
 
     def probe_home(self) -> HomeProbe | None:
+        from opencode_sandbox.core.dev_home import read_probe
+
         try:
-            result = self.runtime.exec(self.vm, ["sh", "-c", _PROBE], workdir="/", timeout_s=30)
+            result = self.runtime.exec(self.vm, ["sh", "-c", _probe_script()], workdir="/", timeout_s=30)
         except SandboxError:
             return None
         return read_probe(result.stdout)
@@ -78,3 +71,19 @@ class ShellGuest:
 
     def start_inner_docker(self) -> ExecResult:
         return self.runtime.exec(self.vm, [_INNER_DOCKER], user="root", timeout_s=120)
+
+
+def _probe_script() -> str:
+    """Run as dev (workdir /): prints the `probe:` lines `core.dev_home.read_probe` reads. Made
+    only when something failed (and by `doctor`), so a good start never loads the probe."""
+    from opencode_sandbox.core.dev_home import FOLDERS, PROBE_PREFIX
+
+    return (
+        f'echo "{PROBE_PREFIX}dev $(id -u) $(id -g)"; '
+        f'echo "{PROBE_PREFIX}opencode $(command -v opencode || true)"; '
+        f"for folder in {' '.join(FOLDERS)}; do "
+        '[ -d "$folder" ] || continue; '
+        'if [ ! -w "$folder" ] || [ ! -x "$folder" ]; then '
+        f'echo "{PROBE_PREFIX}blocked $folder $(stat -c \'%u %g %a\' "$folder")"; break; fi; '
+        "done"
+    )

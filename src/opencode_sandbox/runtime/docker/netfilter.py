@@ -25,7 +25,6 @@ from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.digest import sha256
 from opencode_sandbox.core.egress import EgressPolicy, IpAddress
 from opencode_sandbox.core.naming import LABEL_CONTENT_HASH, LABEL_KIND, LABEL_MANAGED, LABEL_PREFIX, LABEL_SLUG, TOOL
-from opencode_sandbox.core.policy_document import policy_of_document
 from opencode_sandbox.engine.command import DockerCli, DockerFailed, first_line
 from opencode_sandbox.errors import BootFailed
 from opencode_sandbox.runtime.docker.args import label_args
@@ -61,7 +60,11 @@ def policy_label(policy: EgressPolicy) -> str:
 
 
 def policy_of_label(text: str | None) -> EgressPolicy | None:
-    return policy_of_document(json.loads(text)) if text else None
+    if not text:
+        return None
+    from opencode_sandbox.core.policy_document import policy_of_document
+
+    return policy_of_document(json.loads(text))
 
 
 def _network(cli: DockerCli, name: str) -> dict[str, Any] | None:
