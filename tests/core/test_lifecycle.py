@@ -99,3 +99,13 @@ def test_home_volume_prompt_only_when_the_image_really_recreates_the_vm() -> Non
 )
 def test_apply_prompt_only_with_other_clients(others: int, disruptive: bool, expected: bool) -> None:
     assert needs_apply_prompt(others, disruptive) is expected
+
+
+def test_the_provisioning_plan_tells_nothing_to_copy_from_nothing_changed() -> None:
+    from opencode_sandbox.core.start_plan import plan_provision
+
+    assert plan_provision([], any_files=False).line() == (
+        "provisioning: keep (no opencode configuration on this host to copy)")
+    assert plan_provision([]).line() == "provisioning: keep (the opencode configuration in the VM is current)"
+    assert plan_provision([".config/opencode/opencode.json"]).line() == (
+        "provisioning: copy (.config/opencode/opencode.json)")

@@ -80,7 +80,10 @@ def plan_git(is_git: bool, seeded: bool, deferred: bool) -> PlannedStep:
     return PlannedStep(Step.GIT, "seed and sync" if seeded else "sync", detail)
 
 
-def plan_provision(changed: Sequence[str]) -> PlannedStep:
+def plan_provision(changed: Sequence[str], any_files: bool = True) -> PlannedStep:
+    """`any_files`: the user has opencode configuration to copy at all."""
+    if not any_files:
+        return PlannedStep(Step.PROVISION, "keep", "no opencode configuration on this host to copy")
     if not changed:
         return PlannedStep(Step.PROVISION, "keep", "the opencode configuration in the VM is current")
     return PlannedStep(Step.PROVISION, "copy", ", ".join(changed))

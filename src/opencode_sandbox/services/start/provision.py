@@ -29,7 +29,7 @@ class ProvisionFacts(Record):
 
     @property
     def step(self) -> PlannedStep:
-        return plan_provision(self.changed)
+        return plan_provision(self.changed, bool(self.files))
 
 
 def gather(app: App, home_volume: str | None) -> ProvisionFacts:
