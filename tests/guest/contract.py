@@ -55,6 +55,12 @@ class GuestContract:
         assert booted.guest.server_running() is False
         booted.guest.stop_server()  # nothing to stop is no failure
 
+    def test_a_server_ends_with_the_boot_it_started_in(self, booted: Booted) -> None:
+        assert booted.guest.start_server("contract-password").exit_code == 0
+        booted.runtime.stop_sandbox(booted.guest.vm)
+        booted.runtime.start_sandbox(booted.guest.vm)
+        assert booted.guest.server_running() is False
+
     def test_the_probe_finds_dev_at_home_with_opencode_on_its_path(self, booted: Booted) -> None:
         probe = booted.guest.probe_home()
         assert probe is not None and probe.dev is not None

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
 
 from opencode_sandbox.core.naming import home_volume_name, managed_labels, vm_name
-from opencode_sandbox.errors import NotFound
+from opencode_sandbox.errors import NotFound, SandboxError
 from opencode_sandbox.guest.shell import ShellGuest
 from opencode_sandbox.runtime.docker.backend import DockerRuntime
-from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec
+from opencode_sandbox.runtime.types import ExecResult, Mount, MountKind, SandboxSpec
 from tests.fixtures.images import RunnerBase
 from tests.guest.contract import Booted, GuestContract
 
@@ -36,3 +37,17 @@ class TestShellGuest(GuestContract):
             with contextlib.suppress(NotFound):
                 runtime.remove_sandbox(vm)
             runtime.remove_volume(volume)
+
+
+def test_the_probe_runs_as_dev_from_the_root_and_gives_up_on_a_vm_it_cannot_ask() -> None:
+    """dev's own view of its home, from a folder every user can enter; a VM that cannot be asked
+    is no probe, not a failure."""
+    calls: list[tuple[str, str]] = []
+
+    class Recording(DockerRuntime):
+        def exec(self, name: str, argv: Sequence[str], **options: Any) -> ExecResult:
+            calls.append((options.get("user", "dev"), options.get("workdir", "/workspace")))
+            raise SandboxError(f"sandbox {name} is not running")
+
+    assert ShellGuest(Recording(), "opencode-sandbox-vm-absent-00000000000000").probe_home() is None
+    assert calls == [("dev", "/")]

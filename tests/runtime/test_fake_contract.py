@@ -8,6 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from opencode_sandbox.runtime.docker.owner import DockerOwner, RecordedHome
+from opencode_sandbox.runtime.kind import RuntimeKind
+from opencode_sandbox.runtime.select import describe
 from tests.fakes.runtime import FakeNode, FakeRuntime, Tree, dev_home_files
 from tests.runtime.contract import CONTRACT_FILES
 from tests.runtime.ownership_contract import ActingFor, OwnershipContract
@@ -70,3 +72,13 @@ class TestFakeContract(OwnershipContract):
     @pytest.fixture
     def foreign(self, runtime: FakeRuntime, contract_image: str) -> FakeForeignArtifacts:
         return FakeForeignArtifacts(runtime, contract_image)
+
+
+def test_the_fake_answers_as_the_backend_of_the_kind_it_stands_for() -> None:
+    fake = FakeRuntime(RuntimeKind.MICROSANDBOX)
+    try:
+        assert fake.description is describe(RuntimeKind.MICROSANDBOX)
+        fake.kind = RuntimeKind.DOCKER  # a test may turn it into the other runtime
+        assert fake.description is describe(RuntimeKind.DOCKER)
+    finally:
+        fake.close()
