@@ -112,15 +112,27 @@ def opencode_version_for_run(app: App, upgrade_to: str | None) -> str:
     )
 
 
+def _project_state_dir(app: App) -> Path:
+    return StateLayout(app.paths.state_dir).project(app.project.slug).folder
+
+
+def _signature(app: App, version: str) -> str:
+    return image_record.inputs_signature(app.image_engine, app.project, app.settings, version)
+
+
+def _recalled(app: App, signature: str) -> image_record.CheckedImage | None:
+    """The image the last full check found, when none of its inputs changed since."""
+    return image_record.recall(app.image_engine, _project_state_dir(app), signature)
+
+
 def ensure_image(app: App, rebuild: bool, upgrade_to: str | None = None) -> ReadyImage:
     engine = app.image_engine
     version = opencode_version_for_run(app, upgrade_to)
-    project_state_dir = StateLayout(app.paths.state_dir).project(app.project.slug).folder
-    signature = image_record.inputs_signature(engine, app.project, app.settings, version)
-    checked = None if rebuild else image_record.recall(engine, project_state_dir, signature)
+    signature = _signature(app, version)
+    checked = None if rebuild else _recalled(app, signature)
     if checked is None:
         checked = _full_check(app, rebuild, version, engine)
-        image_record.remember(project_state_dir, signature, checked)
+        image_record.remember(_project_state_dir(app), signature, checked)
     loaded = load_into_runtime(app.runtime, app.console, checked.reference).image
     return ReadyImage(
         reference=loaded.reference,
@@ -130,6 +142,34 @@ def ensure_image(app: App, rebuild: bool, upgrade_to: str | None = None) -> Read
         built=checked.built,
         dind=checked.labels.get(LABEL_DIND) == "true",
     )
+
+
+def predict_image(app: App, rebuild: bool) -> tuple[ReadyImage, list[str]]:
+    """What `ensure_image` would run, and the images it would build first, changing nothing. The
+    digest is empty where it would build or load the image first; the version is the baked one."""
+    version = updater.baked_version(app.paths.state_dir, app.console.warn) or "latest"
+    recalled = None if rebuild else _recalled(app, _signature(app, version))
+    if recalled is not None:
+        reference, env = recalled.reference, dict(recalled.env)
+    else:
+        from opencode_sandbox.images.builder import plan_project_image
+        from opencode_sandbox.images.image_document import env_of
+
+        settings = app.settings
+        planned = plan_project_image(
+            project_dir=app.project.root, slug=app.project.slug, dind=settings.dind, opencode_version=version,
+            trust_host_ca=settings.trust_host_ca, extra_ca_certificates=settings.extra_ca_certificates,
+            rebuild=rebuild, engine=app.image_engine,
+        )
+        building = [image.reference for image in planned.images if image.action.value == "build"]
+        reference = planned.images[-1].reference
+        if building:
+            return ReadyImage(reference, "", {}, None, True), building
+        document = app.image_engine.inspect_image(reference)
+        env = env_of(document) if document is not None else {}
+    loaded = app.runtime.loaded_image(reference)
+    return ReadyImage(loaded.reference if loaded else reference, loaded.digest if loaded else "", env, None,
+                      False), []
 
 
 class LoadedImage(Record):

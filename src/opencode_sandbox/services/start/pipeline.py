@@ -26,7 +26,7 @@ from opencode_sandbox.core.start_plan import (
 from opencode_sandbox.core.units import format_duration
 from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.services import daemon_control, vm_boot
-from opencode_sandbox.services.image_step import ReadyImage, UpdateCheck, ensure_image
+from opencode_sandbox.services.image_step import ReadyImage, UpdateCheck, ensure_image, predict_image
 from opencode_sandbox.services.start import checks, provision
 from opencode_sandbox.services.start.daemon import DaemonStep, DaemonTarget
 from opencode_sandbox.services.start.spec import VmShape, vm_shape
@@ -268,8 +268,8 @@ class Start:
         steps = [GUARD_STEP, self._auto_prune_step()]
         checked = checks.check(self.app, dry_run=True)
         steps.append(checked.step)
-        image, image_planned = self._predict_image(rebuild)
-        steps.append(image_planned)
+        image, building = predict_image(self.app, rebuild)
+        steps.append(plan_image(building, image.reference))
         vm = VmStep(self.app, self._shape(checked), {}, self.git_layout is not None)
         facts = vm.gather()
         from opencode_sandbox.state.leases import count_live_leases
@@ -287,37 +287,6 @@ class Start:
         return StartPlan(tuple(steps), (*checks.notes(self.app, checked),
                                          *self.app.runtime.description.plan_notes(self.app.settings.egress_policy,
                                                                                   self.slug)))
-
-    def _predict_image(self, rebuild: bool) -> tuple[ReadyImage, PlannedStep]:
-        """The image a start would run and whether it builds it; its digest is empty where the
-        start would build or load it first."""
-        from opencode_sandbox.images.builder import plan_project_image
-        from opencode_sandbox.images.image_document import env_of
-        from opencode_sandbox.images.updater import baked_version
-        from opencode_sandbox.services import image_record
-
-        app = self.app
-        version = baked_version(app.paths.state_dir, app.console.warn) or "latest"
-        signature = image_record.inputs_signature(app.image_engine, app.project, app.settings, version)
-        recalled = None if rebuild else image_record.recall(app.image_engine, self.project_dir, signature)
-        if recalled is not None:
-            reference, env = recalled.reference, dict(recalled.env)
-        else:
-            settings = app.settings
-            checked = plan_project_image(
-                project_dir=app.project.root, slug=self.slug, dind=settings.dind, opencode_version=version,
-                trust_host_ca=settings.trust_host_ca, extra_ca_certificates=settings.extra_ca_certificates,
-                rebuild=rebuild, engine=app.image_engine,
-            )
-            building = [image.reference for image in checked.images if image.action.value == "build"]
-            reference = checked.images[-1].reference
-            if building:
-                return ReadyImage(reference, "", {}, None, True), plan_image(building, reference)
-            document = app.image_engine.inspect_image(reference)
-            env = env_of(document) if document is not None else {}
-        loaded = app.runtime.loaded_image(reference)
-        image = ReadyImage(loaded.reference if loaded else reference, loaded.digest if loaded else "", env, None, False)
-        return image, plan_image([], reference)
 
     def _predict_daemon(self, state: ProjectState, facts: DaemonFacts, config_fingerprint: str) -> DaemonPlan:
         password = daemon_control.read_password(self.project_dir)
