@@ -33,6 +33,7 @@ from opencode_sandbox.core.slug import slug_for_remote
 from opencode_sandbox.daemon.health import is_serving
 from opencode_sandbox.images.updater import record_baked_version
 from opencode_sandbox.runtime.docker.identity import forget_mapped_mounts
+from opencode_sandbox.runtime.docker.network_holder import holder_name
 
 WARM_TARGET = 2.0
 AFTER_STOP_TARGET = 1.5
@@ -58,7 +59,7 @@ def make_project(root: Path) -> tuple[Path, str]:
 def wait_until_serving(state_dir: Path, slug: str, timeout_s: float = 120.0) -> None:
     """`shell` does not wait for opencode serve; a warm start is one where it already answers."""
     password = (state_dir / slug / "daemon-password").read_text().strip()
-    port = docker("port", vm_name(slug), "4096/tcp").rsplit(":", 1)[-1]
+    port = docker("port", holder_name(slug), "4096/tcp").rsplit(":", 1)[-1]  # published by the VM's network holder
     deadline = time.monotonic() + timeout_s
     while not is_serving(f"http://127.0.0.1:{port}", password):
         if time.monotonic() > deadline:
@@ -69,6 +70,9 @@ def wait_until_serving(state_dir: Path, slug: str, timeout_s: float = 120.0) -> 
 def clean_up(slug: str) -> None:
     container = vm_name(slug)
     subprocess.run(["docker", "rm", "--force", container], capture_output=True, check=False)
+    for other in subprocess.run(["docker", "ps", "--all", "--quiet", "--filter", f"label={LABEL_SLUG}={slug}"],
+                                capture_output=True, text=True, check=False).stdout.split():
+        subprocess.run(["docker", "rm", "--force", other], capture_output=True, check=False)  # its network holder
     if os.geteuid() == 0:  # a root host user's id-mapped mounts of the VM
         forget_mapped_mounts(container)
     listing = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=False).stdout

@@ -35,6 +35,7 @@ from opencode_sandbox.paths import ToolPaths
 from opencode_sandbox.runtime.base import Runtime
 from opencode_sandbox.runtime.docker.identity import forget_mapped_mounts
 from opencode_sandbox.runtime.docker.netfilter import network_name
+from opencode_sandbox.runtime.docker.network_holder import holder_name
 from opencode_sandbox.runtime.docker.proxy import ca_volume_name, proxy_name
 from opencode_sandbox.runtime.types import SandboxInfo
 from tests.fixtures.host_users import HostUser
@@ -204,7 +205,7 @@ class Project:
         subprocess.run(["pkill", "-KILL", "-f", f"services.reaper .*{self.slug}"], check=False)
         if self.runtime == "microsandbox":
             remove_microsandbox_artifacts(self.slug)
-        docker("rm", "-f", self.vm, proxy_name(self.slug))
+        docker("rm", "-f", self.vm, proxy_name(self.slug), holder_name(self.slug))
         if os.getuid() == 0:
             forget_mapped_mounts(self.vm)
         docker("volume", "rm", "-f", ca_volume_name(self.slug))

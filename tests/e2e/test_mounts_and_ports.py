@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from opencode_sandbox.runtime.docker.network_holder import holder_name
 from tests.e2e.conftest import MICROVMS_ONLY
 from tests.e2e.harness import Project, connects, docker, non_loopback_address, wait_until
 
@@ -159,7 +160,7 @@ def test_a_neighbour_routed_to_the_vm_reaches_none_of_its_ports(project: Project
                  for entry in json.loads(project.cli("ports", "--format", "json").stdout)["result"]}
     assert wait_until(lambda: answer(published[8000]) == "dev server 8000", 60), "the host itself reaches it"
     address = docker("inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}",
-                     project.vm, check=True).stdout.split()[0]
+                     holder_name(project.slug), check=True).stdout.split()[0]  # whose namespace the VM shares
     for port in (8000, 4096):
         tried = subprocess.run([*neighbour.split(), "curl", "-sS", "--max-time", "5", f"http://{address}:{port}/"],
                                capture_output=True, text=True)

@@ -23,6 +23,7 @@ import pytest
 from opencode_sandbox.core.naming import LABEL_SLUG, PROXY_REPOSITORY
 from opencode_sandbox.core.prune_plan import ArtifactKind, Removal
 from opencode_sandbox.runtime.docker.netfilter import NETFILTER_IMAGE, network_name
+from opencode_sandbox.runtime.docker.network_holder import holder_name
 from opencode_sandbox.runtime.docker.proxy import VM_CA_BUNDLE, ca_volume_name, proxy_name
 from opencode_sandbox.services.prune import apply_plan
 from opencode_sandbox.state.store import StateStore
@@ -150,8 +151,25 @@ def gateway(project: Project) -> str:
 
 
 def connect(project: Project, *servers: Server) -> None:
+    """Through the VM's network holder, whose namespace the VM shares."""
     for server in servers:
-        docker("network", "connect", server.network, project.vm, check=True)
+        docker("network", "connect", server.network, holder_name(project.slug), check=True)
+
+
+class RuleInstalls:
+    """The engine's record, from now on, of what installs rules: a new container (the helper that
+    rules a namespace) or an exec in a network holder."""
+
+    def __init__(self, project: Project) -> None:
+        self.holder = holder_name(project.slug)
+        self.since = f"{time.time():.3f}"
+
+    def seen(self) -> list[str]:
+        listed = docker("events", "--since", self.since, "--until", f"{time.time():.3f}", "--filter", "type=container",
+                        "--format", "{{.Action}}\t{{.Actor.Attributes.name}}", check=True).stdout
+        events = [line.split("\t", 1) for line in listed.splitlines() if "\t" in line]
+        return [f"{action} {name}" for action, name in events
+                if action == "create" or (name == self.holder and action.startswith("exec_create"))]
 
 
 def proxy_images() -> set[str]:
@@ -208,9 +226,14 @@ def test_public_refuses_private_addresses_and_the_host_and_survives_a_restart(
                         "use Socket; socket(my $s, 17, 3, 0) or die qq(packet: $!\\n); print qq(opened\\n)")
         assert packet.returncode != 0 and "Operation not permitted" in packet.stderr
         # Root in the VM holds the VM's capabilities: the same set (none), in the VM's network, cannot flush.
-        flush = docker("run", "--rm", "--network", f"container:{project.vm}", "--user", "root", "--cap-drop",
-                       "ALL", NETFILTER_IMAGE, "flush", "ruleset")
+        flush = docker("run", "--rm", "--network", f"container:{holder_name(project.slug)}", "--user", "root",
+                       "--cap-drop", "ALL", NETFILTER_IMAGE, "flush", "ruleset")
         assert flush.returncode != 0 and "Operation not permitted" in flush.stderr
+        # The network holder, which may change the rules, shares nothing else with the VM: root there
+        # sees no process of it (its `sleep` would be a second one) and can signal none.
+        processes = docker("exec", "--user", "root", project.vm, "sh", "-c",
+                           "for each in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $each; echo; done", check=True).stdout
+        assert [line.strip() for line in processes.splitlines()].count("sleep infinity") == 1, processes
         refused_fast(project, private.url)
 
         logged = project.cli("network", "log", "--format", "json")
@@ -228,20 +251,39 @@ def test_public_refuses_private_addresses_and_the_host_and_survives_a_restart(
 
     stopped = project.cli("stop")
     assert stopped.returncode == 0, stopped.stderr
+    helpers = RuleInstalls(project)
     started = project.shell("true")
     assert started.returncode == 0, started.stderr
-    assert private.network in docker("inspect", "--format", "{{json .NetworkSettings.Networks}}", project.vm).stdout
+    assert helpers.seen() == [], "a start after stop installs nothing: the rules stayed in the holder's namespace"
+    assert private.network in docker("inspect", "--format", "{{json .NetworkSettings.Networks}}",
+                                     holder_name(project.slug)).stdout
     refused_fast(project, private.url)
     assert fetch(project, public.url)[0] == "hello"
 
     docker("restart", "--time", "1", project.vm, check=True)
-    assert fetch(project, private.url)[0] == "hello", "a start outside the tool installs no rules"
+    refused_fast(project, private.url)  # a start outside the tool joins the same ruled namespace
+    assert "started without" not in project.shell("true").stderr
+
+    docker("restart", "--time", "1", holder_name(project.slug), check=True)
+    assert fetch(project, public.url)[0] != "hello", "the VM was left in its holder's old namespace, with no network"
+    installs = RuleInstalls(project)
     repaired = project.shell("true")
     assert repaired.returncode == 0, repaired.stderr
     assert "started without its network policy" in repaired.stderr, repaired.stderr
+    assert [seen for seen in installs.seen() if seen.startswith("exec_create")], "the holder's new namespace is ruled"
     refused_fast(project, private.url)
     assert fetch(project, public.url)[0] == "hello"
     assert "started without" not in project.shell("true").stderr, "the rules are installed once per start"
+
+    assert project.cli("stop").returncode == 0
+    assert status_of_container(holder_name(project.slug)) == "running", "a stopped VM keeps its ruled namespace"
+    removed = project.cli("stop", "-f")
+    assert removed.returncode == 0, removed.stderr
+    assert status_of_container(holder_name(project.slug)) == "", "the holder goes with its VM"
+
+
+def status_of_container(name: str) -> str:
+    return docker("inspect", "--format", "{{.State.Status}}", name).stdout.strip()
 
 
 def test_none_lets_nothing_out_but_the_client_still_attaches(

@@ -92,6 +92,14 @@ def test_a_container_from_before_its_confinement_is_recreated_once(tmp_path: Pat
     assert run.spec(IMAGE, HOME).labels[naming.LABEL_FINGERPRINT] != label, "a new limit recreates the container"
 
 
+def test_a_container_with_a_network_of_its_own_is_recreated_once_in_a_network_holder(tmp_path: Path) -> None:
+    run = lifecycle(RuntimeKind.DOCKER, tmp_path)
+    label = run.spec(IMAGE, HOME).labels[naming.LABEL_FINGERPRINT]
+    before = fingerprint({**labelled_values_before_mirrored_modes(run, tmp_path),
+                          "network": EgressPolicy(Profile.PUBLIC).fingerprint_value(), "confinement": CONFINED})
+    assert plan_vm(SandboxStatus.STOPPED, IMAGE.digest, IMAGE.digest, before, label).action is VmAction.RECREATE
+
+
 def test_a_microvm_from_before_mirrored_modes_is_recreated_once(tmp_path: Path) -> None:
     run = lifecycle(RuntimeKind.MICROSANDBOX, tmp_path)
     current = run.spec(IMAGE, HOME).labels[naming.LABEL_FINGERPRINT]
@@ -173,7 +181,7 @@ def test_mounts_and_ports_reach_the_spec_and_a_change_of_either_recreates_the_vm
     assert plain.labels[naming.LABEL_FINGERPRINT] == fingerprint(
         {**labelled_values_before_mirrored_modes(lifecycle(RuntimeKind.DOCKER, checkout), checkout),
          "network": EgressPolicy(Profile.PUBLIC).fingerprint_value(),
-         "confinement": CONFINED})  # unchanged without mounts or ports
+         "confinement": CONFINED, "namespace": "network-holder"})  # unchanged without mounts or ports
     mounted = spec(mounts=[f"{tmp_path / 'link'}:/mnt/shared"], ports=["3000", "8080:80"])
     assert mounted.mounts[2:] == (Mount(MountKind.BIND, str(shared), "/mnt/shared", True),)  # the link resolved
     assert mounted.published_ports == (4096, 3000, 80) and mounted.host_ports == {80: 8080}

@@ -88,13 +88,15 @@ class ArtifactKind(StrEnum):
     RUNTIME_IMAGE = "runtime image"
     DOCKER_IMAGE = "docker image"
     EGRESS_PROXY = "egress proxy"
+    NETWORK_HOLDER = "network holder"
     PROXY_CA_VOLUME = "proxy CA volume"
     PROJECT_NETWORK = "project network"
 
 
-POLICY_PIECES = (ArtifactKind.EGRESS_PROXY, ArtifactKind.PROXY_CA_VOLUME, ArtifactKind.PROJECT_NETWORK)
+POLICY_PIECES = (ArtifactKind.EGRESS_PROXY, ArtifactKind.NETWORK_HOLDER, ArtifactKind.PROXY_CA_VOLUME,
+                 ArtifactKind.PROJECT_NETWORK)
 """What the docker runtime keeps beside a VM for its network policy, in the order they go: the
-proxy container uses the volume, and both the proxy and the VM use the network."""
+proxy container uses the volume, and both the proxy and the VM's network holder use the network."""
 
 
 NO_LABELS: Mapping[str, str] = MappingProxyType({})

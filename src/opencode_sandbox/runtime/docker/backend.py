@@ -49,6 +49,7 @@ from opencode_sandbox.engine.socket_client import ApiUnavailable, DockerApi
 from opencode_sandbox.errors import BootFailed, NotFound, NotOurs, RuntimeUnavailable, SandboxError
 from opencode_sandbox.runtime.docker import execution as docker_exec
 from opencode_sandbox.runtime.docker import netfilter as docker_netfilter
+from opencode_sandbox.runtime.docker import network_holder as docker_holder
 from opencode_sandbox.runtime.docker import policy_marks as docker_policy_marks
 from opencode_sandbox.runtime.docker import policy_pieces as docker_policy_pieces
 from opencode_sandbox.runtime.docker import proxy as docker_proxy
@@ -138,13 +139,23 @@ class DockerRuntime:
         if info.status is not SandboxStatus.RUNNING:
             return info
         slug = slug_of_vm(name)
-        if docker_netfilter.LABEL_NETWORK_POLICY in info.labels \
-                and not docker_policy_marks.installed_for(name, _started_at(document)):
+        if docker_netfilter.LABEL_NETWORK_POLICY in info.labels and not self._policy_in_place(document):
             info = info._replace(repair="it was started without its network policy (outside opencode-sandbox)")
         elif slug is not None and _proxy_policy(document) is not None \
                 and not docker_proxy.proxy_alive(self.cli, slug, self.owner):
             info = info._replace(repair=f"its egress proxy {docker_proxy.proxy_name(slug)} is not running")
         return info
+
+    def _policy_in_place(self, document: dict[str, Any]) -> bool:
+        """Whether the running VM sits in a namespace holding the rules of its policy."""
+        name = container_name(document)
+        holder = docker_holder.holder_of(document)
+        slug = slug_of_vm(name)
+        if holder is None or slug is None:  # a VM of an earlier version, ruled in its own namespace
+            return docker_policy_marks.installed_for(name, _started_at(document))
+        holder_document = docker_holder.find(self.cli, slug, self.owner)
+        return holder_document is not None and docker_holder.rules_in_place(holder_document) \
+            and docker_holder.joined_current_namespace(document, holder_document)
 
     def list_sandboxes(self) -> list[SandboxInfo]:
         """This tool's sandboxes of this host user; another user's are left out."""
@@ -165,6 +176,8 @@ class DockerRuntime:
         slug = slug_of_vm(spec.name) or slug_of_task(spec.name)
         if slug is None:
             raise ValueError(f"not a sandbox name of this tool: {spec.name!r}")
+        if spec.network is not None and slug_of_vm(spec.name) is None:
+            raise ValueError(f"only a project VM has a network policy, not {spec.name!r}")
         refusal = docker_refusal(spec.network) if spec.network is not None else None
         if refusal is not None:  # before anything is looked up
             raise refusal
@@ -206,8 +219,17 @@ class DockerRuntime:
                                                   host_public_addresses(), values, self.owner)
                 placeholders = {secret.name: placeholder(secret.name) for secret in spec.network.secrets}
                 spec = spec._replace(env={**spec.env, **placeholders, **docker_proxy.proxy_environment()})
-        args = run_args(spec, labels, privileged, network,
-                        {docker_proxy.PROXY_HOST: str(proxy.address)} if proxy is not None else {})
+        holder: str | None = None
+        if network is not None:
+            try:
+                holder = self._new_holder(spec, slug, network, proxy)
+            except BaseException:
+                self._discard(spec.name)
+                raise
+            args = run_args(spec._replace(published_ports=()), labels, privileged,
+                            docker_holder.NETWORK_MODE_PREFIX + holder)
+        else:
+            args = run_args(spec, labels, privileged)
         args.insert(1, "--pull=never")
         try:
             self.cli.run(args, environment=child_environment(spec.env))
@@ -227,13 +249,9 @@ class DockerRuntime:
                 f"cannot start {spec.name}: it stopped right after starting ({state})",
                 hint="Check that the image runs `sleep` (coreutils) and try again.",
             )
-        if spec.network is not None:
+        if proxy is not None and holder is not None:
             try:
-                docker_netfilter.apply_policy(self.cli, self.images, spec.name, spec.network,
-                                              proxy.address if proxy is not None else None, network)
-                if proxy is not None:
-                    docker_proxy.trust_proxy(self.cli, spec.name, proxy)
-                self._mark_policy_installed(spec.name)
+                docker_proxy.trust_proxy(self.cli, spec.name, proxy, holder)
             except BaseException:
                 self._discard(spec.name)
                 raise
@@ -246,37 +264,64 @@ class DockerRuntime:
         return info
 
     def start_sandbox(self, name: str, *, secret_values: Mapping[str, str] | None = None) -> None:
-        """Start, then install the VM's network policy again: its rules went with the old
-        network namespace. The egress proxy, when the policy needs one, is started (or created
-        again) first. A VM whose rules cannot be installed is stopped again; a running VM is
-        left running, with the rules it has. The proxy is given `secret_values` again: it holds
-        them only in memory, so a restarted proxy has none."""
+        """Start the VM in its network holder's namespace, where the rules of its policy stay
+        between starts: they are installed only when the holder itself started again (or when
+        no record says they were). The egress proxy, when the policy needs one, is started (or
+        created again) first, and given `secret_values` again: it holds them only in memory, so
+        a restarted proxy has none. A running VM left in an old namespace of its holder is
+        started again; one whose rules cannot be installed is not started."""
         document = self._owned_container(name)
         policy = docker_netfilter.policy_of_label(labels_of(document).get(docker_netfilter.LABEL_NETWORK_POLICY))
         values = checked_secret_values(name, policy, secret_values or {}, action="start")
         ensure_mapped_mounts(name, labels_of(document))
+        slug = slug_of_vm(name)
+        holder = docker_holder.holder_of(document)
+        if policy is None or slug is None:
+            self._start_container(name)
+            return
+        if holder is None:
+            raise BootFailed(f"{name} was made by an earlier version of opencode-sandbox, with a network of its own",
+                             hint="Remove it with `opencode-sandbox stop -f` (the home volume stays), then run "
+                                  "again.")
         proxy = None
-        slug = slug_of_vm(name) or slug_of_task(name)
-        if policy is not None and needs_proxy(policy) and slug is not None:
+        if needs_proxy(policy):
             image_reference = labels_of(document).get(docker_proxy.LABEL_PROXY_IMAGE, "")
             proxy = docker_proxy.ensure_proxy(self.cli, self.images, slug, image_reference, policy,
                                               host_public_addresses(), values, self.owner)
-        self._start_container(name)
-        if policy is None:
-            return
-        try:
-            docker_netfilter.apply_policy(self.cli, self.images, name, policy,
-                                          proxy.address if proxy is not None else None,
-                                          docker_netfilter.network_name(slug) if slug is not None else None)
-            if proxy is not None:
-                docker_proxy.trust_proxy(self.cli, name, proxy)
-            self._mark_policy_installed(name)
-        except BaseException:
+        holder_document = docker_holder.running(self.cli, slug, self.owner)
+        if not docker_holder.is_holder_of(document, holder_document):
+            raise BootFailed(f"{name} joins a network holder that is gone",
+                             hint="Remove it with `opencode-sandbox stop -f` (the home volume stays), then run again.")
+        if not docker_holder.rules_in_place(holder_document):
+            docker_netfilter.install_in_holder(self.cli, holder, policy, proxy.address if proxy is not None else None,
+                                               docker_netfilter.network_name(slug))
+            docker_holder.mark_rules_installed(holder_document)
+        running = container_status(document.get("State") or {}) in _RUNNING_STATES
+        if running and not docker_holder.joined_current_namespace(document, holder_document):
             self.cli.run_raw(["kill", name])
-            raise
+        self._start_container(name)
+        if proxy is not None:
+            try:
+                docker_proxy.trust_proxy(self.cli, name, proxy, holder)
+            except BaseException:
+                self.cli.run_raw(["kill", name])
+                raise
 
-    def _mark_policy_installed(self, name: str) -> None:
-        docker_policy_marks.record(name, _started_at(self._owned_container(name)))
+    def _new_holder(self, spec: SandboxSpec, slug: str, network: str,
+                    proxy: docker_proxy.ProxyEndpoint | None) -> str:
+        """The VM's network holder, made afresh with the VM's published ports, and its rules."""
+        assert spec.network is not None
+        hosts = {docker_proxy.PROXY_HOST: str(proxy.address)} if proxy is not None else {}
+        image = docker_netfilter.ensure_netfilter_image(self.cli, self.images)
+        holder = docker_holder.create(self.cli, slug, docker_holder.run_args(
+            slug, image, network, spec.published_ports, spec.host_ports, hosts, self.owner.labels()), self.owner)
+        docker_netfilter.install_in_holder(self.cli, holder, spec.network,
+                                           proxy.address if proxy is not None else None, network)
+        holder_document = docker_holder.find(self.cli, slug, self.owner)
+        if holder_document is None:
+            raise BootFailed(f"the network holder {holder} disappeared while it was made", hint="Run again.")
+        docker_holder.mark_rules_installed(holder_document)
+        return holder
 
     def _start_container(self, name: str) -> None:
         api = self.cli.socket_api()
@@ -327,6 +372,7 @@ class DockerRuntime:
         slug = slug_of_vm(name)
         if slug is not None:
             docker_proxy.remove_proxy(self.cli, slug, self.owner)
+            docker_holder.remove(self.cli, slug, self.owner)
             docker_netfilter.remove_network(self.cli, slug, self.owner)
 
     def list_policy_pieces(self) -> list[PolicyPieceFact]:
@@ -341,17 +387,18 @@ class DockerRuntime:
         if docker_netfilter.policy_of_label(labels.get(docker_netfilter.LABEL_NETWORK_POLICY)) is None \
                 or not (document.get("State") or {}).get("Running"):
             return []
-        found = docker_netfilter.refusals(self.cli, self.images, name)
+        found = docker_netfilter.refusals(self.cli, self.images, docker_holder.holder_of(document) or name)
         slug = slug_of_vm(name)
         if _proxy_policy(document) is not None and slug is not None:
             found += docker_proxy.denials(self.cli, slug, self.owner)
         return found
 
     def port_map(self, name: str) -> dict[int, int]:
-        return published_port_map(self._owned_container(name))
+        """The VM's published ports; those of a VM in its network holder stay bound while it is stopped."""
+        return published_port_map(self._ports_document(name))
 
     def host_port(self, name: str, guest_port: int) -> int:
-        port = published_host_port(self._owned_container(name), guest_port)
+        port = published_host_port(self._ports_document(name), guest_port)
         if port is None:
             raise NotFound(
                 f"port {guest_port} of {name} is not published",
@@ -588,6 +635,14 @@ class DockerRuntime:
             )
         return document
 
+    def _ports_document(self, name: str) -> dict[str, Any]:
+        """The container that publishes the VM's ports: its network holder, when it has one."""
+        document = self._owned_container(name)
+        slug = slug_of_vm(name)
+        if docker_holder.holder_of(document) is None or slug is None:
+            return document
+        return docker_holder.find(self.cli, slug, self.owner) or {}
+
     def _owned_volume(self, name: str) -> VolumeInfo:
         info = self.get_volume(name)
         if info is None:
@@ -620,6 +675,7 @@ class DockerRuntime:
         slug = slug_of_vm(name)
         if slug is not None:
             docker_proxy.remove_proxy(self.cli, slug, self.owner)
+            docker_holder.remove(self.cli, slug, self.owner)
             docker_netfilter.remove_network(self.cli, slug, self.owner)
 
     def _tolerate_not_running(self, args: list[str], timeout_s: float | None) -> None:

@@ -49,8 +49,9 @@ class DockerDescription:
 
     def fingerprint_values(self, pids_limit: int) -> dict[str, object]:
         # A container made before it was confined (dev never uid 0, no capability, no new
-        # privileges, a pids limit) is recreated once; the home volume is kept.
-        return {"confinement": {"dev": "never-root", "pids_limit": pids_limit}}
+        # privileges, a pids limit) or before its network moved to a holder is recreated once;
+        # the home volume is kept.
+        return {"confinement": {"dev": "never-root", "pids_limit": pids_limit}, "namespace": "network-holder"}
 
     def pids_limit(self, configured: int) -> int | None:
         return configured

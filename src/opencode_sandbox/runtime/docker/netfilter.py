@@ -1,13 +1,13 @@
 """The docker runtime's network containment: each VM's own network, and the nftables ruleset of
-its policy installed into the VM container's network namespace.
+its policy installed into the VM's network namespace.
 
-The ruleset is installed by a short-lived helper container that shares only the VM's network
-namespace (`--network container:VM`) and holds only `NET_ADMIN`, from a small image this tool
-builds from Debian with its `nftables` package: nothing is added to runner images, and no
-privileged process runs beside the agent. The VM itself runs without `NET_RAW`, so root in it
-can neither change the rules (no `NET_ADMIN`) nor go around them with a raw socket. A
-container's network namespace is new at every start, so the rules are installed after every
-create and every start, before anything runs in the VM.
+That namespace belongs to the VM's network holder (`network_holder`), which runs this tool's
+small filter image (Debian with its `nftables` package) and holds only `NET_ADMIN`: the rules
+are installed by an exec of `nft` in the holder, before the VM starts, and stay while the holder
+runs. Nothing is added to runner images, and no privileged process runs beside the agent. The
+VM itself runs without `NET_RAW`, so root in it can neither change the rules (no `NET_ADMIN`)
+nor go around them with a raw socket. The egress proxy's own rules go into its namespace through
+a short-lived helper container of the same image (`--network container:PROXY`).
 
 Each VM gets a user-defined network of its own: Docker's embedded DNS server then answers the
 VM on its loopback (on the default bridge the VM would use the host's resolver, often a private
@@ -162,15 +162,25 @@ def refusals(cli: DockerCli, images: DockerImageEngine, container: str) -> list[
     return refusals_of_listing(listing, datetime.now(UTC))
 
 
+def _ruleset(cli: DockerCli, container: str, policy: EgressPolicy, proxy: IpAddress | None,
+             published_on: str | None) -> str | None:
+    gateway = address_on(cli, container, published_on, "Gateway") if published_on is not None else None
+    return nft_ruleset(policy, host_public_addresses(), host_resolvers(), proxy, gateway)
+
+
+def _install_failed(policy: EgressPolicy, container: str, failure: DockerFailed) -> BootFailed:
+    return BootFailed(f"cannot install the network policy ({policy.profile.value}) in {container}: "
+                      f"{first_line(failure.stderr)}",
+                      hint="Run again; if it keeps failing, check `opencode-sandbox doctor`.")
+
+
 def apply_policy(cli: DockerCli, images: DockerImageEngine, container: str, policy: EgressPolicy,
                  proxy: IpAddress | None = None, published_on: str | None = None) -> None:
-    """Install `policy` into the running `container`'s network namespace; BootFailed when it
-    cannot (the caller then stops the VM: it never runs with an open network by mistake).
-    `proxy`: the address of the project's egress proxy, for a policy that needs one.
-    `published_on`: the network whose gateway (the host's side) is the only source of new
-    connections to the container: where its published ports come from."""
-    gateway = address_on(cli, container, published_on, "Gateway") if published_on is not None else None
-    ruleset = nft_ruleset(policy, host_public_addresses(), host_resolvers(), proxy, gateway)
+    """Install `policy` into the running `container`'s network namespace through a helper
+    container; BootFailed when it cannot. `proxy`: the address of the project's egress proxy, for
+    a policy that needs one. `published_on`: the network whose gateway (the host's side) is the
+    only source of new connections to the container: where its published ports come from."""
+    ruleset = _ruleset(cli, container, policy, proxy, published_on)
     if ruleset is None:
         return
     image = ensure_netfilter_image(cli, images)
@@ -179,6 +189,17 @@ def apply_policy(cli: DockerCli, images: DockerImageEngine, container: str, poli
                  "--cap-drop", "ALL", "--cap-add", "NET_ADMIN", "--label", f"{LABEL_MANAGED}=helper",
                  image, "-f", "-"], stdin=ruleset.encode())
     except DockerFailed as failure:
-        raise BootFailed(f"cannot install the network policy ({policy.profile.value}) in {container}: "
-                         f"{first_line(failure.stderr)}",
-                         hint="Run again; if it keeps failing, check `opencode-sandbox doctor`.") from None
+        raise _install_failed(policy, container, failure) from None
+
+
+def install_in_holder(cli: DockerCli, holder: str, policy: EgressPolicy, proxy: IpAddress | None,
+                      published_on: str) -> None:
+    """Install `policy` into the namespace of a VM's running network holder (`network_holder`),
+    through an exec of `nft` in it: the holder runs the filter image and holds `NET_ADMIN`."""
+    ruleset = _ruleset(cli, holder, policy, proxy, published_on)
+    if ruleset is None:
+        return
+    try:
+        cli.run(["exec", "--interactive", "--user", "root", holder, "nft", "-f", "-"], stdin=ruleset.encode())
+    except DockerFailed as failure:
+        raise _install_failed(policy, holder, failure) from None

@@ -1,5 +1,6 @@
 """What the docker runtime keeps beside a project's VM for its network policy, as pruning sees it:
-the egress proxy container, the proxy's CA volume and the project's network.
+the egress proxy container, the VM's network holder, the proxy's CA volume and the project's
+network.
 
 Removing a VM through the tool removes them too; these are found here when the VM was removed
 another way (`docker rm`). A piece counts as this tool's only with our managed label and a slug
@@ -18,6 +19,7 @@ from opencode_sandbox.core.records import Record
 from opencode_sandbox.engine.command import DockerCli, DockerFailed, first_line
 from opencode_sandbox.errors import NotFound, SandboxError
 from opencode_sandbox.runtime.docker.netfilter import NETWORK_KIND, network_name
+from opencode_sandbox.runtime.docker.network_holder import HOLDER_KIND, holder_name
 from opencode_sandbox.runtime.docker.parse import labels_of, parse_time
 from opencode_sandbox.runtime.docker.proxy import CA_VOLUME_KIND, ca_volume_name, proxy_name
 
@@ -40,12 +42,15 @@ class _Sort(Record):
 _SORTS = {
     ArtifactKind.EGRESS_PROXY: _Sort("container", KIND_PROXY, proxy_name, ("ps", "--all", "--no-trunc"),
                                      ("rm", "--force")),
+    ArtifactKind.NETWORK_HOLDER: _Sort("container", HOLDER_KIND, holder_name, ("ps", "--all", "--no-trunc"),
+                                       ("rm", "--force")),
     ArtifactKind.PROXY_CA_VOLUME: _Sort("volume", CA_VOLUME_KIND, ca_volume_name, ("volume", "ls"),
                                         ("volume", "rm")),
     ArtifactKind.PROJECT_NETWORK: _Sort("network", NETWORK_KIND, network_name, ("network", "ls", "--no-trunc"),
                                         ("network", "rm")),
 }
-_WHAT = {ArtifactKind.EGRESS_PROXY: "egress proxy", ArtifactKind.PROXY_CA_VOLUME: "proxy CA volume",
+_WHAT = {ArtifactKind.EGRESS_PROXY: "egress proxy", ArtifactKind.NETWORK_HOLDER: "network holder",
+         ArtifactKind.PROXY_CA_VOLUME: "proxy CA volume",
          ArtifactKind.PROJECT_NETWORK: "network"}
 """How a refusal names each kind of piece."""
 

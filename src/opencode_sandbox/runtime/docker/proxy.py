@@ -308,18 +308,18 @@ def _wait_ready(cli: DockerCli, name: str) -> bytes:
     return ca.encode()
 
 
-def trust_proxy(cli: DockerCli, vm: str, endpoint: ProxyEndpoint) -> None:
+def trust_proxy(cli: DockerCli, vm: str, endpoint: ProxyEndpoint, holder: str) -> None:
     """Make the running VM trust the proxy's CA and find the proxy at its current address, and
     the proxy serve that VM alone: every local user reaches the proxy's address through the host's
-    bridge, and with it the secrets the proxy puts in, so it answers nothing but the VM's address
-    (until it is given that address, nothing at all)."""
+    bridge, and with it the secrets the proxy puts in, so it answers nothing but the VM's address,
+    that of its network `holder` (until it is given that address, nothing at all)."""
     try:
         cli.run(["exec", "--interactive", "--user", "root", "--workdir", "/", vm, "sh", "-c", _TRUST_SCRIPT,
                  "sh", str(endpoint.address)], stdin=endpoint.ca_pem)
     except DockerFailed as failure:
         raise BootFailed(f"cannot make {vm} trust its egress proxy: {first_line(failure.stderr)}",
                          hint="The runner image needs a POSIX shell and grep; run again.") from None
-    vm_address = docker_netfilter.address_on(cli, vm, endpoint.network)
+    vm_address = docker_netfilter.address_on(cli, holder, endpoint.network)
     try:
         cli.run(give_args(endpoint.name, "clients"), stdin=json.dumps([str(vm_address)]).encode())
     except DockerFailed as failure:

@@ -166,7 +166,10 @@ class VmStep:
         settings = self.app.settings
         where = settings.sources.get("ports", "")
         if plan.action in (VmAction.START, VmAction.WAIT):
-            refuse_busy_host_ports(settings.ports, where)
+            # A stopped VM may keep its chosen host ports bound (the docker runtime's network holder).
+            chosen = any(port.host is not None for port in settings.ports)
+            held = set(runtime.port_map(self.vm).values()) if chosen else set()
+            refuse_busy_host_ports([port for port in settings.ports if port.host not in held], where)
             vm_boot.start(runtime, self.console, self.vm, self.secret_values)
             return False
         # Before the old VM goes, which frees only the host ports it holds itself.
