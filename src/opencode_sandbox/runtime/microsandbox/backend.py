@@ -106,7 +106,7 @@ class MicrosandboxRuntime:
         return self._cli.version()
 
     def check_available(self) -> None:
-        self._cli.version()
+        self._cli.check_runnable()
         check = self.kvm()
         if not check.ok:
             raise RuntimeUnavailable(f"microVMs cannot run here: {check.cause}", hint=check.fix or _DOCKER_RUNTIME_HINT)

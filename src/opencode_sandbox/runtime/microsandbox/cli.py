@@ -92,6 +92,15 @@ class MsbCli:
     def command(self, *args: str) -> list[str]:
         return [str(self.binary), *args]
 
+    def check_runnable(self) -> None:
+        """msb is there and executable, found without running it: a start's first msb call tells
+        whether it works (`failure`)."""
+        binary = self.binary
+        if not binary.is_file():
+            raise RuntimeUnavailable(f"msb not found at {binary}", hint=_INSTALL_HINT)
+        if not os.access(binary, os.X_OK):
+            raise RuntimeUnavailable(f"msb at {binary} is not executable", hint=_INSTALL_HINT)
+
     def run(
         self,
         args: Sequence[str],
@@ -113,6 +122,9 @@ class MsbCli:
             )
         except FileNotFoundError as error:
             raise RuntimeUnavailable(f"msb not found at {self.binary}", hint=_INSTALL_HINT) from error
+        except OSError as error:  # not executable, or not a program for this host
+            raise RuntimeUnavailable(f"msb at {self.binary} cannot run: {error.strerror or error}",
+                                     hint=_INSTALL_HINT) from error
         except subprocess.TimeoutExpired as error:
             raise RuntimeUnavailable(
                 f"msb {' '.join(args[:2])} did not answer within {timeout_s:.0f} s",
@@ -130,10 +142,7 @@ class MsbCli:
         if not result.ok:
             if result.not_found:
                 return None
-            raise RuntimeUnavailable(
-                f"msb {' '.join(args[:2])} failed: {result.error_text}",
-                hint="run `msb doctor` to check the runtime",
-            )
+            raise self.failure(args, result)
         try:
             return json.loads(result.stdout)
         except json.JSONDecodeError as error:
@@ -141,6 +150,16 @@ class MsbCli:
                 f"msb {' '.join(args[:2])} printed output that is not JSON",
                 hint="check that the installed microsandbox version is supported",
             ) from error
+
+    def failure(self, args: Sequence[str], result: MsbResult) -> RuntimeUnavailable:
+        """The error for an msb call that failed: msb itself when it does not even tell its
+        version (reinstall), else this call (`msb doctor`)."""
+        try:
+            self.version()
+        except RuntimeUnavailable as broken:
+            return broken
+        return RuntimeUnavailable(f"msb {' '.join(args[:2])} failed: {result.error_text}",
+                                  hint="run `msb doctor` to check the runtime")
 
     def version(self) -> str:
         result = self.run(["--version"], timeout_s=15.0)
