@@ -108,7 +108,7 @@ class App:
         if self._runtime is None:
             from opencode_sandbox.runtime.select import make_runtime
 
-            runtime = make_runtime(self.settings.runtime, self.recorded_home)
+            runtime = make_runtime(self.settings.runtime, self.recorded_home, one_command=True)
             if runtime.description.notice is not None:
                 self.console.warn_once(runtime.description.notice)
             self._runtime = runtime

@@ -6,6 +6,7 @@ import itertools
 import os
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -113,11 +114,22 @@ def test_volume_inspect_text_is_parsed() -> None:
 
 
 def test_volume_size_is_capacity_or_quota() -> None:
-    disk = msb_parse.volume_info({"name": "d", "kind": "disk", "capacity_bytes": 4096}, {})
-    folder = msb_parse.volume_info({"name": "f", "kind": "dir", "quota_mib": 2}, {"k": "v"})
-    unlimited = msb_parse.volume_info({"name": "u", "kind": "dir", "quota_mib": None}, {})
-    assert (disk.size_bytes, folder.size_bytes, unlimited.size_bytes) == (4096, 2 * 1024 * 1024, None)
-    assert folder.labels == {"k": "v"}
+    disk = msb_parse.volume_info("d", {"kind": "disk", "capacity": "512.0 MiB", "labels": "-"})
+    folder = msb_parse.volume_info("f", {"kind": "dir", "quota": "2.0 MiB", "labels": "k=v"})
+    unlimited = msb_parse.volume_info("u", {"kind": "dir", "quota": "unlimited"})
+    assert (disk.size_bytes, folder.size_bytes, unlimited.size_bytes) == (512 << 20, 2 << 20, None)
+    assert (disk.kind, folder.labels, unlimited.labels) == ("disk", {"k": "v"}, {})
+    assert msb_parse.parse_size("1.5 GiB") == 3 << 29
+
+
+def test_a_volume_s_creation_time_is_read_in_the_host_s_local_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    with monkeypatch.context() as patched:
+        patched.setenv("TZ", "America/New_York")
+        time.tzset()
+        created = msb_parse.volume_info("v", {"created": "2026-12-04 09:43:11"}).created_at
+    time.tzset()
+    assert created == datetime(2026, 12, 4, 14, 43, 11, tzinfo=UTC)
+    assert msb_parse.volume_info("v", {"created": "soon"}).created_at is None
 
 
 def test_image_ownership_is_our_repository_prefix() -> None:

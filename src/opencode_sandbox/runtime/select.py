@@ -22,15 +22,19 @@ def describe(kind: RuntimeKind) -> Description:
     return MICROSANDBOX
 
 
-def make_runtime(kind: RuntimeKind, recorded_home: RecordedHome | None = None) -> Runtime:
+def make_runtime(kind: RuntimeKind, recorded_home: RecordedHome | None = None, *,
+                 one_command: bool = False) -> Runtime:
     """The backend of `kind`. It prints nothing: the docker runtime's notice is the caller's.
     `recorded_home` tells the docker runtime which objects of an older version, without an
-    owner label, this host user's state folder records (`docker_owner`)."""
+    owner label, this host user's state folder records (`docker_owner`). `one_command`: the
+    runtime serves one command, so the microsandbox backend, for which every look is an msb
+    process, answers again from its last look until it changes the object itself; a watcher
+    that must see what others change (the idle reaper) leaves it off."""
     if kind is RuntimeKind.DOCKER:
         return _docker(recorded_home)
     from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
 
-    return MicrosandboxRuntime()
+    return MicrosandboxRuntime(one_command=one_command)
 
 
 def _docker(recorded_home: RecordedHome | None) -> Runtime:

@@ -38,6 +38,7 @@ from opencode_sandbox.runtime.microsandbox.cli import MsbCli, MsbResult
 from opencode_sandbox.runtime.microsandbox.description import DESCRIPTION, MicrosandboxDescription
 from opencode_sandbox.runtime.microsandbox.held_signals import signals_held
 from opencode_sandbox.runtime.microsandbox.kvm import KvmCheck, probe_kvm
+from opencode_sandbox.runtime.microsandbox.remembered import Remembered
 from opencode_sandbox.runtime.microsandbox.sdk_worker import call_sdk
 from opencode_sandbox.runtime.microsandbox.volume_files import (
     copy_tree_onto,
@@ -60,11 +61,19 @@ from opencode_sandbox.runtime.types import (
 
 if TYPE_CHECKING:
     from opencode_sandbox.engine.base import ImageEngine
+    from opencode_sandbox.runtime.microsandbox.remembered import Answer
 
 _DOCTOR_HINT = "run `msb doctor` to check the runtime"
 _DOCKER_RUNTIME_HINT = "use `--runtime docker` on this host (the project then runs in a container)"
 _BOOT_TIMEOUT_S = 600.0
 EXEC_HANDSHAKE_RETRY_S = 2.0
+_VM, _IMAGE, _VOLUME = "vm", "image", "volume"
+_ON_ITS_WAY = (SandboxStatus.STARTING, SandboxStatus.DRAINING, SandboxStatus.UNKNOWN)
+
+
+def _vm_settled(inspected: Answer) -> bool:
+    """A VM that is starting or stopping is asked again: a caller may be waiting for it."""
+    return inspected is None or msb_parse.parse_status(inspected.get("status")) not in _ON_ITS_WAY
 
 
 def _without_secrets(spec: SandboxSpec) -> dict[str, str]:
@@ -88,8 +97,12 @@ class MicrosandboxRuntime:
         return DESCRIPTION
 
     def __init__(self, cli: MsbCli | None = None, kvm_probe: Callable[[], KvmCheck] = probe_kvm,
-                 images: ImageEngine | None = None) -> None:
+                 images: ImageEngine | None = None, *, one_command: bool = False) -> None:
+        """`one_command`: this runtime serves one command of the launcher, and answers each
+        question about a VM, image or volume from msb's last answer until it changes that object
+        itself (`remembered.py`); otherwise every question asks msb."""
         self._cli = cli or MsbCli()
+        self._remembered = Remembered(keep=one_command)
         self._kvm_probe = kvm_probe
         if images is None:
             from opencode_sandbox.engine.docker import DockerImageEngine
@@ -112,9 +125,14 @@ class MicrosandboxRuntime:
             raise RuntimeUnavailable(f"microVMs cannot run here: {check.cause}", hint=check.fix or _DOCKER_RUNTIME_HINT)
 
     # sandboxes
-    def _inspect(self, name: str) -> dict[str, Any] | None:
-        inspected = self._cli.json(["inspect", name])
-        return inspected if isinstance(inspected, dict) else None
+    def _inspect(self, name: str, *, fresh: bool = False) -> dict[str, Any] | None:
+        """`msb inspect`: the VM's state, labels, environment and published ports in one answer."""
+
+        def look() -> Answer:
+            inspected = self._cli.json(["inspect", name])
+            return inspected if isinstance(inspected, dict) else None
+
+        return self._remembered.ask(_VM, name, look, fresh=fresh, settled=_vm_settled)
 
     def _inspect_ours(self, name: str) -> dict[str, Any]:
         inspected = self._inspect(name)
@@ -147,7 +165,7 @@ class MicrosandboxRuntime:
             name = str(entry.get("name", ""))
             if not (slug_of_vm(name) or slug_of_task(name)):
                 continue
-            inspected = self._inspect(name)
+            inspected = self._inspect(name, fresh=True)
             if inspected is None:
                 continue
             info = msb_parse.sandbox_info(inspected)
@@ -161,12 +179,13 @@ class MicrosandboxRuntime:
 
     def create_sandbox(self, spec: SandboxSpec, *, secret_values: Mapping[str, str] | None = None) -> SandboxInfo:
         secret_values = checked_secret_values(spec.name, spec.network, secret_values or {})
+        self._remembered.forget(_VM, spec.name)  # made only where nothing is: asked now, not remembered
         if self.get_sandbox(spec.name) is not None:  # raises NotOurs for a look-alike
             raise SandboxError(
                 f"sandbox {spec.name} already exists",
                 hint="remove it first (`opencode-sandbox stop -f`) or start the existing one",
             )
-        if self._cli.json(["image", "inspect", spec.image]) is None:
+        if self._image(spec.image) is None:
             raise BootFailed(
                 f"sandbox {spec.name} cannot boot: image {spec.image} is not loaded into microsandbox",
                 hint="run `opencode-sandbox build` to build and load the runner image",
@@ -182,6 +201,7 @@ class MicrosandboxRuntime:
         env = _without_secrets(spec)
         result = self._cli.run(self._create_args(spec), timeout_s=_BOOT_TIMEOUT_S,
                                environment=child_environment(env, secret_values=secret_values))
+        self._remembered.forget(_VM, spec.name)
         if not result.ok:
             raise self._boot_failure(spec.name, result, [*env.values(), *secret_values.values()], created=True)
         info = self.get_sandbox(spec.name)
@@ -215,6 +235,7 @@ class MicrosandboxRuntime:
         log_lines = msb_boot_log.decisive_lines(self._system_log(name), hidden)
         if created and self._inspect(name) is not None:
             self._cli.run(["remove", "--force", "--quiet", name])
+            self._remembered.forget(_VM, name)
         cause = result.failure_text
         verb = "boot" if created else "start"
         logged = "".join(f"\n  {line}" for line in log_lines)
@@ -240,6 +261,7 @@ class MicrosandboxRuntime:
         inspected = self._inspect_ours(name)
         result = self._cli.run(["start", "--quiet", name], timeout_s=_BOOT_TIMEOUT_S,
                                environment=child_environment(None, secret_values=secret_values))
+        self._remembered.forget(_VM, name)
         if not result.ok:
             hidden = [*msb_parse.env_values_of(inspected), *(secret_values or {}).values()]
             raise self._boot_failure(name, result, hidden, created=False)
@@ -250,6 +272,7 @@ class MicrosandboxRuntime:
             return
         timeout = str(max(1, math.ceil(timeout_s)))
         result = self._cli.run(["stop", "--quiet", "--timeout", timeout, name], timeout_s=timeout_s + 30)
+        self._remembered.forget(_VM, name)
         if not result.ok:
             self._stop_forced(name)
 
@@ -259,12 +282,14 @@ class MicrosandboxRuntime:
 
     def _stop_forced(self, name: str) -> None:
         result = self._cli.run(["stop", "--force", "--quiet", name])
+        self._remembered.forget(_VM, name)
         if not result.ok and "not running" not in result.error_text:
             raise SandboxError(f"cannot stop sandbox {name}: {result.error_text}", hint=_DOCTOR_HINT)
 
     def remove_sandbox(self, name: str) -> None:
         self._inspect_ours(name)
         result = self._cli.run(["remove", "--force", "--quiet", name], timeout_s=180.0)
+        self._remembered.forget(_VM, name)
         if not result.ok and not result.not_found:
             raise SandboxError(f"cannot remove sandbox {name}: {result.error_text}", hint=_DOCTOR_HINT)
 
@@ -321,6 +346,7 @@ class MicrosandboxRuntime:
             time.sleep(EXEC_HANDSHAKE_RETRY_S)
             result = self._cli.run(args, stdin=stdin, timeout_s=wait, environment=child_environment(env))
         if result.returncode != 0 and result.not_found and not result.stdout:
+            self._remembered.forget(_VM, name)
             raise NotFound(f"sandbox {name} does not exist", hint="run `opencode-sandbox list`")
         if result.agent_failed:
             raise SandboxError(
@@ -354,28 +380,18 @@ class MicrosandboxRuntime:
             raise
 
     # volumes
-    def _volume_fields(self, name: str) -> dict[str, str] | None:
-        result = self._cli.run(["volume", "inspect", name])
-        if not result.ok:
-            if result.not_found:
-                return None
-            raise RuntimeUnavailable(f"msb volume inspect failed: {result.error_text}", hint=_DOCTOR_HINT)
-        return msb_parse.volume_inspect_fields(result.stdout)
+    def _volume_fields(self, name: str, *, fresh: bool = False) -> dict[str, str] | None:
+        """`msb volume inspect` (it has no JSON format): kind, size, path, creation time and labels."""
 
-    def _listed_volumes(self) -> list[dict[str, Any]]:
-        listed = self._cli.json(["volume", "list"]) or []
-        return [entry for entry in listed if isinstance(entry, dict)]
+        def look() -> Answer:
+            result = self._cli.run(["volume", "inspect", name])
+            if not result.ok:
+                if result.not_found:
+                    return None
+                raise self._cli.failure(["volume", "inspect"], result)
+            return dict(msb_parse.volume_inspect_fields(result.stdout))
 
-    def _volume_info(self, entry: Mapping[str, Any]) -> VolumeInfo | None:
-        """Our volume's info, or None when a volume of that name is not ours."""
-        name = str(entry.get("name", ""))
-        if slug_of_home_volume(name) is None:
-            return None
-        fields = self._volume_fields(name)
-        if fields is None:
-            return None
-        labels = msb_parse.parse_label_list(fields.get("labels", ""))
-        return msb_parse.volume_info(entry, labels) if is_ours(name, labels) else None
+        return self._remembered.ask(_VOLUME, name, look, fresh=fresh)
 
     def _our_volume_path(self, name: str) -> Path:
         fields = self._volume_fields(name)
@@ -394,7 +410,7 @@ class MicrosandboxRuntime:
         return home / "volumes" / name
 
     def create_volume(self, name: str, labels: Mapping[str, str]) -> VolumeInfo:
-        fields = self._volume_fields(name)
+        fields = self._volume_fields(name, fresh=True)
         if fields is not None:
             if not is_ours(name, msb_parse.parse_label_list(fields.get("labels", ""))):
                 raise NotOurs(
@@ -405,27 +421,40 @@ class MicrosandboxRuntime:
                 f"volume {name} already exists",
                 hint="pick another name or remove the existing volume first",
             )
-        call_sdk("create-volume", {"name": name, "labels": dict(labels)})
+        try:
+            call_sdk("create-volume", {"name": name, "labels": dict(labels)})
+        finally:
+            self._remembered.forget(_VOLUME, name)
         info = self.get_volume(name)
         if info is None:
             raise SandboxError(f"volume {name} was not created", hint=_DOCTOR_HINT)
         return info
 
     def get_volume(self, name: str) -> VolumeInfo | None:
-        for entry in self._listed_volumes():
-            if entry.get("name") == name:
-                info = self._volume_info(entry)
-                if info is None:
-                    raise NotOurs(
-                        f"volume {name} exists but was not created by opencode-sandbox",
-                        hint="leave it alone, or manage it yourself with `msb volume`",
-                    )
-                return info
-        return None
+        fields = self._volume_fields(name)
+        if fields is None:
+            return None
+        info = msb_parse.volume_info(name, fields)
+        if slug_of_home_volume(name) is None or not is_ours(name, info.labels):
+            raise NotOurs(
+                f"volume {name} exists but was not created by opencode-sandbox",
+                hint="leave it alone, or manage it yourself with `msb volume`",
+            )
+        return info
 
     def list_volumes(self) -> list[VolumeInfo]:
-        volumes = [self._volume_info(entry) for entry in self._listed_volumes()]
-        return [volume for volume in volumes if volume is not None]
+        listed = self._cli.json(["volume", "list"]) or []
+        names = [str(entry.get("name", "")) for entry in listed if isinstance(entry, dict)]
+        volumes: list[VolumeInfo] = []
+        for name in names:
+            if slug_of_home_volume(name) is None:
+                continue
+            fields = self._volume_fields(name, fresh=True)
+            if fields is not None:
+                info = msb_parse.volume_info(name, fields)
+                if is_ours(name, info.labels):
+                    volumes.append(info)
+        return volumes
 
     def remove_volume(self, name: str) -> None:
         self._our_volume_path(name)
@@ -440,13 +469,14 @@ class MicrosandboxRuntime:
                 hint="remove the sandbox first (`opencode-sandbox stop -f`)",
             )
         result = self._cli.run(["volume", "remove", "--quiet", name])
+        self._remembered.forget(_VOLUME, name)
         if not result.ok and not result.not_found:
             raise SandboxError(f"cannot remove volume {name}: {result.error_text}", hint=_DOCTOR_HINT)
 
     def _all_sandbox_configs(self) -> list[dict[str, Any]]:
         """Every sandbox, ours or not: any of them may mount the volume."""
         listed = self._cli.json(["list"]) or []
-        configs = [self._inspect(str(entry.get("name", ""))) for entry in listed]
+        configs = [self._inspect(str(entry.get("name", "")), fresh=True) for entry in listed]
         return [config for config in configs if config is not None]
 
     def fill_volume_from_image(self, volume: str, image: str, path: str = "/home/dev") -> None:
@@ -463,9 +493,13 @@ class MicrosandboxRuntime:
         copy_tree_onto(self._our_volume_path(source), self._our_volume_path(target))
 
     # images
-    def _image(self, reference: str) -> ImageInfo | None:
-        inspected = self._cli.json(["image", "inspect", reference])
-        return msb_parse.image_info(inspected) if isinstance(inspected, dict) else None
+    def _image(self, reference: str, *, fresh: bool = False) -> ImageInfo | None:
+        def look() -> Answer:
+            inspected = self._cli.json(["image", "inspect", reference])
+            return inspected if isinstance(inspected, dict) else None
+
+        inspected = self._remembered.ask(_IMAGE, reference, look, fresh=fresh)
+        return msb_parse.image_info(inspected) if inspected is not None else None
 
     def _loaded_as(self, docker_reference: str, wanted: str) -> ImageInfo | None:
         present = self._image(docker_reference)
@@ -485,9 +519,12 @@ class MicrosandboxRuntime:
         present = self._loaded_as(docker_reference, wanted)
         if present is not None:
             return present
-        with self._images.save(docker_reference) as archive:  # a failed save is reported first, on leaving
-            load_failure = _load_archive(archive, docker_reference,
-                                         self._cli.command("load", "--quiet", "--tag", docker_reference))
+        try:
+            with self._images.save(docker_reference) as archive:  # a failed save is reported first, on leaving
+                load_failure = _load_archive(archive, docker_reference,
+                                             self._cli.command("load", "--quiet", "--tag", docker_reference))
+        finally:
+            self._remembered.forget(_IMAGE, docker_reference)
         if load_failure is not None:
             raise load_failure
         loaded = self._image(docker_reference)
@@ -505,7 +542,7 @@ class MicrosandboxRuntime:
             reference = str(entry.get("reference", ""))
             if not image_is_ours(reference):
                 continue
-            info = self._image(reference)
+            info = self._image(reference, fresh=True)
             if info is not None and image_is_ours(info.reference):
                 images.append(info)
         return images
@@ -519,6 +556,7 @@ class MicrosandboxRuntime:
         if self._image(reference) is None:
             raise NotFound(f"image {reference} is not loaded", hint="run `opencode-sandbox image list`")
         result = self._cli.run(["image", "remove", "--quiet", reference])
+        self._remembered.forget(_IMAGE, reference)
         if not result.ok:
             raise SandboxError(
                 f"cannot remove image {reference}: {result.error_text}",

@@ -9,8 +9,9 @@ from typing import Any
 
 from opencode_sandbox.runtime.types import ImageInfo, SandboxInfo, SandboxStatus, VolumeInfo
 
-_MIB = 1024 * 1024
 _FRACTION = re.compile(r"\.(\d+)")
+_SIZE = r"(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|TiB)"
+_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 
 
 def parse_status(value: object) -> SandboxStatus:
@@ -114,21 +115,32 @@ def image_info(inspected: Mapping[str, Any]) -> ImageInfo:
     )
 
 
-def volume_info(listed: Mapping[str, Any], labels: Mapping[str, str]) -> VolumeInfo:
-    """From one entry of `msb volume list --format json` plus the labels from inspect."""
-    kind = str(listed.get("kind", ""))
-    size: int | None = None
-    if listed.get("capacity_bytes") is not None:
-        size = int(listed["capacity_bytes"])
-    elif listed.get("quota_mib") is not None:
-        size = int(listed["quota_mib"]) * _MIB
+def volume_info(name: str, fields: Mapping[str, str]) -> VolumeInfo:
+    """From the fields of `msb volume inspect NAME` (`volume_inspect_fields`): its one answer
+    holds the kind, the size, the creation time and the labels."""
     return VolumeInfo(
-        name=str(listed.get("name", "")),
-        kind=kind,
-        size_bytes=size,
-        created_at=parse_time(listed.get("created_at")),
-        labels=dict(labels),
+        name=name,
+        kind=fields.get("kind", ""),
+        size_bytes=parse_size(fields.get("capacity") or fields.get("quota") or ""),
+        created_at=parse_local_time(fields.get("created", "")),
+        labels=parse_label_list(fields.get("labels", "")),
     )
+
+
+def parse_size(text: str) -> int | None:
+    """`2.0 MiB`, `512.0 MiB`, `1.5 GiB` (as msb prints a quota or a capacity); None for `unlimited`."""
+    match = re.fullmatch(_SIZE, text.strip())
+    if match is None:
+        return None
+    return round(float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def parse_local_time(text: str) -> datetime | None:
+    """`2026-11-29 10:47:19`, printed in the host's local time (`msb volume inspect`)."""
+    try:
+        return datetime.strptime(text.strip(), "%Y-%m-%d %H:%M:%S").astimezone(UTC)
+    except ValueError:
+        return None
 
 
 def volume_inspect_fields(text: str) -> dict[str, str]:

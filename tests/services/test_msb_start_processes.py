@@ -1,0 +1,254 @@
+"""The msb and docker processes of a `shell -- true` on the microsandbox runtime, whole, from the
+command's action to its exit: with the VM running and opencode serve answering (a warm start),
+and with the VM stopped. msb is a scripted executable that records each call, the Docker engine
+a scripted unix socket, and the `docker` command on PATH only records that it ran.
+
+Each msb process costs 5 to 20 ms on hardware and 1 to 5 s under emulation (`docs/performance.md`),
+so the list of calls is the cost of a start beside its command."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import pytest
+
+from opencode_sandbox.app import App
+from opencode_sandbox.cli.actions import apply_global_flags, shell_in_project
+from opencode_sandbox.core.naming import (
+    BASE_IMAGES,
+    LABEL_OPENCODE_VERSION,
+    home_volume_name,
+    managed_labels,
+    runner_image,
+    vm_name,
+)
+from opencode_sandbox.core.ports import DAEMON_PORT
+from opencode_sandbox.engine.docker import DockerImageEngine
+from opencode_sandbox.images.image_document import env_of
+from opencode_sandbox.images.updater import record_baked_version
+from opencode_sandbox.paths import ToolPaths
+from opencode_sandbox.project import resolve_project
+from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
+from opencode_sandbox.runtime.microsandbox.kvm import KvmCheck
+from opencode_sandbox.services import daemon_control, image_record, reaper_spawn, vm_git
+from opencode_sandbox.services.image_step import ReadyImage, UpdateCheck
+from opencode_sandbox.services.start.daemon import DaemonStep
+from opencode_sandbox.services.start.spec import sandbox_spec, vm_shape
+from opencode_sandbox.state.store import ProjectState, StateStore
+from opencode_sandbox.state_layout import StateLayout
+from opencode_sandbox.ui.console import Console, LogLevel
+from tests.fixtures.scripted_engine import ScriptedEngine, json_answer
+from tests.fixtures.scripted_msb import ScriptedMsb, answer
+
+OPENCODE_VERSION = "1.2.3"
+IMAGE_ID = "sha256:" + "ab" * 32
+DAEMON_HOST_PORT = 50123
+
+_RECORDING_DOCKER = """#!{python}
+import json, sys
+with open({log!r}, "a") as log:
+    log.write(json.dumps(sys.argv[1:]) + "\\n")
+sys.exit(1)
+"""
+
+
+class ShellStart:
+    """A git checkout whose project already ran once: its image built and checked, its home
+    volume made, its VM created, and opencode serve started in it."""
+
+    def __init__(self, root: Path, folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.root = root
+        self.folder = folder
+        self.monkeypatch = monkeypatch
+        subprocess.run(["git", "init", "-q", str(root)], check=True)
+        monkeypatch.chdir(root)
+        self.slug = resolve_project(root).slug
+        self.vm = vm_name(self.slug)
+        self.image = runner_image(self.slug, "c0ffee0123ab")
+        self.volume = home_volume_name(self.slug, datetime(2030, 1, 1, tzinfo=UTC))
+        self.engine = ScriptedEngine(folder / "docker.sock", self._engine_answer)
+        monkeypatch.setenv("DOCKER_HOST", f"unix://{self.engine.path}")
+        self.docker_log = folder / "docker-calls.jsonl"
+        self._put_recording_docker_on_path()
+        self.state_dir = ToolPaths.from_environment().state_dir
+        self._quiet_the_start(monkeypatch)
+        self.project_dir = StateStore(self.state_dir).project_dir(self.slug)
+        self._ran_once()
+
+    # the Docker engine ---------------------------------------------------------------------
+    def _documents(self) -> dict[str, dict[str, Any]]:
+        base = {reference: {"Id": f"sha256:{index:064x}", "Config": {"Labels": {}, "Env": []}}
+                for index, reference in enumerate(BASE_IMAGES, start=1)}
+        project = {"Id": IMAGE_ID, "Config": {"Labels": {LABEL_OPENCODE_VERSION: OPENCODE_VERSION},
+                                              "Env": ["PATH=/usr/local/bin:/usr/bin:/bin"]}}
+        return {**base, self.image: project}
+
+    def _engine_answer(self, method: str, target: str, headers: dict[str, str], body: bytes,
+                       connection: socket.socket) -> None:
+        documents = self._documents()
+        reference = unquote(target.removeprefix("/images/").removesuffix("/json"))
+        if method == "GET" and target.startswith("/images/") and reference in documents:
+            reply = json_answer("200 OK", documents[reference])
+        else:
+            reply = json_answer("404 Not Found", {"message": f"No such image: {reference}"})
+        connection.sendall(reply)
+
+    def engine_requests(self) -> list[str]:
+        return [f"{method} {target}" for method, target, _, _ in self.engine.requests]
+
+    def _put_recording_docker_on_path(self) -> None:
+        folder = self.folder / "bin"
+        folder.mkdir()
+        program = folder / "docker"
+        program.write_text(_RECORDING_DOCKER.format(python=sys.executable, log=str(self.docker_log)))
+        program.chmod(0o755)
+        self.monkeypatch.setenv("PATH", f"{folder}:{Path(sys.executable).parent}:/usr/bin:/bin")
+
+    def docker_calls(self) -> list[list[str]]:
+        if not self.docker_log.exists():
+            return []
+        return [json.loads(line) for line in self.docker_log.read_text().splitlines()]
+
+    # what a start does besides msb and docker -------------------------------------------------
+    def _quiet_the_start(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """No release check, no auto-prune (one ran within the hour), no idle reaper process, and
+        opencode serve answers its health check."""
+        monkeypatch.setattr(UpdateCheck, "start", lambda self: None)
+        stamp = StateLayout(self.state_dir).auto_prune_stamp
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.touch()
+        monkeypatch.setattr(reaper_spawn, "spawn_reaper", lambda settings: 1)
+        monkeypatch.setattr(DaemonStep, "_healthy", lambda step: True)
+        monkeypatch.setattr(MicrosandboxRuntime, "kvm", lambda runtime: KvmCheck(True))
+
+    def _ran_once(self) -> None:
+        """What the first run left: the image check's record, the home volume and the VM's own
+        git directory recorded, the password of opencode serve."""
+        record_baked_version(self.state_dir, OPENCODE_VERSION)
+        (self.root / ".opencode-sandbox").mkdir()  # every start makes it, before the image step
+        app = self.app()
+        signature = image_record.inputs_signature(DockerImageEngine(), app.project, app.settings, OPENCODE_VERSION)
+        document = self._documents()[self.image]
+        image_record.remember(self.project_dir, signature, image_record.CheckedImage(
+            self.image, IMAGE_ID, env_of(document), OPENCODE_VERSION, {LABEL_OPENCODE_VERSION: OPENCODE_VERSION}))
+        layout = vm_git.layout(self.root, self.project_dir, True)
+        assert layout is not None
+        vm_git.ensure_seeded(layout)
+        daemon_control.new_password(self.project_dir)
+        StateStore(self.state_dir).save(self.slug, ProjectState(
+            home_volume=self.volume, image_reference=self.image, image_digest=IMAGE_ID, project_root=str(self.root)))
+        ready = ReadyImage(self.image, IMAGE_ID, env_of(document), OPENCODE_VERSION, False)
+        self.labels = sandbox_spec(app, vm_shape(app, (), layout), ready, self.volume, True).labels
+        self.engine.requests.clear()
+
+    def app(self) -> App:
+        console = Console(LogLevel.INFO, stream=sys.stderr)
+        return App.open(console, self.root, {}, assume_yes=False, interactive=False)
+
+    # msb -------------------------------------------------------------------------------------
+    def inspected(self, status: str) -> str:
+        """`msb inspect VM --format json` of the project's VM."""
+        ports = [{"guest_port": DAEMON_PORT, "host_port": DAEMON_HOST_PORT, "protocol": "tcp"}]
+        config = {"image": {"Oci": {"reference": self.image}}, "labels": dict(self.labels),
+                  "network": {"ports": ports}, "mounts": [{"type": "Named", "name": self.volume}], "env": []}
+        return json.dumps({"name": self.vm, "status": status, "created_at": "2030-01-01T00:00:00Z",
+                           "config": config, "active_config": config if status == "Running" else None})
+
+    def msb(self, *vm_states: str) -> ScriptedMsb:
+        """msb as the first run left it; `msb inspect` answers each of `vm_states` in turn."""
+        labels = ", ".join(f"{key}={value}" for key, value in sorted(managed_labels(self.slug).items()))
+        volume = (f"Name:                 {self.volume}\nKind:                 dir\nQuota:                unlimited\n"
+                  f"Path:                 {self.folder / 'volumes' / self.volume}\n"
+                  f"Created:              2030-01-01 00:00:00\nLabels:               {labels}\n")
+        image = json.dumps({"reference": self.image, "size_bytes": 1, "created_at": "2030-01-01T00:00:00Z",
+                            "config": {"digest": IMAGE_ID, "labels": {}}})
+        scripted = ScriptedMsb.at(self.folder / "msb", {
+            "--version": [answer("msb 0.7.11\n")],
+            "image inspect": [answer(image)],
+            "volume list": [answer(json.dumps([{"name": self.volume, "kind": "dir"}]))],
+            "volume inspect": [answer(volume)],
+            "inspect": [answer(self.inspected(state)) for state in vm_states],
+            "start": [answer()],
+            "exec": [answer()],
+        })
+        self.monkeypatch.setenv("MSB_PATH", str(scripted.folder / "msb"))
+        return scripted
+
+    def shell_true(self) -> int:
+        console = Console(LogLevel.INFO, stream=sys.stderr)
+        opener = apply_global_flags(console, assume_yes=False, quiet=False, log_level=None, runtime=None)
+        return shell_in_project(opener, root=False, rebuild=False, dry_run=False, cpus=None, memory=None,
+                                network=None, publish=(), command=["true"])
+
+
+GIT_SYNC = "exec: the VM's git branches"
+SERVE_START = "exec: start opencode serve"
+
+
+def described(call: list[str]) -> str:
+    """An msb call as a reader of the start knows it: the subcommand and its object, and for an
+    exec what it runs."""
+    if call[0] != "exec":
+        words = call[:-2] if call[-2:] == ["--format", "json"] else call
+        return " ".join(word for word in words if not word.startswith("-") or word == "--version")
+    argv = call[call.index("--") + 1:]
+    if argv[:2] == ["sh", "-c"] and argv[3:4] == ["refs"]:
+        return GIT_SYNC
+    if "OPENCODE_SERVER_PASSWORD" in call[:call.index("--")]:
+        return SERVE_START
+    return f"exec {' '.join(argv)}"
+
+
+@pytest.fixture
+def start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ShellStart]:
+    folder = Path(tempfile.mkdtemp(prefix="msb-start-"))  # a unix socket's path must stay short
+    made = ShellStart(tmp_path / "project", folder, monkeypatch)
+    try:
+        yield made
+    finally:
+        made.engine.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_warm_shell_asks_msb_about_the_image_the_home_and_the_vm_once_each(start: ShellStart) -> None:
+    msb = start.msb("Running")
+    assert start.shell_true() == 0
+    assert [described(call) for call in msb.calls] == [
+        f"image inspect {start.image}",
+        f"volume inspect {start.volume}",
+        f"inspect {start.vm}",
+        GIT_SYNC,
+        "exec true",
+        GIT_SYNC,
+    ]
+    assert start.docker_calls() == []
+    assert start.engine_requests() == [f"GET /images/{reference}/json" for reference in
+                                       (*BASE_IMAGES, start.image, start.image)]
+
+
+def test_a_shell_after_stop_asks_the_vm_again_only_after_starting_it(start: ShellStart) -> None:
+    msb = start.msb("Stopped", "Running")
+    assert start.shell_true() == 0
+    calls = [described(call) for call in msb.calls]
+    assert calls[:5] == [
+        f"image inspect {start.image}",
+        f"volume inspect {start.volume}",
+        f"inspect {start.vm}",
+        f"start {start.vm}",
+        f"inspect {start.vm}",
+    ]
+    assert calls[5] == GIT_SYNC
+    # opencode serve starts beside the command, in a thread of its own
+    assert sorted(calls[6:-1]) == sorted([SERVE_START, "exec true"])
+    assert calls[-1] == GIT_SYNC
+    assert start.docker_calls() == []
