@@ -67,6 +67,27 @@ def wait_until_serving(state_dir: Path, slug: str, timeout_s: float = 120.0) -> 
         time.sleep(0.5)
 
 
+def serve_once(project: Path, env: dict[str, str], state_dir: Path, slug: str) -> None:
+    """The VM made and opencode serve answering in it (`shell` starts no server), then the client gone."""
+    serving = subprocess.Popen([*launcher(), "run", "--serve-only"], cwd=project, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 600
+        while not (state_dir / slug / "daemon-password").exists() or not _port_published(slug):
+            if serving.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("run --serve-only did not bring the VM up")
+            time.sleep(0.5)
+        wait_until_serving(state_dir, slug)
+    finally:
+        serving.terminate()
+        serving.wait(60)
+
+
+def _port_published(slug: str) -> bool:
+    return subprocess.run(["docker", "port", holder_name(slug), "4096/tcp"], capture_output=True,
+                          check=False).returncode == 0
+
+
 def clean_up(slug: str) -> None:
     container = vm_name(slug)
     subprocess.run(["docker", "rm", "--force", container], capture_output=True, check=False)
@@ -101,8 +122,7 @@ def main(rounds: int = 10) -> float:
         tool = [*launcher(), "shell", "--", "true"]
         raw_exec = ["docker", "exec", "--user", "dev", "--workdir", "/workspace", container, "true"]
         try:
-            time_command(tool, project, env)  # first boot: image, home volume, VM, daemon
-            wait_until_serving(state_dir, slug)
+            serve_once(project, env, state_dir, slug)  # first boot: image, home volume, VM, daemon
 
             warm = interleaved_medians(
                 {"launcher": lambda: time_command(tool, project, env), "docker exec": lambda: time_command(raw_exec)},

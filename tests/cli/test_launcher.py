@@ -57,7 +57,7 @@ def test_the_fast_path_flushes_its_output_and_keeps_its_exit_code(tmp_path: Path
     planned = subprocess.run([sys.executable, "-m", "opencode_sandbox", "--runtime", "docker", "shell", "-n"],
                              cwd=tmp_path, capture_output=True, text=True, check=False, timeout=60)
     assert planned.returncode == 0, planned.stderr
-    assert planned.stdout.splitlines()[-1] == "daemon: start (the VM was just started)"
+    assert planned.stdout.splitlines()[-1] == "daemon: leave (a shell needs no server)"
     refused = subprocess.run([sys.executable, "-m", "opencode_sandbox", "--runtime", "docker", "shell", "-c", "0"],
                              cwd=tmp_path, capture_output=True, text=True, check=False, timeout=60)
     assert refused.returncode == 2

@@ -10,16 +10,16 @@ from opencode_sandbox.core.lifecycle import DaemonAction, DaemonFacts, DaemonPla
 
 ANY = object()
 UNASKED = None
-CHECK_BESIDE, CHECK_HEALTH, CHECK_PROCESS, ASK_RESTART, WAIT, KEEP, START, RESTART = (
-    DaemonAction.CHECK_BESIDE, DaemonAction.CHECK_HEALTH, DaemonAction.CHECK_PROCESS, DaemonAction.ASK_RESTART,
+LEAVE, CHECK_HEALTH, CHECK_PROCESS, ASK_RESTART, WAIT, KEEP, START, RESTART = (
+    DaemonAction.LEAVE, DaemonAction.CHECK_HEALTH, DaemonAction.CHECK_PROCESS, DaemonAction.ASK_RESTART,
     DaemonAction.WAIT, DaemonAction.KEEP, DaemonAction.START, DaemonAction.RESTART,
 )
 
 # booted, wait, config changed, other clients, healthy, restart approved, serve running, came up -> action.
 # The first row that matches a combination is its answer.
 TABLE: list[tuple[tuple[object, ...], DaemonAction]] = [
+    ((ANY, False, ANY, ANY, ANY, ANY, ANY, ANY), LEAVE),
     ((True, ANY, ANY, ANY, ANY, ANY, ANY, ANY), START),
-    ((False, False, False, ANY, UNASKED, ANY, ANY, ANY), CHECK_BESIDE),
     ((False, ANY, ANY, ANY, UNASKED, ANY, ANY, ANY), CHECK_HEALTH),
     ((False, ANY, False, ANY, True, ANY, ANY, ANY), KEEP),
     ((False, ANY, True, 0, True, ANY, ANY, ANY), RESTART),
@@ -29,7 +29,6 @@ TABLE: list[tuple[tuple[object, ...], DaemonAction]] = [
     ((False, ANY, True, ANY, False, ANY, ANY, ANY), RESTART),
     ((False, ANY, False, ANY, False, ANY, UNASKED, ANY), CHECK_PROCESS),
     ((False, ANY, False, ANY, False, ANY, False, ANY), RESTART),
-    ((False, False, False, ANY, False, ANY, True, ANY), KEEP),
     ((False, True, False, ANY, False, ANY, True, UNASKED), WAIT),
     ((False, True, False, ANY, False, ANY, True, True), KEEP),
     ((False, True, False, ANY, False, ANY, True, False), RESTART),
@@ -83,18 +82,20 @@ def test_answering_every_question_ends_in_a_decision(start: tuple[bool, bool, bo
     facts = DaemonFacts(*start)
     for _ in range(5):
         action = plan_daemon(facts).action
-        if action is CHECK_BESIDE:
-            facts = facts._replace(healthy=answer)
-        elif action in QUESTIONS:
+        if action in QUESTIONS:
             facts = facts._replace(**{QUESTIONS[action]: answer})
         else:
-            assert action in (KEEP, START, RESTART)
+            assert action in (KEEP, START, RESTART, LEAVE)
             return
     raise AssertionError(f"no decision for {start} with every answer {answer}")
 
 
 def test_a_booted_vm_never_waits_for_an_answer_from_it() -> None:
-    assert {plan(c).action for c in COMBINATIONS if c[0]} == {START}
+    assert {plan(c).action for c in COMBINATIONS if c[0] and c[1]} == {START}
+
+
+def test_a_shell_never_touches_the_server() -> None:
+    assert {plan(c).action for c in COMBINATIONS if not c[1]} == {LEAVE}
 
 
 def test_an_attached_client_is_never_cut_off_without_asking() -> None:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from opencode_sandbox.core.lifecycle import DaemonFacts
+from opencode_sandbox.core.lifecycle import DaemonAction, DaemonFacts
 from opencode_sandbox.core.naming import managed_labels, vm_name
 from opencode_sandbox.errors import BootFailed
 from opencode_sandbox.runtime.types import SandboxSpec
@@ -115,25 +115,15 @@ def test_a_server_still_coming_up_is_waited_for_and_the_wait_is_shown(runtime: F
     assert "Waiting for opencode serve, started earlier, to answer" in shown.getvalue()
 
 
-def test_a_shell_checks_and_starts_beside_its_command(runtime: FakeRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
-    server = Server(runtime, process=False, answers=False)
+@pytest.mark.parametrize("booted", [True, False])
+@pytest.mark.parametrize("answers", [True, False])
+def test_a_shell_leaves_the_server_as_it_is(runtime: FakeRuntime, monkeypatch: pytest.MonkeyPatch, booted: bool,
+                                            answers: bool) -> None:
+    server = Server(runtime, process=answers, answers=answers)
     daemon, events = step(runtime, server, monkeypatch)
-    beside = daemon.ensure(DaemonFacts(booted=False, wait=False, config_changed=False, other_clients=0))
-    assert beside is not None
-    assert events == []  # nothing asked before the command starts
-    beside()
-    assert events == ["health", "running?", "stop", "start", "recorded"]
-
-
-def test_a_shell_on_a_booted_vm_leaves_the_start_to_run_beside(
-    runtime: FakeRuntime, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    server = Server(runtime, process=False, answers=False)
-    daemon, events = step(runtime, server, monkeypatch)
-    start = daemon.ensure(DaemonFacts(booted=True, wait=False, config_changed=False, other_clients=0))
-    assert start is not None and events == []
-    start()
-    assert events == ["start", "recorded"]
+    assert daemon.ensure(DaemonFacts(booted=booted, wait=False, config_changed=True, other_clients=0)) is None
+    assert events == [], "nothing asked, started, stopped or recorded"
+    assert daemon.carried_out is not None and daemon.carried_out.action is DaemonAction.LEAVE
 
 
 def test_a_server_that_never_answers_is_reported_with_its_log(

@@ -48,9 +48,7 @@ def app(fake: FakeRuntime, tmp_path: Path) -> App:
 
 
 def prepare(app: App) -> None:
-    ready = Start(app).prepare(False, 0, wait_for_daemon=False)
-    if ready.daemon_start is not None:
-        ready.daemon_start.finish()  # releases the project's lock
+    Start(app).prepare(False, 0, wait_for_daemon=False)
 
 
 def boots(fake: FakeRuntime) -> list[str]:

@@ -36,7 +36,8 @@ def run(opener: AppOpener, /, **options: Any) -> int:
 def shell(opener: AppOpener, /, **options: Any) -> int:
     """Open a shell in the project's VM, or run CMD there as dev in /workspace.
 
-    With CMD, exits with its exit code.
+    With CMD, exits with its exit code. A stopped VM is started, but not the agent's server,
+    which a shell does not need: the next `run` starts it.
     """
     from opencode_sandbox.cli.actions import shell_in_project
 

@@ -110,8 +110,9 @@ def needs_apply_prompt(other_clients: int, disruptive: bool) -> bool:
 
 
 class DaemonAction(StrEnum):
-    CHECK_BESIDE = "check beside"
-    """`shell`: its command needs no server, so the whole plan runs beside the command."""
+    LEAVE = "leave"
+    """`shell`: its command needs no server, so none is started, checked or restarted; the next
+    `run` does what its server needs."""
     CHECK_HEALTH = "check health"
     """Ask whether the server answers, then plan again."""
     CHECK_PROCESS = "check process"
@@ -133,7 +134,7 @@ class DaemonFacts(Record):
     booted: bool
     """The VM was just (re)started, so no server runs in it yet."""
     wait: bool
-    """The caller waits for the server (`run`); `shell` runs its command beside the start."""
+    """The caller waits for the server (`run`); `shell` needs none and leaves it as it is."""
     config_changed: bool
     """The opencode configuration copied into the VM changed since the server started."""
     other_clients: int
@@ -152,11 +153,11 @@ class DaemonPlan(Record):
 
 def plan_daemon(facts: DaemonFacts) -> DaemonPlan:
     """Keep, start or restart `opencode serve`, or the question to ask before deciding."""
+    if not facts.wait:
+        return DaemonPlan(DaemonAction.LEAVE, "a shell needs no server")
     if facts.booted:
         return DaemonPlan(DaemonAction.START, "the VM was just started")
     if facts.healthy is None:
-        if not facts.wait and not facts.config_changed:
-            return DaemonPlan(DaemonAction.CHECK_BESIDE, "the command needs no server")
         return DaemonPlan(DaemonAction.CHECK_HEALTH, "a server may be running")
     if facts.healthy:
         if not facts.config_changed:
@@ -172,8 +173,6 @@ def plan_daemon(facts: DaemonFacts) -> DaemonPlan:
         return DaemonPlan(DaemonAction.CHECK_PROCESS, "the server does not answer; it may still be starting")
     if not facts.serve_running:
         return DaemonPlan(DaemonAction.RESTART, "no server answers")
-    if not facts.wait:
-        return DaemonPlan(DaemonAction.KEEP, "a server started earlier is still coming up")
     if facts.came_up is None:
         return DaemonPlan(DaemonAction.WAIT, "a server started earlier is still coming up")
     if facts.came_up:

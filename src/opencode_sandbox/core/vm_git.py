@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import BinaryIO
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.records import Record
+
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 VM_GIT_DIR = "/opt/opencode-sandbox/git"
 """Where the VM's git directory is mounted when the checkout's `.git` is a file (a linked

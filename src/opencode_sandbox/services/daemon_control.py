@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
-from contextlib import ExitStack
 from pathlib import Path
 
 from opencode_sandbox import TYPE_CHECKING
@@ -47,34 +45,6 @@ def start_daemon(guest: Guest, password: str, home_volume: str | None = None) ->
         output = result.stderr.strip() or result.stdout.strip()
         diagnosis = diagnose_start_failure(output, guest.probe_home(), home_volume)
         raise SandboxError(f"cannot start opencode serve in {guest.vm}: {diagnosis.reason}", hint=diagnosis.hint)
-
-
-class BackgroundStart:
-    """`opencode serve` starting in the VM while the caller goes on (a `shell` command needs no
-    daemon). The setup lock travels with it and is released once the start is over, so a
-    concurrent launcher still finds the daemon started, never half-way."""
-
-    def __init__(self, start: Callable[[], None], held: ExitStack) -> None:
-        self._start = start
-        self._held = held
-        self._error: SandboxError | None = None
-        self._thread = threading.Thread(target=self._run, name="opencode-serve-start", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._start()
-        except SandboxError as error:
-            self._error = error
-        finally:
-            self._held.close()
-
-    def finish(self, timeout_s: float = 90.0) -> SandboxError | None:
-        """Wait for the start; the failure, if it failed or did not finish in time."""
-        self._thread.join(timeout_s)
-        if self._thread.is_alive():
-            return SandboxError("opencode serve is still being started", hint="run the command again")
-        return self._error
 
 
 def daemon_log_tail(guest: Guest, lines: int = 30) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import stat
 import subprocess
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -180,6 +179,8 @@ def ensure_seeded(found: Layout) -> bool:
         _write_private(ProjectLayout(found.state.parent).gitfile, f"gitdir: {VM_GIT_DIR}\n".encode())
     if found.state.exists() or found.state.is_symlink():
         return False
+    import shutil  # only where the VM's git directory is made or its commits come back
+
     ensure_private_dir(found.state.parent)
     staging = ProjectLayout(found.state.parent).vm_git_staging()
     os.mkdir(staging, 0o700)
@@ -206,6 +207,8 @@ def _copy_index(found: Layout, staging: Path) -> None:
     beside it) is rebuilt in the VM instead."""
     if any(found.git_dir.glob("sharedindex.*")):
         return
+    import shutil
+
     with contextlib.suppress(FileNotFoundError):
         shutil.copyfile(found.git_dir / "index", staging / "index")
 
@@ -338,6 +341,8 @@ class Syncer:
                 raise GitSyncError("the VM's bundle is not a regular file")
             target = ProjectLayout(self.found.state.parent).incoming_bundle()
             out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+            import shutil
+
             with os.fdopen(out, "wb") as copy:
                 shutil.copyfileobj(source, copy)
         return target

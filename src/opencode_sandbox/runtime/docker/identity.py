@@ -25,7 +25,6 @@ from pathlib import Path
 from opencode_sandbox.core.naming import LABEL_MANAGED, LABEL_PREFIX
 from opencode_sandbox.engine.command import DockerCli, DockerFailed, first_line
 from opencode_sandbox.errors import BootFailed
-from opencode_sandbox.runtime.docker import idmapped_mount
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec
 
 DEV_HOME = "/home/dev"
@@ -58,12 +57,14 @@ def with_mapped_mounts(spec: SandboxSpec, host_uid: int) -> tuple[SandboxSpec, d
     what to mount there."""
     if host_uid != 0:
         return spec, {}
+    from opencode_sandbox.runtime.docker.idmapped_mount import mapped_path
+
     mapped: dict[str, str] = {}
     mounts: list[Mount] = []
     for index, mount in enumerate(spec.mounts):
         if mount.kind is MountKind.BIND and Path(mount.source).is_dir():
             mapped[str(index)] = mount.source
-            mount = mount._replace(source=str(idmapped_mount.mapped_path(spec.name, index)))
+            mount = mount._replace(source=str(mapped_path(spec.name, index)))
         mounts.append(mount)
     if not mapped:
         return spec, {}
@@ -75,6 +76,8 @@ def ensure_mapped_mounts(name: str, labels: Mapping[str, str]) -> None:
     text = labels.get(LABEL_MAPPED)
     if not text:
         return
+    from opencode_sandbox.runtime.docker import idmapped_mount  # ctypes, for a root host user's VM only
+
     uid, gid = IMAGE_DEV_IDS
     with idmapped_mount.held():
         for index, source in sorted(json.loads(text).items()):
@@ -83,6 +86,8 @@ def ensure_mapped_mounts(name: str, labels: Mapping[str, str]) -> None:
 
 
 def forget_mapped_mounts(name: str) -> None:
+    from opencode_sandbox.runtime.docker import idmapped_mount
+
     idmapped_mount.unmount_all(name)
 
 

@@ -57,7 +57,6 @@ def client_of_vm(app: App, rebuild: bool, wait_for_daemon: bool = True) -> Itera
         finally:
             if ready is not None:
                 try:
-                    _finish_daemon_start(app, ready)
                     from opencode_sandbox.services.stopping import sync_git
 
                     sync_git(app)
@@ -95,14 +94,6 @@ def _review_guarded_files(app: App) -> None:
     from opencode_sandbox.services.guard import review
 
     review(app, vm_may_write_after=True)
-
-
-def _finish_daemon_start(app: App, ready: ReadyVm) -> None:
-    if ready.daemon_start is None:
-        return
-    failure = ready.daemon_start.finish()
-    if failure is not None:
-        app.console.warn(failure.message, failure.hint)
 
 
 def _hand_to_reaper(app: App, ready: ReadyVm, leaving: bool = False) -> None:

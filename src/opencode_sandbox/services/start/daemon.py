@@ -57,14 +57,10 @@ class DaemonStep:
             else:
                 return plan
 
-    def ensure(self, facts: DaemonFacts) -> Callable[[], None] | None:
-        """A serving daemon. Without `facts.wait`, what remains to be done (a check, a start) is
-        returned for the caller to run beside its command."""
+    def ensure(self, facts: DaemonFacts) -> None:
+        """A serving daemon, unless the caller needs none (`facts.wait` False: left as it is)."""
         while True:
             plan = plan_daemon(facts)
-            if plan.action is DaemonAction.CHECK_BESIDE:
-                self.carried_out = self.carried_out or plan
-                return lambda: self._beside(facts)
             if plan.action is DaemonAction.CHECK_HEALTH:
                 facts = facts._replace(healthy=self._healthy())
             elif plan.action is DaemonAction.CHECK_PROCESS:
@@ -78,21 +74,12 @@ class DaemonStep:
             else:
                 break
         self.carried_out = self.carried_out or plan
-        if facts.wait:
-            self.console.verbose(f"daemon: {plan.action.value} ({plan.reason})")
-        if plan.action is DaemonAction.KEEP:
-            return None
+        self.console.verbose(f"daemon: {plan.action.value} ({plan.reason})")
+        if plan.action in (DaemonAction.KEEP, DaemonAction.LEAVE):
+            return
         if plan.action is DaemonAction.RESTART:
             self.guest.stop_server()
-        if not facts.wait:
-            return self._start
         self._start_and_wait()
-        return None
-
-    def _beside(self, facts: DaemonFacts) -> None:
-        start = self.ensure(facts._replace(healthy=self._healthy()))
-        if start is not None:
-            start()
 
     def _healthy(self) -> bool:
         from opencode_sandbox.daemon.health import is_serving
@@ -104,10 +91,6 @@ class DaemonStep:
             return self.guest.server_running() is not False
         except SandboxError:
             return True
-
-    def _start(self) -> None:
-        daemon_control.start_daemon(self.guest, self.password, self.home_volume)
-        self.record_started()
 
     def _start_and_wait(self) -> None:
         with slow_step(self.console, "Starting opencode serve"):

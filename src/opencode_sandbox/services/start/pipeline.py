@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from contextlib import ExitStack
 
 from opencode_sandbox.app import App
 from opencode_sandbox.core import naming
@@ -47,8 +46,6 @@ class ReadyVm(Record):
     host_url: str
     """The daemon on the host's loopback."""
     password: str
-    daemon_start: daemon_control.BackgroundStart | None = None
-    """For `shell`: `opencode serve` still starting while the command runs."""
     ports: Mapping[int, int] = {}
     """The VM's published guest ports and their 127.0.0.1 ports, opencode serve's included."""
 
@@ -73,16 +70,15 @@ class Start:
     # the start ----------------------------------------------------------------------------
 
     def prepare(self, rebuild: bool, other_clients: int, wait_for_daemon: bool = True) -> ReadyVm:
-        """Every step up to a serving daemon. `wait_for_daemon=False` (shell) starts the daemon
-        but does not wait for it to answer: a shell command does not need it."""
+        """Every step up to a serving daemon. `wait_for_daemon=False` (shell) leaves the daemon as
+        it is: a shell command does not need it."""
         self._review_guarded_files()
         update_check = UpdateCheck(self.app)
         update_check.start()
         self._auto_prune()
         checked = self._check()
         secret_values = checks.secret_values(self.app)
-        with ExitStack() as held:
-            held.enter_context(self.store.first_boot_lock(self.slug))
+        with self.store.first_boot_lock(self.slug):
             image = self._image(rebuild, self._ask_upgrade(update_check))
             vm = VmStep(self.app, self._shape(checked), secret_values, self.git_layout is not None)
             facts = vm.gather()
@@ -126,12 +122,10 @@ class Start:
                                   provisioned.fingerprint)
             facts_of_daemon = self._daemon_facts(state, not connected, wait_for_daemon, provisioned.fingerprint,
                                                  other_clients)
-            start = daemon.ensure(facts_of_daemon)
+            daemon.ensure(facts_of_daemon)
             if daemon.carried_out is not None:
                 self._did(daemon_step(daemon.carried_out))
-            if start is None:
-                return ReadyVm(self.vm, host_url, password, ports=ports)
-            return ReadyVm(self.vm, host_url, password, daemon_control.BackgroundStart(start, held.pop_all()), ports)
+            return ReadyVm(self.vm, host_url, password, ports)
 
     def _did(self, *planned: PlannedStep) -> None:
         self.carried_out.extend(planned)
