@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shlex
 import shutil
 import socket
 import statistics
@@ -11,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -33,6 +36,47 @@ def launcher() -> list[str]:
     if script is None:
         raise SystemExit("opencode-sandbox is not installed in this environment")
     return [script]
+
+
+INTERFACE = re.compile(r"(?i)ask anything|ctrl\+p|tab\s+agents|esc\s+interrupt")
+"""What opencode's interface shows once it is drawn."""
+POLL_S = 0.05
+GIVE_UP_S = 900.0
+
+
+def until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + GIVE_UP_S
+    while not condition():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{what} did not happen within {GIVE_UP_S:g} s")
+        time.sleep(POLL_S)
+
+
+class Terminal:
+    """A command on a tmux terminal of its own server, 160 by 48."""
+
+    def __init__(self, command: Sequence[str], cwd: Path, env: dict[str, str]) -> None:
+        self.base = ["tmux", "-L", f"osb-bench-{uuid.uuid4().hex[:8]}"]
+        subprocess.run([*self.base, "new-session", "-d", "-x", "160", "-y", "48", "-c", str(cwd),
+                        shlex.join(command) + "; sleep 600"], check=True, env=env)
+
+    def shows_interface(self) -> bool:
+        screen = subprocess.run([*self.base, "capture-pane", "-p"], capture_output=True, text=True).stdout
+        return INTERFACE.search(screen) is not None
+
+    def close(self) -> None:
+        subprocess.run([*self.base, "kill-server"], capture_output=True, check=False)
+
+
+def time_to_interface(command: Sequence[str], cwd: Path, env: dict[str, str]) -> float:
+    """From starting `command` on a new terminal until opencode's interface shows there."""
+    began = time.perf_counter()
+    terminal = Terminal(command, cwd, env)
+    try:
+        until(terminal.shows_interface, f"opencode's interface from {command[0]}")
+        return time.perf_counter() - began
+    finally:
+        terminal.close()
 
 
 def time_command(argv: Sequence[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> float:

@@ -1,42 +1,45 @@
-"""Starting work in a project's microVM: `opencode-sandbox shell -- true` against raw `msb`.
+"""Starting work in a project's microVM: the launcher against raw `msb`, side by side.
 
 The microsandbox counterpart of `warm_start.py`, in one process with an isolated HOME and
 MSB_HOME, on a host where microVMs boot (the KVM lab, `docs/kvm-lab.md`):
-- warm: the VM is running; the launcher against `msb exec NAME -- true`;
-- after a stop: the VM was stopped (`msb stop`); the launcher (which starts it and its
-  opencode server again) against `msb start` followed by `msb exec`.
-Beside them, what one trivial exec costs by each way of reaching msb: a new `msb exec`
-process, the bare start of an `msb` process (`msb --version`), the Python SDK from a fresh
-interpreter (as a launcher process would use it), and the SDK's already open connection.
+- warm: the VM is running; `opencode-sandbox shell -- true` against `msb exec NAME -- true`
+  (target: ratio at most 3.0);
+- after a stop: the VM was stopped (`msb stop`); the same `shell` (which starts it) against
+  `msb start` followed by `msb exec` (target: at most 1.5);
+- the interface: the VM running and opencode serve answering; `opencode-sandbox` on a real
+  terminal (tmux) until opencode's interface shows, against `msb exec -t NAME -- opencode attach`
+  on the same kind of terminal (target: at most 1.2).
 One warm `shell -- true` is also traced: every msb and docker process it runs, with its duration.
 
 Where the Docker engine is reached over TCP (the lab), a local unix socket is put in front of it,
-as users' hosts have one (`common.forward_unix_to_tcp`). Where microVMs cannot boot it prints why and exits 0. Needs
-`opencode-sandbox/runner-base:latest` in the Docker engine (any test run builds it).
-Run: `bash scripts/kvm-lab.sh --user python bench/msb_warm_start.py [ROUNDS]` (default 4; with 3
-rounds a lab run took 804 s, plus any wait for a lab slot). The last line is the warm ratio.
+as users' hosts have one (`common.forward_unix_to_tcp`). Where microVMs cannot boot it prints why
+and exits 0. Needs `opencode-sandbox/runner-base:latest` in the Docker engine (any test run
+builds it). Run: `bash scripts/kvm-lab.sh --user python bench/msb_warm_start.py [ROUNDS]`
+(default 3). The last line is the warm ratio.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import forward_unix_to_tcp, interleaved_medians, isolated_environment, launcher, time_command
+from bench.common import (
+    forward_unix_to_tcp,
+    interleaved_medians,
+    isolated_environment,
+    launcher,
+    time_command,
+    time_to_interface,
+)
 from bench.warm_start import clean_up as clean_up_docker
 from opencode_sandbox.core.naming import BASE_IMAGE, LABEL_OPENCODE_VERSION, vm_name
 from opencode_sandbox.core.slug import slug_for_remote
@@ -47,38 +50,7 @@ from opencode_sandbox.runtime.microsandbox.kvm import probe_kvm
 
 WARM_TARGET = 3.0
 AFTER_STOP_TARGET = 1.5
-
-_TIMED_SDK_EXEC = """
-async def main():
-    handle = await Sandbox.get(sys.argv[1])
-    found = time.perf_counter()
-    sandbox = await handle.connect()
-    connected = time.perf_counter()
-    output = await sandbox.exec("true", [], cwd="/workspace", user="dev")
-    done = time.perf_counter()
-    assert output.exit_code == 0, output.stderr_text
-    print(json.dumps({"import": imported - began, "get": found - imported, "connect": connected - found,
-                      "exec": done - connected}))
-asyncio.run(main())
-"""
-
-SDK_EXEC = """
-import asyncio, json, sys, time
-began = time.perf_counter()
-from microsandbox import Sandbox
-imported = time.perf_counter()
-""" + _TIMED_SDK_EXEC
-
-SDK_NATIVE_EXEC = """
-import asyncio, importlib.machinery, importlib.util, json, sys, time
-began = time.perf_counter()
-path = importlib.util.find_spec("microsandbox").submodule_search_locations[0] + "/_microsandbox.abi3.so"
-loader = importlib.machinery.ExtensionFileLoader("microsandbox._microsandbox", path)
-native = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
-loader.exec_module(native)
-Sandbox = native.Sandbox
-imported = time.perf_counter()
-""" + _TIMED_SDK_EXEC
+INTERFACE_TARGET = 1.2
 
 TRACING = """#!/bin/sh
 began=$(date +%s.%N)
@@ -136,49 +108,6 @@ def first_start(tool: list[str], project: Path, env: dict[str, str], state_dir: 
             serving.wait(300)
 
 
-def sdk_fresh_process(code: str, name: str, phases: list[dict[str, float]]) -> float:
-    began = time.perf_counter()
-    completed = subprocess.run([sys.executable, "-c", code, name], capture_output=True, text=True, check=True)
-    seconds = time.perf_counter() - began
-    phases.append(json.loads(completed.stdout.strip().splitlines()[-1]))
-    return seconds
-
-
-class OpenConnection:
-    """The SDK's connection to the VM, opened once in this process and kept."""
-
-    def __init__(self, name: str) -> None:
-        from microsandbox import Sandbox
-
-        self.loop = asyncio.new_event_loop()
-
-        async def connect() -> Any:
-            return await (await Sandbox.get(name)).connect()
-
-        self.sandbox = self.loop.run_until_complete(connect())
-
-    def exec_true(self) -> float:
-        async def exec_true() -> Any:  # the SDK's calls need the loop running when they are made
-            return await self.sandbox.exec("true", [], cwd="/workspace", user="dev")
-
-        began = time.perf_counter()
-        output = self.loop.run_until_complete(exec_true())
-        seconds = time.perf_counter() - began
-        if output.exit_code != 0:
-            raise SystemExit(f"the SDK's exec failed: {output.stderr_text}")
-        return seconds
-
-    def close(self) -> None:
-        async def detach() -> None:
-            await self.sandbox.detach()
-
-        try:
-            self.loop.run_until_complete(detach())
-        except Exception as error:  # the measures are taken; a failed detach only gets noted
-            print(f"note: the SDK's detach failed: {error}", file=sys.stderr)
-        self.loop.close()
-
-
 def trace_launcher(tool: list[str], project: Path, env: dict[str, str], root: Path) -> list[tuple[float, str]]:
     """The msb and docker processes one warm `shell -- true` runs, with their durations."""
     log = root / "trace.log"
@@ -204,7 +133,7 @@ def clean_up(slug: str, env: dict[str, str]) -> None:
     clean_up_docker(slug)  # the reaper, and the project's image in the Docker engine
 
 
-def main(rounds: int = 4) -> float | None:
+def main(rounds: int = 3) -> float | None:
     check = probe_kvm()
     if not check.ok:
         print(f"skipped: microVMs cannot boot here: {check.cause}")
@@ -226,29 +155,24 @@ def main(rounds: int = 4) -> float | None:
         tool = [*launcher(), "shell", "--", "true"]
         raw_exec = [str(locate_msb()), "exec", "--quiet", "--user", "dev", "--workdir", "/workspace", "--no-tty",
                     name, "--", "true"]
-        sdk_phases: list[dict[str, float]] = []
-        native_phases: list[dict[str, float]] = []
         try:
             began = time.perf_counter()
-            try:
-                first_start(launcher(), project, env, state_dir, slug)  # image, load, home, VM, serve
-            except SystemExit as failure:  # the VM runs; each launcher then also checks its server
-                print(f"WARNING: opencode serve is not answering, so every `shell` also tries to start it:"
-                      f" {failure}", flush=True)
+            first_start(launcher(), project, env, state_dir, slug)  # image, load, home, VM, serve
             print(f"first run --serve-only (build, load, boot, serve): {time.perf_counter() - began:.1f} s",
                   flush=True)
-            connection = OpenConnection(name)
-            measures: dict[str, Callable[[], float]] = {
-                "launcher": lambda: time_command(tool, project, env),
-                "msb exec": lambda: time_command(raw_exec),
-                "msb --version": lambda: time_command([str(locate_msb()), "--version"]),
-                "sdk, fresh python": lambda: sdk_fresh_process(SDK_EXEC, name, sdk_phases),
-                "sdk native, fresh python": lambda: sdk_fresh_process(SDK_NATIVE_EXEC, name, native_phases),
-                "python -c pass": lambda: time_command([sys.executable, "-c", "pass"]),
-                "sdk, open connection": connection.exec_true,
-            }
-            warm = interleaved_medians(measures, rounds=rounds, warmup=1)
-            connection.close()
+            password = (state_dir / slug / "daemon-password").read_text().strip()
+            attach = [str(locate_msb()), "exec", "--quiet", "--user", "dev", "--workdir", "/workspace", "-t",
+                      "--env", "OPENCODE_SERVER_PASSWORD", name, "--", "opencode", "attach", "http://127.0.0.1:4096"]
+            with_password = {**env, "OPENCODE_SERVER_PASSWORD": password}  # msb passes the value on
+            interface = interleaved_medians(
+                {"launcher": lambda: time_to_interface(launcher(), project, env),
+                 "msb exec -t attach": lambda: time_to_interface(attach, project, with_password)},
+                rounds=max(2, rounds - 1), warmup=1,
+            )
+            warm = interleaved_medians(
+                {"launcher": lambda: time_command(tool, project, env), "msb exec": lambda: time_command(raw_exec)},
+                rounds=rounds, warmup=1,
+            )
             trace = trace_launcher(tool, project, env, root)
 
             def after_stop(commands: list[list[str]]) -> float:
@@ -266,26 +190,24 @@ def main(rounds: int = 4) -> float | None:
             )
         finally:
             clean_up(slug, env)
-    print("\nwarm exec of `true`, medians of", rounds, "rounds (s):")
-    for label, seconds in warm.items():
-        print(f"  {label:<22}{seconds:>8.3f}")
-    for label, phases in (("sdk", sdk_phases), ("sdk native", native_phases)):
-        print(f"  {label}, fresh python, by phase (median s): " + ", ".join(
-            f"{phase} {statistics.median(entry[phase] for entry in phases):.3f}" for phase in phases[0]))
     print("\none warm `opencode-sandbox shell -- true`, traced (s):")
     for seconds, args in trace:
         print(f"  {seconds:>7.3f}  {args}")
     warm_ratio = warm["launcher"] / warm["msb exec"]
     stop_ratio = stopped["launcher"] / stopped["msb start + exec"]
+    interface_ratio = interface["launcher"] / interface["msb exec -t attach"]
     print(f"\n{'case':<12}{'launcher ms':>13}{'raw ms':>10}{'ratio':>8}{'target':>8}")
     print(f"{'after stop':<12}{stopped['launcher'] * 1000:>13.1f}{stopped['msb start + exec'] * 1000:>10.1f}"
           f"{stop_ratio:>8.2f}{AFTER_STOP_TARGET:>8.1f}")
     print(f"{'warm':<12}{warm['launcher'] * 1000:>13.1f}{warm['msb exec'] * 1000:>10.1f}{warm_ratio:>8.2f}"
           f"{WARM_TARGET:>8.1f}")
+    print(f"{'interface':<12}{interface['launcher'] * 1000:>13.1f}{interface['msb exec -t attach'] * 1000:>10.1f}"
+          f"{interface_ratio:>8.2f}{INTERFACE_TARGET:>8.1f}")
+    print(f"interface ratio (launcher / msb exec -t attach): {interface_ratio:.2f}")
     print(f"after-stop ratio (launcher / msb start + msb exec): {stop_ratio:.2f}")
     print(f"warm ratio (launcher / msb exec): {warm_ratio:.2f}")
     return warm_ratio
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 4)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3)

@@ -3,6 +3,8 @@
 Each benchmark runs as its own subprocess and prints its ratio as the last number of its
 last line; the figure and its raw baseline are read from the lines before.
 Run: .venv/bin/python bench/report.py
+`tests/performance` runs the benchmarks that fit in CI through `rows_of_runs` and fails on a
+ratio above its target by more than `NOISE_ALLOWANCE`.
 """
 
 from __future__ import annotations
@@ -10,12 +12,17 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+NOISE_ALLOWANCE = 0.10
+"""How far above its target a ratio may land in the CI check before it fails. On a shared 2-core
+machine repeated runs of one benchmark spread by up to 0.1 either way around their median (the
+warm start measured 1.83 to 1.94 against its 2.0); a regression of the kind this check is for
+(a start made 40 % slower by work nobody timed) lands far beyond it."""
 
 Extract = Callable[[list[str]], tuple[str, str]]
 """The output's lines -> (figure, raw baseline), as printed."""
@@ -72,9 +79,15 @@ BENCHMARKS = (
     Benchmark("warm_start", "shell -- true, VM stopped", "docker start + exec", 1.5, warm_row("after stop"),
               ratio_line="after-stop ratio"),
     Benchmark("warm_start", "shell -- true, VM running", "docker exec", 2.0, warm_row("warm")),
+    Benchmark("time_to_interface", "from nothing to opencode's interface", "docker build, run, exec serve, attach",
+              1.2, lambda lines: (first(r"^launcher\s+([\d.]+)", lines) + " s",
+                                  first(r"^docker alone\s+([\d.]+)", lines) + " s")),
     Benchmark("msb_warm_start", "shell -- true, microVM stopped", "msb start + exec", 1.5, warm_row("after stop"),
               ratio_line="after-stop ratio"),
-    Benchmark("msb_warm_start", "shell -- true, microVM running", "msb exec", 3.0, warm_row("warm")),
+    Benchmark("msb_warm_start", "shell -- true, microVM running", "msb exec", 3.0, warm_row("warm"),
+              ratio_line="warm ratio"),
+    Benchmark("msb_warm_start", "to opencode's interface, microVM running", "msb exec -t attach", 1.2,
+              warm_row("interface"), ratio_line="interface ratio"),
 )
 
 
@@ -94,6 +107,12 @@ class Row:
             return "failed"
         return "met" if self.ratio <= self.benchmark.target else "not met"
 
+    @property
+    def within_allowance(self) -> bool:
+        """Met, or missed by no more than `NOISE_ALLOWANCE`; a skipped benchmark counts as within."""
+        return self.skipped or (self.ratio is not None
+                                and self.ratio <= self.benchmark.target * (1 + NOISE_ALLOWANCE))
+
     def cells(self) -> tuple[str, ...]:
         bench = self.benchmark
         ratio = "-" if self.ratio is None else f"{self.ratio:.2f}"
@@ -106,10 +125,10 @@ def last_number(line: str) -> float | None:
     return float(numbers[-1]) if numbers else None
 
 
-def run_script(script: str) -> list[str] | None:
+def run_script(script: str, arguments: Sequence[str] = ()) -> list[str] | None:
     print(f"running {script} ...", file=sys.stderr, flush=True)
-    result = subprocess.run([sys.executable, str(BENCH / f"{script}.py")], capture_output=True, text=True,
-                            check=False)
+    result = subprocess.run([sys.executable, str(BENCH / f"{script}.py"), *arguments], capture_output=True,
+                            text=True, check=False)
     if result.returncode != 0:
         sys.stderr.write(f"{script} failed:\n{result.stderr[-2000:]}\n")
         return None
@@ -125,6 +144,12 @@ def row_of(benchmark: Benchmark, lines: list[str] | None) -> Row:
         (line for line in lines if line.startswith(benchmark.ratio_line)), "")
     figure, baseline = benchmark.extract(lines)
     return Row(benchmark, figure, baseline, last_number(ratio_line))
+
+
+def rows_of_runs(runs: Mapping[str, Sequence[str]]) -> list[Row]:
+    """The rows of the benchmarks of each script in `runs`, each script run once with its arguments."""
+    outputs = {script: run_script(script, arguments) for script, arguments in runs.items()}
+    return [row_of(benchmark, outputs[benchmark.script]) for benchmark in BENCHMARKS if benchmark.script in runs]
 
 
 def table(rows: list[Row]) -> list[str]:

@@ -7,7 +7,9 @@ Two comparisons on the docker runtime, in one process, with an isolated HOME:
   again) against `docker start` followed by `docker exec` (target: ratio at most 1.5).
 
 Needs `opencode-sandbox/runner-base:latest` in the Docker engine (any test run builds it).
-Run: .venv/bin/python bench/warm_start.py [ROUNDS]. The last line is the warm ratio.
+Run: .venv/bin/python bench/warm_start.py [ROUNDS] [--slowed-by MS]. The last line is the warm
+ratio. `--slowed-by MS` runs the launcher MS milliseconds late every time: a deliberately slowed
+start, which the CI check of the ratios must catch (`tests/performance`).
 """
 
 from __future__ import annotations
@@ -108,7 +110,12 @@ def clean_up(slug: str) -> None:
             subprocess.run(["docker", kind, "rm", *remove, name], capture_output=True, check=False)
 
 
-def main(rounds: int = 10) -> float:
+def slowed(command: list[str], milliseconds: int) -> list[str]:
+    """`command`, started `milliseconds` late by a shell that then becomes it."""
+    return ["sh", "-c", f'sleep {milliseconds / 1000:.3f}; exec "$0" "$@"', *command] if milliseconds else command
+
+
+def main(rounds: int = 10, slowed_by_ms: int = 0) -> float:
     version = docker("image", "inspect", "--format", f'{{{{index .Config.Labels "{LABEL_OPENCODE_VERSION}"}}}}',
                      BASE_IMAGE)
     with tempfile.TemporaryDirectory() as folder:
@@ -119,7 +126,7 @@ def main(rounds: int = 10) -> float:
         record_baked_version(state_dir, version)
         project, slug = make_project(root)
         container = vm_name(slug)
-        tool = [*launcher(), "shell", "--", "true"]
+        tool = slowed([*launcher(), "shell", "--", "true"], slowed_by_ms)
         raw_exec = ["docker", "exec", "--user", "dev", "--workdir", "/workspace", container, "true"]
         try:
             serve_once(project, env, state_dir, slug)  # first boot: image, home volume, VM, daemon
@@ -157,4 +164,10 @@ def main(rounds: int = 10) -> float:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 10)
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("rounds", nargs="?", type=int, default=10)
+    parser.add_argument("--slowed-by", type=int, default=0, metavar="MS")
+    arguments = parser.parse_args()
+    main(arguments.rounds, arguments.slowed_by)

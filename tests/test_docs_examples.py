@@ -263,6 +263,11 @@ def test_the_report_reads_figures_and_ratios_as_the_benchmarks_print_them() -> N
                          "cached docker build:        95.2 ms (median of 7)", "ratio 0.04"])
     assert (row.figure, row.baseline, row.ratio, row.verdict) == ("4.0 ms", "95.2 ms", 0.04, "met")
     assert row_of(image, None).verdict == "failed"
+    interface = next(benchmark for benchmark in BENCHMARKS if benchmark.script == "time_to_interface")
+    row = row_of(interface, ["way             median s   rounds: 3", "launcher           9.41",
+                             "docker alone       8.80",
+                             "time-to-interface ratio (launcher / docker build, run, exec serve, exec attach): 1.07"])
+    assert (row.figure, row.baseline, row.ratio, row.verdict) == ("9.41 s", "8.80 s", 1.07, "met")
 
 
 def test_the_report_counts_a_benchmark_that_cannot_run_on_this_host_as_skipped() -> None:
@@ -282,10 +287,15 @@ def test_the_report_reads_the_microvm_benchmark_as_it_prints() -> None:
         "case          launcher ms    raw ms   ratio  target",
         "after stop       40210.5   35120.0    1.14     1.5",
         "warm             12040.0    2100.3    5.73     3.0",
+        "interface        61000.0   50000.0    1.22     1.2",
+        "interface ratio (launcher / msb exec -t attach): 1.22",
         "after-stop ratio (launcher / msb start + msb exec): 1.14",
         "warm ratio (launcher / msb exec): 5.73",
     ]
-    stopped, running = (row_of(benchmark, output) for benchmark in BENCHMARKS if benchmark.script == "msb_warm_start")
+    stopped, running, interface = (row_of(benchmark, output) for benchmark in BENCHMARKS
+                                   if benchmark.script == "msb_warm_start")
     assert (stopped.figure, stopped.baseline, stopped.ratio) == ("40210.5 ms", "35120.0 ms", 1.14)
     assert (running.figure, running.baseline, running.ratio) == ("12040.0 ms", "2100.3 ms", 5.73)
-    assert (stopped.verdict, running.verdict) == ("met", "not met")
+    assert (interface.figure, interface.baseline, interface.ratio) == ("61000.0 ms", "50000.0 ms", 1.22)
+    assert (stopped.verdict, running.verdict, interface.verdict) == ("met", "not met", "not met")
+    assert interface.within_allowance and not running.within_allowance

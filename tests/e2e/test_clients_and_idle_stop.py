@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from opencode_sandbox.runtime.docker.network_holder import holder_name
 from tests.e2e.conftest import MICROVMS_ONLY
 from tests.e2e.harness import (
     Project,
@@ -58,7 +59,7 @@ def test_serve_only_and_attach_then_the_vm_stops_after_the_last_client(
             assert not connects(elsewhere, int(found.group(1))), f"the daemon answers on {elsewhere}"
         assert (project.state_dir / "daemon-password").stat().st_mode & 0o777 == 0o600
         if project.runtime == "docker":
-            ports = docker("port", project.vm).stdout
+            ports = docker("port", holder_name(project.slug)).stdout  # published by the VM's network holder
             assert ports.strip() and all("127.0.0.1:" in line for line in ports.splitlines())
 
         terminal = Tmux(f"osb-attach-{unique}", cli_command(), project.root, project.env)

@@ -51,12 +51,11 @@ def test_a_home_of_another_owner_is_named_with_its_fix(other_user_project: Proje
     assert "this project's VM cannot work as it is (home)" in doctor.stderr
     assert project.cli("stop").returncode == 0
 
-    # a shell command needs no daemon: it runs, and says why opencode serve did not start
+    # a shell command needs no daemon: it runs, and leaves opencode serve to the next run
     shelled = project.shell("echo ran")
     assert shelled.returncode == 0, shelled.stderr
     assert shelled.stdout == "ran\n"
-    assert f"warning: cannot start opencode serve in {project.vm}: dev cannot write its home" in shelled.stderr
-    assert f"hint: the home volume {volume} has files dev cannot use" in shelled.stderr
+    assert "opencode serve" not in shelled.stderr, shelled.stderr
 
     failed = project.cli("run", "--serve-only", timeout=300)
     assert failed.returncode == 1, failed.stdout + failed.stderr

@@ -13,7 +13,7 @@ import pytest
 
 from opencode_sandbox.core.naming import LABEL_IMAGE_DIGEST
 from opencode_sandbox.state.store import StateStore
-from tests.e2e.harness import Project, docker, make_project
+from tests.e2e.harness import Project, ServeOnly, docker, make_project
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
 
@@ -43,7 +43,7 @@ def test_first_run_warm_run_and_run_after_stop(project: Project) -> None:
     assert project.container_id() == vm_id
     assert project.container_state() == "running"
     assert len(project.home_volumes()) == 1
-    assert project.serve_processes() == 1  # started beside the command, before the launcher left
+    assert project.serve_processes() == 0, "a shell starts no opencode serve"
 
 
 def test_the_vm_reuses_its_state_and_home_after_being_deleted(project: Project) -> None:
@@ -87,11 +87,13 @@ def test_provisioning_copies_changed_config_and_project_overrides(project: Proje
     config = isolated_home / ".config" / "opencode"
     config.mkdir(parents=True)
     (config / "opencode.json").write_text('{"theme": "first"}\n')
+    ServeOnly(project).detach()  # the server starts with the configuration it was given
     started = project.shell("cat ~/.config/opencode/opencode.json")
     assert started.returncode == 0, started.stderr
     # opencode itself may add keys such as $schema when it reads the file
     assert json.loads(started.stdout)["theme"] == "first"
     first_fingerprint = _recorded(project, "config_fingerprint")
+    assert first_fingerprint is not None
 
     (config / "opencode.json").write_text('{"theme": "second"}\n')
     assert project.cli("stop").returncode == 0  # the checkout's own files are edited with no VM running
@@ -103,6 +105,11 @@ def test_provisioning_copies_changed_config_and_project_overrides(project: Proje
     body, _, agent = changed.stdout.rpartition("}")
     assert json.loads(body + "}")["theme"] == "second"
     assert agent.strip() == "review agent"
+    # a shell starts no server: the one recorded still runs the first configuration, so the next
+    # run restarts it with this one
+    assert _recorded(project, "config_fingerprint") == first_fingerprint
+    assert project.serve_processes() == 0
+    ServeOnly(project).detach()
     assert _recorded(project, "config_fingerprint") not in (None, first_fingerprint)
 
 

@@ -8,11 +8,12 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.e2e.harness import Project
+from tests.e2e.harness import Project, ServeOnly
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
 
 RUNS = 16
+SERVERS_ASKED = 4
 
 
 def run_all(targets: list[Project]) -> list[subprocess.CompletedProcess[str]]:
@@ -35,7 +36,14 @@ def test_sixteen_runs_on_one_fresh_project_share_one_vm(project: Project) -> Non
     assert len(project.home_volumes()) == 1
     assert sum("Creating the home volume" in result.stderr for result in results) == 1
     assert sum(f"Creating {project.vm}" in result.stderr for result in results) == 1
-    assert project.serve_processes() == 1
+    assert project.serve_processes() == 0, "a shell starts no opencode serve"
+    with concurrent.futures.ThreadPoolExecutor(max_workers=SERVERS_ASKED) as pool:
+        clients = list(pool.map(lambda _: ServeOnly(project), range(SERVERS_ASKED)))
+    try:
+        assert project.serve_processes() == 1, "clients asking at once share one server"
+    finally:
+        for client in clients:
+            client.detach()
 
 
 def test_sixteen_runs_over_four_fresh_projects_make_one_vm_each(

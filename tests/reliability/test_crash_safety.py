@@ -55,7 +55,8 @@ POINTS = [
     KillPoint("vm-create", "run *--detach --name opencode-sandbox-vm-*", after=False),
     KillPoint("vm-created", "run *--detach --name opencode-sandbox-vm-*", after=True),
     KillPoint("provisioning", "", after=False, request=r'^POST /containers/[^ ]+/exec .*"Cmd":\s*\["tar",\s*"-x"'),
-    KillPoint("daemon-start", "", after=False, request=r"^POST /containers/[^ ]+/exec .*OPENCODE_SERVER_PASSWORD="),
+    KillPoint("daemon-start", "", after=False, request=r"^POST /containers/[^ ]+/exec .*OPENCODE_SERVER_PASSWORD=",
+              command=("run", "--serve-only")),  # a shell starts no server
     KillPoint("vm-start", "", after=False, prepare="stopped",
               request=r"^POST /containers/opencode-sandbox-vm-[^ ]+/start "),
     KillPoint("volume-migrate-copy", f"run --rm *{LABEL_MANAGED}=helper *--entrypoint cp*", after=False,
