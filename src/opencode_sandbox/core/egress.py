@@ -61,7 +61,7 @@ def private_range_of(address: IpAddress) -> IpNetwork | None:
 HTTPS_PORT = 443
 
 _LABEL = r"(?!-)[a-z0-9-]{1,63}(?<!-)"
-_HOST = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")
+_HOST = rf"^{_LABEL}(?:\.{_LABEL})*$"
 
 
 class EgressRule(Record):
@@ -100,7 +100,7 @@ def parse_rule(text: str) -> EgressRule:
     name = (target[2:] if subdomains else target).lower().rstrip(".")
     if "*" in name:
         raise ValueError(f"'{written}': a wildcard is only allowed as the first label, as in *.example.com")
-    if not _HOST.match(name):
+    if not re.match(_HOST, name):
         raise ValueError(f"'{written}' is not a host name, *.domain or address range")
     if "." not in name:
         raise ValueError(f"'{written}' names a whole top-level domain; name a domain below it, as in *.example.com")

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from opencode_sandbox.core.egress import SecretRule
 
 PLACEHOLDER_PREFIX = "$MSB_"
-_PLACEHOLDER = re.compile(r"\$MSB_([A-Z_][A-Z0-9_]*)")
+_PLACEHOLDER = r"\$MSB_([A-Z_][A-Z0-9_]*)"
 
 Headers = tuple[tuple[str, str], ...]
 
@@ -46,7 +46,7 @@ def substitute(secrets: Iterable[SecretRule], values: Mapping[str, str], host: s
     by_name = {secret.name: secret for secret in secrets}
     carried = tuple((str(field), str(text)) for field, text in headers)
     found = {match for text in [*(t for pair in carried for t in pair), *elsewhere]
-             for match in _PLACEHOLDER.findall(text) if match in by_name}
+             for match in re.findall(_PLACEHOLDER, text) if match in by_name}
     for name in sorted(found):
         secret = by_name[name]
         if not (encrypted and _is_secrets_host(secret, host, port)):
@@ -62,7 +62,7 @@ def substitute(secrets: Iterable[SecretRule], values: Mapping[str, str], host: s
             secret = by_name.get(match[1])
             return values[match[1]] if secret is not None and _may_carry(secret, field) else match[0]
 
-        return _PLACEHOLDER.sub(value, text)
+        return re.sub(_PLACEHOLDER, value, text)
 
     return Substitution(tuple((field, put(field, text)) for field, text in carried))
 

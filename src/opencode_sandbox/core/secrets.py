@@ -23,14 +23,14 @@ from opencode_sandbox.core.egress import EgressRule, SecretRule, parse_rule
 if TYPE_CHECKING:
     from typing import Any
 
-_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
-_HEADER = re.compile(r"^[a-z0-9!#$%&'*+.^_`|~-]+$")
-_TEXT_ENTRY = re.compile(r"^\s*(?P<name>[^\[=\s]*)\s*(?:\[(?P<headers>[^\]]*)\])?\s*=(?P<hosts>.*)$")
+_NAME = r"^[A-Z_][A-Z0-9_]*$"
+_HEADER = r"^[a-z0-9!#$%&'*+.^_`|~-]+$"
+_TEXT_ENTRY = r"^\s*(?P<name>[^\[=\s]*)\s*(?:\[(?P<headers>[^\]]*)\])?\s*=(?P<hosts>.*)$"
 _OWN_PREFIX = "OPENCODE_SANDBOX_"
 
 
 def parse_secret_name(name: object) -> str:
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not re.match(_NAME, name):
         raise ValueError(f"'{name}' is not a secret's variable name; use capitals, digits and _, "
                          "as in OPENAI_API_KEY")
     if name.startswith(_OWN_PREFIX):
@@ -55,7 +55,7 @@ def _headers(value: object) -> tuple[str, ...]:
     headers = []
     for item in items:
         header = item.strip().lower() if isinstance(item, str) else ""
-        if not _HEADER.match(header):
+        if not re.match(_HEADER, header):
             raise ValueError(f"'{item}' is not a request header name, such as authorization or x-api-key")
         headers.append(header)
     return tuple(headers)
@@ -93,7 +93,7 @@ def parse_secrets(value: Any) -> tuple[SecretRule, ...]:
 def _parse_text(text: str) -> tuple[SecretRule, ...]:
     secrets: list[SecretRule] = []
     for entry in filter(str.strip, text.split(";")):
-        match = _TEXT_ENTRY.match(entry)
+        match = re.match(_TEXT_ENTRY, entry)
         if match is None:
             raise ValueError(f"'{entry.strip()}': write NAME=host,host or NAME[header,header]=host, "
                              "entries separated by ';'")
@@ -118,7 +118,7 @@ def parse_values_file(text: str) -> dict[str, str]:
         name = name.strip()
         if name.startswith("export "):
             name = name[len("export "):].strip()
-        if not equals or not _NAME.match(name):
+        if not equals or not re.match(_NAME, name):
             raise ValueError(f"line {number}: expected NAME=value, with NAME in capitals, digits and _")
         value = value.strip()
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
@@ -131,7 +131,7 @@ def render_values_file(values: Mapping[str, str]) -> str:
     """The text of a `secrets.env` file that `parse_values_file` reads back as `values`."""
     lines = ["# opencode-sandbox secrets: NAME=value, readable only by you (chmod 600)"]
     for name, value in values.items():
-        if not _NAME.match(name) or "\n" in value or "\r" in value:
+        if not re.match(_NAME, name) or "\n" in value or "\r" in value:
             raise ValueError(f"{name}: cannot be written as one NAME=value line")
         lines.append(f'{name}="{value}"')  # the reader removes one pair of quotes, whatever is inside
     return "\n".join(lines) + "\n"

@@ -32,10 +32,10 @@ HOST_PREFIX = "refs/remotes/host/"
 SEED_FOLDERS = ("refs/heads", "refs/tags", "objects/info", "objects/pack", "info")
 
 _HEX = {"sha1": 40, "sha256": 64}
-_REF_NAME = re.compile(r"^refs/(heads|tags|remotes|sandbox/heads)/[A-Za-z0-9._/+@-]+$")
-_BAD_REF = re.compile(r"(^|/)\.|\.\.|//|@\{|\.lock(/|$)|/$|\.$")
-_CONFIG_KEYS = re.compile(r"^(remote\.[^\n]+\.(url|pushurl|fetch)|branch\.[^\n]+\.(remote|merge|rebase))$")
-_SECRET_IN_URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/@:]*):[^/@]*@")
+_REF_NAME = r"^refs/(heads|tags|remotes|sandbox/heads)/[A-Za-z0-9._/+@-]+$"
+_BAD_REF = r"(^|/)\.|\.\.|//|@\{|\.lock(/|$)|/$|\.$"
+_CONFIG_KEYS = r"^(remote\.[^\n]+\.(url|pushurl|fetch)|branch\.[^\n]+\.(remote|merge|rebase))$"
+_SECRET_IN_URL = r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/@:]*):[^/@]*@"
 
 
 class HostFacts(Record):
@@ -55,7 +55,7 @@ class HostFacts(Record):
 def valid_ref(name: str) -> bool:
     """A ref name the sync passes on: plain branch, tag or remote names, nothing git would
     read as something else."""
-    return bool(_REF_NAME.match(name)) and not _BAD_REF.search(name)
+    return bool(re.match(_REF_NAME, name)) and not re.search(_BAD_REF, name)
 
 
 def parse_refs(text: str, object_format: str, prefix: str) -> dict[str, str]:
@@ -73,7 +73,7 @@ def parse_refs(text: str, object_format: str, prefix: str) -> dict[str, str]:
 
 def without_password(url: str) -> str:
     """A remote URL without the password some embed after the user name."""
-    return _SECRET_IN_URL.sub(lambda match: f"{match['scheme']}{match['user']}@", url)
+    return re.sub(_SECRET_IN_URL, lambda match: f"{match['scheme']}{match['user']}@", url)
 
 
 def _quoted(value: str) -> str:
@@ -87,7 +87,7 @@ def config_text(facts: HostFacts) -> str:
     if facts.object_format != "sha1":
         lines += ["[extensions]", f"\tobjectformat = {facts.object_format}"]
     for key, value in facts.config:
-        if not _CONFIG_KEYS.match(key):
+        if not re.match(_CONFIG_KEYS, key):
             continue
         section, _, rest = key.partition(".")
         subsection, _, name = rest.rpartition(".")

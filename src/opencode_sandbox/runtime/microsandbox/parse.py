@@ -9,7 +9,7 @@ from typing import Any
 
 from opencode_sandbox.runtime.types import ImageInfo, SandboxInfo, SandboxStatus, VolumeInfo
 
-_FRACTION = re.compile(r"\.(\d+)")
+_FRACTION = r"\.(\d+)"
 _SIZE = r"(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|TiB)"
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 
@@ -28,7 +28,7 @@ def parse_time(value: object) -> datetime | None:
     if isinstance(value, int | float):
         return datetime.fromtimestamp(value / 1000.0, tz=UTC)
     text = str(value).replace("Z", "+00:00")
-    text = _FRACTION.sub(lambda match: "." + match.group(1)[:6].ljust(6, "0"), text, count=1)
+    text = re.sub(_FRACTION, lambda match: "." + match.group(1)[:6].ljust(6, "0"), text, count=1)
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
