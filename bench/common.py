@@ -100,8 +100,10 @@ def interleaved_medians(
 
 
 def isolated_environment(root: Path) -> dict[str, str]:
-    """HOME, XDG folders and MSB_HOME inside `root`, so a benchmark never touches real state."""
-    env = dict(os.environ)
+    """HOME, XDG folders and MSB_HOME inside `root`, so a benchmark never touches real state; no
+    setting of the tool comes from the caller's environment (the lab exports variables of its own
+    under the tool's prefix)."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("OPENCODE_SANDBOX_")}
     env["HOME"] = str(root)
     for variable, folder in (
         ("XDG_CONFIG_HOME", ".config"),

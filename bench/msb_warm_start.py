@@ -119,10 +119,15 @@ def trace_launcher(tool: list[str], project: Path, env: dict[str, str], root: Pa
         wrapper.chmod(0o755)
     traced = {**env, "MSB_PATH": str(folder / "msb"), "PATH": f"{folder}{os.pathsep}{env.get('PATH', '')}"}
     total = time_command(tool, project, traced)
-    calls = []
+    calls: list[tuple[float, str]] = []
     for line in log.read_text().splitlines() if log.exists() else []:
-        began, ended, args = line.split(" ", 2)
-        calls.append((float(ended) - float(began), args))
+        began, _, rest = line.partition(" ")
+        ended, _, args = rest.partition(" ")
+        try:
+            calls.append((float(ended) - float(began), args))
+        except ValueError:  # a line of a multi-line argument (a script) of the call before
+            if calls:
+                calls[-1] = (calls[-1][0], f"{calls[-1][1]}\\n{line}")
     return [(total, "(the whole launcher)"), *calls]
 
 
@@ -164,15 +169,18 @@ def main(rounds: int = 3) -> float | None:
             attach = [str(locate_msb()), "exec", "--quiet", "--user", "dev", "--workdir", "/workspace", "-t",
                       "--env", "OPENCODE_SERVER_PASSWORD", name, "--", "opencode", "attach", "http://127.0.0.1:4096"]
             with_password = {**env, "OPENCODE_SERVER_PASSWORD": password}  # msb passes the value on
-            interface = interleaved_medians(
+            interface = interleaved_medians(  # minutes a round under emulation: the first round counts too
                 {"launcher": lambda: time_to_interface(launcher(), project, env),
                  "msb exec -t attach": lambda: time_to_interface(attach, project, with_password)},
-                rounds=max(2, rounds - 1), warmup=1,
+                rounds=rounds, warmup=0,
             )
+            print(f"to the interface (s): launcher {interface['launcher']:.1f}, msb exec -t attach "
+                  f"{interface['msb exec -t attach']:.1f}", flush=True)
             warm = interleaved_medians(
                 {"launcher": lambda: time_command(tool, project, env), "msb exec": lambda: time_command(raw_exec)},
                 rounds=rounds, warmup=1,
             )
+            print(f"warm (s): launcher {warm['launcher']:.2f}, msb exec {warm['msb exec']:.2f}", flush=True)
             trace = trace_launcher(tool, project, env, root)
 
             def after_stop(commands: list[list[str]]) -> float:
