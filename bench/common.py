@@ -7,6 +7,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -77,6 +78,34 @@ def time_to_interface(command: Sequence[str], cwd: Path, env: dict[str, str]) ->
         return time.perf_counter() - began
     finally:
         terminal.close()
+
+
+def serve_once(tool: Sequence[str], project: Path, env: dict[str, str]) -> float:
+    """`run --serve-only` until opencode serve answers at the URL it prints, then detached as with
+    Ctrl-C: the VM keeps running, its server answering, as a warm start finds it. The seconds it took."""
+    from opencode_sandbox.daemon.health import is_serving
+
+    began = time.perf_counter()
+    serving = subprocess.Popen([*tool, "run", "--serve-only"], cwd=project, env=env, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert serving.stdout is not None
+    printed: dict[str, str] = {}
+    try:
+        while "password:" not in printed:
+            line = serving.stdout.readline()
+            if not line:
+                _, errors = serving.communicate(timeout=60)
+                raise SystemExit(f"run --serve-only ended before serving: {printed} {errors}")
+            label, _, value = line.strip().partition(" ")
+            printed[label] = value.strip()
+        seconds = time.perf_counter() - began
+        if not is_serving(printed.get("URL:", ""), printed["password:"]):
+            raise SystemExit("opencode serve does not answer although run --serve-only printed its URL")
+        return seconds
+    finally:
+        if serving.poll() is None:
+            os.killpg(serving.pid, signal.SIGINT)
+            serving.wait(300)
 
 
 def time_command(argv: Sequence[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> float:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -37,13 +36,13 @@ from bench.common import (
     interleaved_medians,
     isolated_environment,
     launcher,
+    serve_once,
     time_command,
     time_to_interface,
 )
 from bench.warm_start import clean_up as clean_up_docker
 from opencode_sandbox.core.naming import BASE_IMAGE, LABEL_OPENCODE_VERSION, vm_name
 from opencode_sandbox.core.slug import slug_for_remote
-from opencode_sandbox.daemon.health import is_serving
 from opencode_sandbox.images.updater import record_baked_version
 from opencode_sandbox.runtime.microsandbox.cli import locate_msb
 from opencode_sandbox.runtime.microsandbox.kvm import probe_kvm
@@ -77,35 +76,6 @@ def make_project(root: Path) -> tuple[Path, str]:
         subprocess.run(["git", *args], cwd=project, check=True)
     (project / "README.md").write_text("# bench\n")
     return project, slug_for_remote(remote)
-
-
-def first_start(tool: list[str], project: Path, env: dict[str, str], state_dir: Path, slug: str) -> float:
-    """`run --serve-only` until opencode serve answers, then detached as with Ctrl-C: the VM keeps
-    running, its server answering, as a warm start finds it."""
-    from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
-
-    began = time.perf_counter()
-    serving = subprocess.Popen([*tool, "run", "--serve-only"], cwd=project, env=env, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    assert serving.stdout is not None
-    lines: list[str] = []
-    try:
-        while not any(line.startswith("password:") for line in lines):
-            line = serving.stdout.readline()
-            if not line:
-                _, errors = serving.communicate(timeout=60)
-                raise SystemExit(f"run --serve-only ended before serving: {lines} {errors}")
-            lines.append(line.strip())
-        seconds = time.perf_counter() - began
-        password = (state_dir / slug / "daemon-password").read_text().strip()
-        port = MicrosandboxRuntime().host_port(vm_name(slug), 4096)
-        if not is_serving(f"http://127.0.0.1:{port}", password):
-            raise SystemExit("opencode serve does not answer although run --serve-only printed its URL")
-        return seconds
-    finally:
-        if serving.poll() is None:
-            os.killpg(serving.pid, signal.SIGINT)
-            serving.wait(300)
 
 
 def trace_launcher(tool: list[str], project: Path, env: dict[str, str], root: Path) -> list[tuple[float, str]]:
@@ -162,7 +132,7 @@ def main(rounds: int = 3) -> float | None:
                     name, "--", "true"]
         try:
             began = time.perf_counter()
-            first_start(launcher(), project, env, state_dir, slug)  # image, load, home, VM, serve
+            serve_once(launcher(), project, env)  # image, load, home, VM, serve
             print(f"first run --serve-only (build, load, boot, serve): {time.perf_counter() - began:.1f} s",
                   flush=True)
             password = (state_dir / slug / "daemon-password").read_text().strip()

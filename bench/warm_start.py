@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import interleaved_medians, isolated_environment, launcher, time_command
+from bench.common import interleaved_medians, isolated_environment, launcher, serve_once, time_command
 from opencode_sandbox.core.naming import (
     BASE_IMAGE,
     LABEL_OPENCODE_VERSION,
@@ -32,10 +32,8 @@ from opencode_sandbox.core.naming import (
     vm_name,
 )
 from opencode_sandbox.core.slug import slug_for_remote
-from opencode_sandbox.daemon.health import is_serving
 from opencode_sandbox.images.updater import record_baked_version
 from opencode_sandbox.runtime.docker.identity import forget_mapped_mounts
-from opencode_sandbox.runtime.docker.network_holder import holder_name
 
 WARM_TARGET = 2.0
 AFTER_STOP_TARGET = 1.5
@@ -58,44 +56,11 @@ def make_project(root: Path) -> tuple[Path, str]:
     return project, slug_for_remote(remote)
 
 
-def wait_until_serving(state_dir: Path, slug: str, timeout_s: float = 120.0) -> None:
-    """`shell` does not wait for opencode serve; a warm start is one where it already answers."""
-    password = (state_dir / slug / "daemon-password").read_text().strip()
-    port = docker("port", holder_name(slug), "4096/tcp").rsplit(":", 1)[-1]  # published by the VM's network holder
-    deadline = time.monotonic() + timeout_s
-    while not is_serving(f"http://127.0.0.1:{port}", password):
-        if time.monotonic() > deadline:
-            raise SystemExit("opencode serve did not answer in the prepared VM")
-        time.sleep(0.5)
-
-
-def serve_once(project: Path, env: dict[str, str], state_dir: Path, slug: str) -> None:
-    """The VM made and opencode serve answering in it (`shell` starts no server), then the client gone."""
-    serving = subprocess.Popen([*launcher(), "run", "--serve-only"], cwd=project, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 600
-        while not (state_dir / slug / "daemon-password").exists() or not _port_published(slug):
-            if serving.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("run --serve-only did not bring the VM up")
-            time.sleep(0.5)
-        wait_until_serving(state_dir, slug)
-    finally:
-        serving.terminate()
-        serving.wait(60)
-
-
-def _port_published(slug: str) -> bool:
-    return subprocess.run(["docker", "port", holder_name(slug), "4096/tcp"], capture_output=True,
-                          check=False).returncode == 0
-
-
 def clean_up(slug: str) -> None:
     container = vm_name(slug)
-    subprocess.run(["docker", "rm", "--force", container], capture_output=True, check=False)
-    for other in subprocess.run(["docker", "ps", "--all", "--quiet", "--filter", f"label={LABEL_SLUG}={slug}"],
-                                capture_output=True, text=True, check=False).stdout.split():
-        subprocess.run(["docker", "rm", "--force", other], capture_output=True, check=False)  # its network holder
+    for each in subprocess.run(["docker", "ps", "--all", "--quiet", "--filter", f"label={LABEL_SLUG}={slug}"],
+                               capture_output=True, text=True, check=False).stdout.split():
+        subprocess.run(["docker", "rm", "--force", each], capture_output=True, check=False)  # the VM, its holder
     if os.geteuid() == 0:  # a root host user's id-mapped mounts of the VM
         forget_mapped_mounts(container)
     listing = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=False).stdout
@@ -129,7 +94,7 @@ def main(rounds: int = 10, slowed_by_ms: int = 0) -> float:
         tool = slowed([*launcher(), "shell", "--", "true"], slowed_by_ms)
         raw_exec = ["docker", "exec", "--user", "dev", "--workdir", "/workspace", container, "true"]
         try:
-            serve_once(project, env, state_dir, slug)  # first boot: image, home volume, VM, daemon
+            serve_once(launcher(), project, env)  # first boot: image, home volume, VM, daemon
 
             warm = interleaved_medians(
                 {"launcher": lambda: time_command(tool, project, env), "docker exec": lambda: time_command(raw_exec)},

@@ -1,10 +1,11 @@
-"""Which start of a docker VM its network policy was installed for.
+"""Which start of a container the docker runtime's network rules were installed for.
 
-The rules live in the container's network namespace, which every start makes anew: a VM started
-outside the tool (`docker start`, a restart policy, the engine's own restart) runs with an open
-network. Docker keeps no mutable field on a container, so the start the rules were installed for
-(its `State.StartedAt`) is written down here, in the user's state folder; a running VM whose
-`StartedAt` differs gets its rules again before it is used.
+The rules live in a network namespace, which every start of the container that owns it makes
+anew: that of a VM's network holder, or, for a VM made by an earlier version, the VM's own. A
+holder started outside the tool (`docker start`, the engine's own restart) holds no rules.
+Docker keeps no mutable field on a container, so the start the rules were installed for (its
+`State.StartedAt`) is written down here, in the user's state folder, under the container's name;
+a start that finds another `StartedAt` installs the rules again before the VM runs.
 """
 
 from __future__ import annotations

@@ -164,17 +164,15 @@ class VmStep:
         from opencode_sandbox.services.published_ports import refuse_busy_host_ports
 
         settings = self.app.settings
-        where = settings.sources.get("ports", "")
+        # A chosen host port the VM holds itself is its own, not a busy one: before the old VM of a
+        # recreate goes, or while a stopped VM's network holder keeps it bound (docker).
+        chosen = existing is not None and any(port.host is not None for port in settings.ports)
+        held = set(runtime.port_map(self.vm).values()) if chosen else set()
+        refuse_busy_host_ports([port for port in settings.ports if port.host not in held],
+                               settings.sources.get("ports", ""))
         if plan.action in (VmAction.START, VmAction.WAIT):
-            # A stopped VM may keep its chosen host ports bound (the docker runtime's network holder).
-            chosen = any(port.host is not None for port in settings.ports)
-            held = set(runtime.port_map(self.vm).values()) if chosen else set()
-            refuse_busy_host_ports([port for port in settings.ports if port.host not in held], where)
             vm_boot.start(runtime, self.console, self.vm, self.secret_values)
             return False
-        # Before the old VM goes, which frees only the host ports it holds itself.
-        held = set(runtime.port_map(self.vm).values()) if existing is not None else set()
-        refuse_busy_host_ports([port for port in settings.ports if port.host not in held], where)
         if plan.action is VmAction.RECREATE and existing is not None:
             with slow_step(self.console, f"Recreating {self.vm} ({plan.reason})"):
                 if existing.status.is_active:
