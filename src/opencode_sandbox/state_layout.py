@@ -48,13 +48,15 @@ GUARD_MOVED = Place("guard/moved.yaml", FILE, "what a review moved out of the ch
 VM_GIT = Place("git", FOLDER, "the VM's own git directory, mounted at /opt/opencode-sandbox/git")
 GITFILE = Place("gitfile", FILE, "the `.git` file the VM sees in its checkout, naming that directory")
 GIT_SYNC_LOCK = Place("git-sync.lock", LOCK, "one git sync of the project at a time")
+GIT_SYNC_STAMP = Place("git-sync.stamp", FILE, "a digest of how both git directories' refs looked before the last "
+                                               "sync that left nothing pending; a sync that finds them so does nothing")
 VM_GIT_STAGING = Place(".git.*", FOLDER, "the VM's git directory while it is made; renamed to `git` once complete")
 INCOMING_BUNDLE = Place("incoming-*.bundle", FILE, "the VM's commits copied out of its git directory, while their "
                                                    "objects are checked")
 PROJECT_PLACES = (
     PROJECT_STATE, DAEMON_PASSWORD, PROVISIONED, IMAGE_CHECK, LEASES, STOP_LOCK, REAPER_SETTINGS, REAPER_LOG,
     EARLIER_REAPER_LOG, REAPER_LOCK, GUARD, GUARD_RECORD, GUARD_COPIES, GUARD_LOCK, GUARD_MOVED, VM_GIT, GITFILE,
-    GIT_SYNC_LOCK, VM_GIT_STAGING, INCOMING_BUNDLE,
+    GIT_SYNC_LOCK, GIT_SYNC_STAMP, VM_GIT_STAGING, INCOMING_BUNDLE,
 )
 
 
@@ -123,6 +125,10 @@ class ProjectLayout:
     @property
     def git_sync_lock(self) -> Path:
         return self[GIT_SYNC_LOCK]
+
+    @property
+    def git_sync_stamp(self) -> Path:
+        return self[GIT_SYNC_STAMP]
 
     def vm_git_staging(self) -> Path:
         return self.folder / VM_GIT_STAGING.name.replace("*", os.urandom(6).hex())

@@ -13,6 +13,8 @@ from opencode_sandbox.core.vm_git import (
     BadBundle,
     HostFacts,
     config_text,
+    fast_forward_outcome,
+    nothing_pending,
     parse_refs,
     plan_sync,
     read_bundle_header,
@@ -119,3 +121,12 @@ def test_a_bundle_header_names_its_branches_and_stops_at_the_pack() -> None:
 def test_a_bundle_header_that_is_anything_else_is_refused(header: bytes) -> None:
     with pytest.raises(BadBundle):
         read_bundle_header(io.BytesIO(header), "sha1")
+
+
+def test_a_fast_forward_outcome_is_read_from_among_the_refs() -> None:
+    listed = "differs main\n" + "a" * 40 + " refs/heads/main\n"
+    assert fast_forward_outcome(listed) == "differs main"
+    assert fast_forward_outcome("a" * 40 + " refs/heads/main\n") == ""
+    assert not nothing_pending(("", "differs main"), 0, 0)
+    assert not nothing_pending(("", ""), 2, 1), "a branch the bundle lacked waits for the next sync"
+    assert nothing_pending(("diverged main", "moved main"), 1, 1), "only a ref's change changes these"

@@ -87,9 +87,13 @@ class FakeImage:
     files: Tree
     labels: dict[str, str] = field(default_factory=dict)
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    image_id: str | None = None
+    """The Docker engine's ID of the image it came from: as the real runtimes, the digest then is it."""
 
     @property
     def digest(self) -> str:
+        if self.image_id is not None:
+            return self.image_id
         listing = sorted((path, node.kind, node.owner, node.mode, node.data)
                          for path, node in self.files.items())
         return "sha256:" + hashlib.sha256(repr((listing, self.labels)).encode()).hexdigest()
@@ -197,9 +201,10 @@ class FakeRuntime:
 
     # set-up helpers for tests
     def add_docker_image(
-        self, reference: str, files: Tree | None = None, labels: Mapping[str, str] | None = None
+        self, reference: str, files: Tree | None = None, labels: Mapping[str, str] | None = None,
+        image_id: str | None = None,
     ) -> FakeImage:
-        image = FakeImage(reference, dict(files or dev_home_files()), dict(labels or {}))
+        image = FakeImage(reference, dict(files or dev_home_files()), dict(labels or {}), image_id=image_id)
         self.docker_images[reference] = image
         if self.kind is RuntimeKind.DOCKER:
             self.images[reference] = image
@@ -448,8 +453,8 @@ class FakeRuntime:
             for path, data in image.files.items()
         }}
         known = self.docker_images.get(docker_reference)
-        if known is None or known.labels != image.labels or known.files != files:
-            self.add_docker_image(docker_reference, files, image.labels)
+        if known is None or known.labels != image.labels or known.files != files or known.image_id != document["Id"]:
+            self.add_docker_image(docker_reference, files, image.labels, str(document["Id"]))
 
     def loaded_image(self, docker_reference: str) -> ImageInfo | None:
         self._call("loaded_image", docker_reference)

@@ -5,7 +5,8 @@ A backend's test module subclasses `RuntimeContract` and provides the fixtures:
 - `contract_image`: an image reference the runtime can boot, holding `CONTRACT_FILES`
   (build it with `contract_dockerfile()`);
 - `spare_image`: a Docker engine reference under `opencode-sandbox/runner-` that the test
-  may load, list and remove;
+  may load, list and remove (`spare_image_id`: its ID in the engine, asked of `docker` unless
+  overridden);
 - `foreign`: a `ForeignArtifacts` that makes look-alike artifacts without our labels.
 Tests marked `needs_boot` skip when `boot_unavailable_reason()` returns a reason.
 """
@@ -193,6 +194,13 @@ class RuntimeContract:
             reason = self.boot_unavailable_reason()
             if reason:
                 pytest.skip(reason)
+
+    @pytest.fixture
+    def spare_image_id(self, spare_image: str) -> str:
+        import subprocess
+
+        return subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", spare_image], capture_output=True,
+                              text=True, check=True).stdout.strip()
 
     @pytest.fixture
     def created(self, runtime: Runtime) -> Iterator[Created]:
@@ -720,11 +728,11 @@ class RuntimeContract:
 
     # --- images --------------------------------------------------------------------------
 
-    def test_images_load_list_remove(self, runtime: Runtime, spare_image: str) -> None:
+    def test_images_load_list_remove(self, runtime: Runtime, spare_image: str, spare_image_id: str) -> None:
         before = runtime.loaded_image(spare_image)
         info = runtime.load_image(spare_image)
         assert info.reference == spare_image
-        assert info.digest.startswith("sha256:") and len(info.digest) == 71
+        assert info.digest == spare_image_id, "a loaded image's digest is its ID in the Docker engine"
         assert before is None or before.digest == info.digest
         present = runtime.loaded_image(spare_image)
         assert present is not None and present.digest == info.digest

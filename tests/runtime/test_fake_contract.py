@@ -66,8 +66,14 @@ class TestFakeContract(OwnershipContract):
     @pytest.fixture
     def spare_image(self, runtime: FakeRuntime) -> str:
         reference = f"opencode-sandbox/runner-contract-{uuid.uuid4().hex[:14]}:spare"
-        runtime.add_docker_image(reference, contract_tree())
+        runtime.add_docker_image(reference, contract_tree(), image_id=self.SPARE_IMAGE_ID)
         return reference
+
+    SPARE_IMAGE_ID = "sha256:" + "5a" * 32
+
+    @pytest.fixture
+    def spare_image_id(self, spare_image: str) -> str:
+        return self.SPARE_IMAGE_ID
 
     @pytest.fixture
     def foreign(self, runtime: FakeRuntime, contract_image: str) -> FakeForeignArtifacts:

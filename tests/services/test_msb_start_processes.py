@@ -192,6 +192,7 @@ class ShellStart:
 
 
 GIT_SYNC = "exec: the VM's git branches"
+SEND_HOST_BRANCHES = "exec: the host's branches to the VM"
 SERVE_START = "exec: start opencode serve"
 
 
@@ -204,6 +205,8 @@ def described(call: list[str]) -> str:
     argv = call[call.index("--") + 1:]
     if argv[:2] == ["sh", "-c"] and argv[3:4] == ["refs"]:
         return GIT_SYNC
+    if argv[:2] == ["sh", "-c"] and argv[3:4] == ["send"]:
+        return SEND_HOST_BRANCHES
     if "OPENCODE_SERVER_PASSWORD" in call[:call.index("--")]:
         return SERVE_START
     return f"exec {' '.join(argv)}"
@@ -220,32 +223,41 @@ def start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ShellStar
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_a_warm_shell_asks_msb_about_the_image_the_home_and_the_vm_once_each(start: ShellStart) -> None:
-    msb = start.msb("Running")
+def test_a_warm_shell_asks_msb_about_the_vm_once_and_syncs_git_only_after_a_change(
+    start: ShellStart, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(vm_git, "RACY_S", 0.0)  # the checkout was made a moment ago
+    msb = start.msb("Running", "Running", "Running")
     assert start.shell_true() == 0
-    assert [described(call) for call in msb.calls] == [
-        f"image inspect {start.image}",
-        f"volume inspect {start.volume}",
-        f"inspect {start.vm}",
-        GIT_SYNC,
-        "exec true",
-        GIT_SYNC,
-    ]
+    assert [described(call) for call in msb.calls] == [f"inspect {start.vm}", GIT_SYNC, "exec true"], \
+        "the image and the home volume are the running VM's own: nothing to ask; the sync after the " \
+        "command found both sides as the one before left them"
     assert start.docker_calls() == []
-    assert start.engine_requests() == [f"GET /images/{reference}/json" for reference in
-                                       (*BASE_IMAGES, start.image, start.image)]
+    assert start.engine_requests() == [f"GET /images/{reference}/json" for reference in (*BASE_IMAGES, start.image)]
+
+    seen = len(msb.calls)
+    assert start.shell_true() == 0
+    assert [described(call) for call in msb.calls[seen:]] == [f"inspect {start.vm}", "exec true"]
+
+    seen = len(msb.calls)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-q", "--allow-empty",
+                    "-m", "on the host"], cwd=start.root, check=True)
+    assert start.shell_true() == 0
+    assert [described(call) for call in msb.calls[seen:]] == [f"inspect {start.vm}", GIT_SYNC, SEND_HOST_BRANCHES,
+                                                              "exec true"], \
+        "a host commit is passed on (this msb's VM writes nothing, so the sync after the command finds its refs " \
+        "unchanged; a real VM's would look once more)"
 
 
 def test_a_shell_after_stop_asks_the_vm_again_only_after_starting_it(start: ShellStart) -> None:
     msb = start.msb("Stopped", "Running")
     assert start.shell_true() == 0
     calls = [described(call) for call in msb.calls]
-    assert calls[:5] == [
-        f"image inspect {start.image}",
-        f"volume inspect {start.volume}",
+    assert calls[:4] == [
         f"inspect {start.vm}",
+        f"volume inspect {start.volume}",
         f"start {start.vm}",
         f"inspect {start.vm}",
     ]
-    assert calls[5:] == [GIT_SYNC, "exec true", GIT_SYNC], "a shell starts no opencode serve"
+    assert calls[4:] == [GIT_SYNC, "exec true", GIT_SYNC], "a shell starts no opencode serve"
     assert start.docker_calls() == []

@@ -16,6 +16,7 @@ from opencode_sandbox.runtime.types import SandboxInfo, SandboxSpec, SandboxStat
 from opencode_sandbox.services import vm_boot
 from opencode_sandbox.services.image_step import ReadyImage, UpdateCheck
 from opencode_sandbox.services.start import pipeline as run
+from opencode_sandbox.services.start import vm_step
 from opencode_sandbox.services.start.pipeline import Start
 from opencode_sandbox.ui.console import Console, LogLevel
 from tests.fakes.runtime import FakeRuntime
@@ -113,6 +114,7 @@ def test_a_boot_that_another_attempt_cannot_help_is_not_repeated(
     missing = ReadyImage(runner_image(SLUG, "5ca1ab1e"), "sha256:" + "0" * 64, {}, None, built=False)
     fake.add_docker_image(missing.reference)
     monkeypatch.setattr(run, "ensure_image", lambda app, rebuild, upgrade_to: missing)
+    monkeypatch.setattr(vm_step, "runnable", lambda runtime, console, image: image)  # said loaded, yet
     fake.images.pop(missing.reference)  # in the engine, not runnable by the runtime
     with pytest.raises(BootFailed) as raised:
         prepare(app)

@@ -127,3 +127,61 @@ def _tree_with(checkout: Path, name: str) -> str:
     git(checkout, "read-tree", "HEAD", env=scratch)
     git(checkout, "add", name, env=scratch)
     return git(checkout, "write-tree", env=scratch)
+
+
+@pytest.fixture
+def no_racy_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test changes refs and looks at once; its file system's times are fine-grained."""
+    monkeypatch.setattr(vm_git, "RACY_S", 0.0)
+
+
+def test_the_stamp_changes_with_either_sides_refs_and_with_nothing_else(
+    checkout: Path, tmp_path: Path, no_racy_window: None,
+) -> None:
+    found = seeded(checkout, tmp_path)
+    first = vm_git.refs_stamp(found)
+    assert first is not None and vm_git.refs_stamp(found) == first
+    (checkout / "work.txt").write_text("edited\n")
+    git(checkout, "add", "work.txt")
+    as_vm(found, "add", "a.txt")
+    assert vm_git.refs_stamp(found) == first, "the index and the work tree are not refs"
+
+    seen = {first}
+    for change in (
+        lambda: git(checkout, "commit", "-q", "-m", "host"),
+        lambda: as_vm(found, "commit", "-q", "-m", "vm"),
+        lambda: as_vm(found, "branch", "topic"),
+        lambda: as_vm(found, "branch", "-D", "topic"),
+        lambda: as_vm(found, "pack-refs", "--all"),
+        lambda: git(checkout, "checkout", "-q", "-b", "other"),
+        lambda: git(checkout, "update-ref", "refs/sandbox/heads/main", "HEAD"),
+    ):
+        change()
+        now = vm_git.refs_stamp(found)
+        assert now is not None and now not in seen
+        seen.add(now)
+
+
+def test_the_stamp_says_nothing_about_a_change_within_the_racy_window_or_too_many_refs(
+    checkout: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    found = seeded(checkout, tmp_path)
+    assert vm_git.refs_stamp(found) is None, "the seed was made just now"
+    monkeypatch.setattr(vm_git, "RACY_S", 0.0)
+    assert vm_git.refs_stamp(found) is not None
+    for number in range(20):
+        as_vm(found, "branch", f"b{number}")
+    monkeypatch.setattr(vm_git, "STAMP_ENTRY_LIMIT", 20)
+    assert vm_git.refs_stamp(found) is None
+
+
+def test_the_stamp_describes_a_link_the_vm_made_without_following_it(
+    checkout: Path, tmp_path: Path, no_racy_window: None,
+) -> None:
+    found = seeded(checkout, tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (found.state / "refs" / "heads" / "link").symlink_to(elsewhere)
+    before = vm_git.refs_stamp(found)
+    (elsewhere / "inside").write_text("x\n")
+    assert vm_git.refs_stamp(found) == before, "nothing behind the link is read"

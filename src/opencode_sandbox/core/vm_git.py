@@ -141,6 +141,27 @@ def plan_sync(vm_heads: Mapping[str, str], sandbox_refs: Mapping[str, str]) -> S
     return SyncPlan(fetch, drop)
 
 
+FAST_FORWARD_OUTCOMES = ("moved", "busy", "diverged", "staged", "differs")
+"""What the fast-forward of a checked-out branch says, followed by the branch."""
+WAITING_ON_WORK = ("busy", "staged", "differs")
+"""Outcomes that can change without any ref changing (a merge ends, the index or the work tree
+changes): the sync tries again next time."""
+
+
+def fast_forward_outcome(text: str) -> str:
+    """The first line of `text` that is a fast-forward's outcome, or nothing."""
+    for line in text.splitlines():
+        if line.split(" ", 1)[0] in FAST_FORWARD_OUTCOMES:
+            return line.strip()
+    return ""
+
+
+def nothing_pending(outcomes: Iterable[str], planned: int, brought: int) -> bool:
+    """After a sync: every branch it planned to bring in came, and no fast-forward waits on work
+    that can change without a ref changing."""
+    return brought == planned and not any(outcome.split(" ", 1)[0] in WAITING_ON_WORK for outcome in outcomes)
+
+
 def bundle_exclusions(known: Iterable[str]) -> list[str]:
     """`^id` lines for what the host has already: the bundle holds only what is new."""
     return [f"^{object_id}" for object_id in sorted(set(known))]

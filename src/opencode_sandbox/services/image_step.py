@@ -26,8 +26,10 @@ RETRY_AFTER_S = 600.0
 
 class ReadyImage(Record):
     reference: str
-    """What the runtime runs (for docker: the Docker image; for microsandbox: as loaded)."""
+    """The Docker image's reference; once `runnable`, what the runtime runs (for microsandbox: as
+    loaded)."""
     digest: str
+    """The image's ID (the runtime's digest of a loaded image is the same)."""
     env: dict[str, str]
     opencode_version: str | None
     built: bool
@@ -126,6 +128,8 @@ def _recalled(app: App, signature: str) -> image_record.CheckedImage | None:
 
 
 def ensure_image(app: App, rebuild: bool, upgrade_to: str | None = None) -> ReadyImage:
+    """The project's image, checked or built in the Docker engine. The runtime is not asked: a
+    start that keeps its VM never needs to (`runnable` loads the image where a VM is made)."""
     engine = app.image_engine
     version = opencode_version_for_run(app, upgrade_to)
     signature = _signature(app, version)
@@ -133,10 +137,9 @@ def ensure_image(app: App, rebuild: bool, upgrade_to: str | None = None) -> Read
     if checked is None:
         checked = _full_check(app, rebuild, version, engine)
         image_record.remember(_project_state_dir(app), signature, checked)
-    loaded = load_into_runtime(app.runtime, app.console, checked.reference).image
     return ReadyImage(
-        reference=loaded.reference,
-        digest=loaded.digest,
+        reference=checked.reference,
+        digest=checked.image_id,
         env=dict(checked.env),
         opencode_version=checked.opencode_version,
         built=checked.built,
@@ -170,6 +173,12 @@ def predict_image(app: App, rebuild: bool) -> tuple[ReadyImage, list[str]]:
     loaded = app.runtime.loaded_image(reference)
     return ReadyImage(loaded.reference if loaded else reference, loaded.digest if loaded else "", env, None,
                       False), []
+
+
+def runnable(runtime: Runtime, console: Console, image: ReadyImage) -> ReadyImage:
+    """The image as the runtime runs it, loaded into it first where needed."""
+    loaded = load_into_runtime(runtime, console, image.reference).image
+    return image._replace(reference=loaded.reference, digest=loaded.digest)
 
 
 class LoadedImage(Record):

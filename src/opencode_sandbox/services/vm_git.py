@@ -26,6 +26,8 @@ from opencode_sandbox.core.vm_git import (
     VM_GIT_DIR,
     HostFacts,
     bundle_exclusions,
+    fast_forward_outcome,
+    nothing_pending,
     parse_refs,
     plan_sync,
     read_bundle_header,
@@ -33,7 +35,7 @@ from opencode_sandbox.core.vm_git import (
     valid_ref,
 )
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxStatus
-from opencode_sandbox.state.files import FILE_MODE, ensure_private_dir
+from opencode_sandbox.state.files import FILE_MODE, ensure_private_dir, write_atomic
 from opencode_sandbox.state_layout import ProjectLayout
 
 if TYPE_CHECKING:
@@ -68,9 +70,20 @@ echo "moved $branch"
 """Moves the checked-out branch to `$1<branch>` when that only adds commits, nothing is
 staged, and the work tree already holds the new commit; says what it did or why not."""
 
-VM_REFS = ('sh -c "$1" fast-forward "$2" "$3" >&2; '
+VM_REFS = ('sh -c "$1" fast-forward "$2" "$3"; '
            "git for-each-ref --format='%(objectname) %(refname)' refs/heads refs/remotes/host")
-"""Every sync: the VM's branch catches up with the host's where it can, then its refs are read."""
+"""Every sync: the VM's branch catches up with the host's where it can (saying how it went), then
+its refs are read."""
+
+STAMPED = (("git_dir", ("HEAD",)), ("common_dir", ("packed-refs", "refs", "reftable")),
+           ("state", ("HEAD", "packed-refs", "refs", "reftable")))
+"""Where each side keeps its refs and checked-out branch: the host's git directory (a linked
+worktree's own HEAD), its common directory, and the VM's git directory."""
+STAMP_ENTRY_LIMIT = 20_000
+"""Beyond this many entries the stamp says nothing, and every sync looks."""
+RACY_S = 2.0
+"""A stamp with a change this recent says nothing: some file systems keep times too coarse to
+tell a change from the next one within it (git's own rule for its index)."""
 
 
 class Layout(Record):
@@ -98,6 +111,8 @@ class SyncReport(Record):
     """What became of the host's checked-out branch: `moved B`, `diverged B`, ... or nothing."""
     vm: str = ""
     """The same for the VM's checked-out branch."""
+    settled: bool = False
+    """Nothing waits for a later sync (see `nothing_pending`)."""
 
 
 class GitSyncError(Exception):
@@ -238,7 +253,7 @@ class Syncer:
         self._object_format = found.object_format
 
     def sync(self) -> SyncReport:
-        vm_refs = self._vm_refs()
+        vm_refs, vm_caught_up = self._vm_refs()
         vm_heads = {name: object_id for name, object_id in vm_refs.items() if name.startswith("refs/heads/")}
         sandbox = self._host_refs(SANDBOX_PREFIX)
         host_heads = self._host_refs("refs/heads/")
@@ -252,17 +267,18 @@ class Syncer:
         host_moved = self._fast_forward_host()
         if host_moved.startswith("moved"):
             host_heads = self._host_refs("refs/heads/")
-        vm_moved = self._send_host_heads(host_heads, vm_refs)
-        return SyncReport(tuple(fetched), host_moved, vm_moved)
+        vm_moved = self._send_host_heads(host_heads, vm_refs) or vm_caught_up
+        return SyncReport(tuple(fetched), host_moved, vm_moved,
+                          nothing_pending((host_moved, vm_moved), len(plan.fetch), len(fetched)))
 
-    def _vm_refs(self) -> dict[str, str]:
+    def _vm_refs(self) -> tuple[dict[str, str], str]:
         result = self.runtime.exec(self.vm, ["sh", "-c", VM_REFS, "refs", FAST_FORWARD, HOST_PREFIX,
                                              "opencode-sandbox: fast-forward to the host's commits"],
                                    timeout_s=SYNC_TIMEOUT_S)
         if result.exit_code != 0:
             raise GitSyncError(f"reading the VM's branches failed: {result.stderr.strip()[-300:]}")
-        return {**parse_refs(result.stdout, self._object_format, "refs/heads/"),
-                **parse_refs(result.stdout, self._object_format, HOST_PREFIX)}
+        return ({**parse_refs(result.stdout, self._object_format, "refs/heads/"),
+                 **parse_refs(result.stdout, self._object_format, HOST_PREFIX)}, fast_forward_outcome(result.stdout))
 
     def _host_refs(self, prefix: str) -> dict[str, str]:
         listed = _host_git(self.found.root, "for-each-ref", "--format=%(objectname) %(refname)", prefix)
@@ -393,17 +409,73 @@ def sync_project(runtime: Runtime, vm: str, root: Path, project_dir: Path, log: 
     from opencode_sandbox.errors import SandboxError
 
     try:
-        info = runtime.get_sandbox(vm)
-        if info is None or info.status is not SandboxStatus.RUNNING or info.labels.get(LABEL_GIT) != GIT_OWN:
-            return SyncReport()
         found = layout(root, project_dir, True)
         if found is None or not found.state.is_dir():
             return SyncReport()
         with sync_lock(project_dir):
-            return Syncer(runtime, vm, found, log).sync()
+            stamp = refs_stamp(found)
+            recorded = ProjectLayout(project_dir).git_sync_stamp
+            if stamp is not None and _read_text(recorded) == stamp:
+                return SyncReport(settled=True)
+            info = runtime.get_sandbox(vm)
+            if info is None or info.status is not SandboxStatus.RUNNING or info.labels.get(LABEL_GIT) != GIT_OWN:
+                return SyncReport()
+            report = Syncer(runtime, vm, found, log).sync()
+            if stamp is not None and report.settled:
+                write_atomic(recorded, stamp, durable=False)
+            return report
     except (GitSyncError, SandboxError, OSError, ValueError) as error:
         log(f"git sync failed: {getattr(error, 'message', None) or error}")
         return SyncReport()
+
+
+def refs_stamp(found: Layout) -> str | None:
+    """A digest of every entry where the two sides keep their refs, as the file system describes
+    it (kind, identity, size and times, read without following a link), so a sync can tell that
+    nothing changed since one that left nothing pending; None when it cannot tell."""
+    import time
+
+    lines: list[str] = []
+    try:
+        for base, names in STAMPED:
+            folder = os.open(getattr(found, base), _DIRECTORY)
+            try:
+                for name in names:
+                    _describe(folder, name, f"{base}/{name}", lines)
+            finally:
+                os.close(folder)
+    except (OSError, _TooMany):
+        return None
+    recent = time.time_ns() - int(RACY_S * 1e9)
+    if any(int(line.rsplit(" ", 2)[1]) > recent or int(line.rsplit(" ", 1)[1]) > recent
+           for line in lines if not line.endswith(" -")):
+        return None
+    from opencode_sandbox.core.digest import sha256
+
+    return sha256("\n".join(lines).encode(errors="surrogateescape")).hexdigest()
+
+
+class _TooMany(Exception):
+    pass
+
+
+def _describe(folder: int, name: str, path: str, lines: list[str]) -> None:
+    if len(lines) >= STAMP_ENTRY_LIMIT:
+        raise _TooMany
+    try:
+        status = os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        lines.append(f"{path} -")
+        return
+    lines.append(f"{path} {status.st_mode:o} {status.st_ino} {status.st_size} {status.st_mtime_ns} "
+                 f"{status.st_ctime_ns}")
+    if stat.S_ISDIR(status.st_mode):
+        inner = os.open(name, _DIRECTORY, dir_fd=folder)
+        try:
+            for entry in sorted(os.listdir(inner)):
+                _describe(inner, entry, f"{path}/{entry}", lines)
+        finally:
+            os.close(inner)
 
 
 @contextlib.contextmanager

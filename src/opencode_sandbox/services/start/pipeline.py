@@ -81,7 +81,7 @@ class Start:
         with self.store.first_boot_lock(self.slug):
             image = self._image(rebuild, self._ask_upgrade(update_check))
             vm = VmStep(self.app, self._shape(checked), secret_values, self.git_layout is not None)
-            facts = vm.gather()
+            facts = vm.gather(image)
             decision = vm.decide(facts, image, other_clients)
             self._did(vm_step(self.vm, decision.plan), home_step(decision.home, decision.made_volume))
             state = recorded_state = facts.state
@@ -105,8 +105,10 @@ class Start:
                 self._start_inner_docker()
             password = self._password(recreated or decision.plan.action is VmAction.CREATE)
             state = state._replace(project_root=str(self.app.project.root))
-            if not connected or facts.existing is None or state.image_reference is None:
-                state = state._replace(image_reference=image.reference, image_digest=image.digest)
+            if vm.loaded is None and (facts.existing is None or state.image_reference is None):
+                vm.runnable(image)
+            if vm.loaded is not None:
+                state = state._replace(image_reference=vm.loaded.reference, image_digest=vm.loaded.digest)
             if state != recorded_state:
                 self.store.save(self.slug, state)
             ports = self.app.runtime.port_map(self.vm)
@@ -265,7 +267,7 @@ class Start:
         image, building = predict_image(self.app, rebuild)
         steps.append(plan_image(building, image.reference))
         vm = VmStep(self.app, self._shape(checked), {}, self.git_layout is not None)
-        facts = vm.gather()
+        facts = vm.gather(image)
         from opencode_sandbox.state.leases import count_live_leases
 
         others = count_live_leases(self.app.paths.state_dir, self.slug)

@@ -21,7 +21,7 @@ from opencode_sandbox.core.records import Record
 from opencode_sandbox.errors import BootFailed, SandboxError
 from opencode_sandbox.runtime.types import SandboxInfo, SandboxSpec, SandboxStatus
 from opencode_sandbox.services import vm_boot
-from opencode_sandbox.services.image_step import ReadyImage
+from opencode_sandbox.services.image_step import ReadyImage, runnable
 from opencode_sandbox.services.start.spec import VmShape, sandbox_spec
 from opencode_sandbox.state.store import ProjectState
 from opencode_sandbox.ui.progress import slow_step
@@ -55,12 +55,31 @@ class VmStep:
         self.secret_values = secret_values
         self.git_own = git_own
         self._specs: dict[tuple[str, str, str], SandboxSpec] = {}
+        self.loaded: ReadyImage | None = None
+        """The image as the runtime runs it, once this start needed it so (`runnable`)."""
 
-    def gather(self) -> VmFacts:
+    def gather(self, image: ReadyImage) -> VmFacts:
         state = self.app.state.load(self.app.project.slug)
+        existing = self.app.runtime.get_sandbox(self.vm)
         recorded = state.home_volume
-        exists = recorded is not None and self.app.runtime.get_volume(recorded) is not None
-        return VmFacts(state, self.app.runtime.get_sandbox(self.vm), exists)
+        exists = recorded is not None and (self._runs_on(existing, image, recorded)
+                                           or self.app.runtime.get_volume(recorded) is not None)
+        return VmFacts(state, existing, exists)
+
+    def _runs_on(self, existing: SandboxInfo | None, image: ReadyImage, volume: str) -> bool:
+        """The VM is running with this image, on this home volume (its fingerprint names the
+        volume): the volume is there, no need to ask."""
+        if existing is None or existing.status is not SandboxStatus.RUNNING:
+            return False
+        wanted = self.spec(image, volume).labels
+        return all(existing.labels.get(label) == wanted[label]
+                   for label in (naming.LABEL_FINGERPRINT, naming.LABEL_IMAGE_DIGEST))
+
+    def runnable(self, image: ReadyImage) -> ReadyImage:
+        """The image loaded into the runtime where it must be (microsandbox), once per start."""
+        if self.loaded is None:
+            self.loaded = runnable(self.app.runtime, self.console, image)
+        return self.loaded
 
     def spec(self, image: ReadyImage, home_volume: str) -> SandboxSpec:
         """Made once per image and home volume: planning and creating the VM share it."""
@@ -145,8 +164,9 @@ class VmStep:
 
         slug = self.app.project.slug
         name = free_home_volume_name(self.app.runtime, slug, taken=avoid)
+        reference = self.runnable(image).reference
         with slow_step(self.console, f"Creating the home volume {name}"):
-            build_home_volume(self.app.runtime, slug, name, image.reference, copy_from, self.console.warn)
+            build_home_volume(self.app.runtime, slug, name, reference, copy_from, self.console.warn)
         return name
 
     def apply(self, decision: VmDecision, existing: SandboxInfo | None, image: ReadyImage) -> bool:
@@ -173,6 +193,7 @@ class VmStep:
         if plan.action in (VmAction.START, VmAction.WAIT):
             vm_boot.start(runtime, self.console, self.vm, self.secret_values)
             return False
+        image = self.runnable(image)  # before the old VM goes: an image that fails to load leaves it
         if plan.action is VmAction.RECREATE and existing is not None:
             with slow_step(self.console, f"Recreating {self.vm} ({plan.reason})"):
                 if existing.status.is_active:
