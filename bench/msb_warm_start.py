@@ -9,13 +9,16 @@ MSB_HOME, on a host where microVMs boot (the KVM lab, `docs/kvm-lab.md`):
 - the interface: the VM running and opencode serve answering; `opencode-sandbox` on a real
   terminal (tmux) until opencode's interface shows, against `msb exec -t NAME -- opencode attach`
   on the same kind of terminal (target: at most 1.2).
-One warm `shell -- true` is also traced: every msb and docker process it runs, with its duration.
+One warm `shell -- true` is also traced: every msb, docker and git process it runs, with its
+duration. `--without-interface` leaves the third case out and makes the VM with a `shell` instead
+of `run --serve-only` (no opencode serve, whose start takes minutes under emulation; a warm
+`shell` neither starts nor asks it).
 
 Where the Docker engine is reached over TCP (the lab), a local unix socket is put in front of it,
 as users' hosts have one (`common.forward_unix_to_tcp`). Where microVMs cannot boot it prints why
 and exits 0. Needs `opencode-sandbox/runner-base:latest` in the Docker engine (any test run
-builds it). Run: `bash scripts/kvm-lab.sh --user python bench/msb_warm_start.py [ROUNDS]`
-(default 3). The last line is the warm ratio.
+builds it). Run: `bash scripts/kvm-lab.sh --user python bench/msb_warm_start.py [ROUNDS]
+[--without-interface]` (default 3 rounds). The last line is the warm ratio.
 """
 
 from __future__ import annotations
@@ -79,11 +82,12 @@ def make_project(root: Path) -> tuple[Path, str]:
 
 
 def trace_launcher(tool: list[str], project: Path, env: dict[str, str], root: Path) -> list[tuple[float, str]]:
-    """The msb and docker processes one warm `shell -- true` runs, with their durations."""
+    """The msb, docker and git processes one warm `shell -- true` runs, with their durations."""
     log = root / "trace.log"
     folder = root / "traced"
     folder.mkdir()
-    for label, real in (("msb", str(locate_msb())), ("docker", shutil.which("docker") or "docker")):
+    for label, real in (("msb", str(locate_msb())), ("docker", shutil.which("docker") or "docker"),
+                        ("git", shutil.which("git") or "git")):
         wrapper = folder / label
         wrapper.write_text(TRACING.format(real=real, label=label, log=log))
         wrapper.chmod(0o755)
@@ -101,6 +105,22 @@ def trace_launcher(tool: list[str], project: Path, env: dict[str, str], root: Pa
     return [(total, "(the whole launcher)"), *calls]
 
 
+def measure_interface(project: Path, env: dict[str, str], name: str, password_file: Path,
+                      rounds: int) -> dict[str, float]:
+    """Seconds to opencode's interface on a terminal: the launcher, and `msb exec -t ... attach`."""
+    attach = [str(locate_msb()), "exec", "--quiet", "--user", "dev", "--workdir", "/workspace", "-t",
+              "--env", "OPENCODE_SERVER_PASSWORD", name, "--", "opencode", "attach", "http://127.0.0.1:4096"]
+    with_password = {**env, "OPENCODE_SERVER_PASSWORD": password_file.read_text().strip()}  # msb passes it on
+    interface = interleaved_medians(  # minutes a round under emulation: the first round counts too
+        {"launcher": lambda: time_to_interface(launcher(), project, env),
+         "msb exec -t attach": lambda: time_to_interface(attach, project, with_password)},
+        rounds=rounds, warmup=0,
+    )
+    print(f"to the interface (s): launcher {interface['launcher']:.1f}, msb exec -t attach "
+          f"{interface['msb exec -t attach']:.1f}", flush=True)
+    return interface
+
+
 def clean_up(slug: str, env: dict[str, str]) -> None:
     name = vm_name(slug)
     for args in (["stop", "--force", "--quiet", name], ["remove", "--force", "--quiet", name]):
@@ -108,7 +128,7 @@ def clean_up(slug: str, env: dict[str, str]) -> None:
     clean_up_docker(slug)  # the reaper, and the project's image in the Docker engine
 
 
-def main(rounds: int = 3) -> float | None:
+def main(rounds: int = 3, interface_too: bool = True) -> float | None:
     check = probe_kvm()
     if not check.ok:
         print(f"skipped: microVMs cannot boot here: {check.cause}")
@@ -130,22 +150,17 @@ def main(rounds: int = 3) -> float | None:
         tool = [*launcher(), "shell", "--", "true"]
         raw_exec = [str(locate_msb()), "exec", "--quiet", "--user", "dev", "--workdir", "/workspace", "--no-tty",
                     name, "--", "true"]
+        interface: dict[str, float] = {}
         try:
             began = time.perf_counter()
-            serve_once(launcher(), project, env)  # image, load, home, VM, serve
-            print(f"first run --serve-only (build, load, boot, serve): {time.perf_counter() - began:.1f} s",
-                  flush=True)
-            password = (state_dir / slug / "daemon-password").read_text().strip()
-            attach = [str(locate_msb()), "exec", "--quiet", "--user", "dev", "--workdir", "/workspace", "-t",
-                      "--env", "OPENCODE_SERVER_PASSWORD", name, "--", "opencode", "attach", "http://127.0.0.1:4096"]
-            with_password = {**env, "OPENCODE_SERVER_PASSWORD": password}  # msb passes the value on
-            interface = interleaved_medians(  # minutes a round under emulation: the first round counts too
-                {"launcher": lambda: time_to_interface(launcher(), project, env),
-                 "msb exec -t attach": lambda: time_to_interface(attach, project, with_password)},
-                rounds=rounds, warmup=0,
-            )
-            print(f"to the interface (s): launcher {interface['launcher']:.1f}, msb exec -t attach "
-                  f"{interface['msb exec -t attach']:.1f}", flush=True)
+            if interface_too:
+                serve_once(launcher(), project, env)  # image, load, home, VM, serve
+            else:
+                subprocess.run(tool, cwd=project, env=env, stdin=subprocess.DEVNULL, check=True)
+            print(f"first start (build, load, boot{', serve' if interface_too else ''}): "
+                  f"{time.perf_counter() - began:.1f} s", flush=True)
+            if interface_too:
+                interface = measure_interface(project, env, name, state_dir / slug / "daemon-password", rounds)
             warm = interleaved_medians(
                 {"launcher": lambda: time_command(tool, project, env), "msb exec": lambda: time_command(raw_exec)},
                 rounds=rounds, warmup=1,
@@ -173,19 +188,21 @@ def main(rounds: int = 3) -> float | None:
         print(f"  {seconds:>7.3f}  {args}")
     warm_ratio = warm["launcher"] / warm["msb exec"]
     stop_ratio = stopped["launcher"] / stopped["msb start + exec"]
-    interface_ratio = interface["launcher"] / interface["msb exec -t attach"]
     print(f"\n{'case':<12}{'launcher ms':>13}{'raw ms':>10}{'ratio':>8}{'target':>8}")
     print(f"{'after stop':<12}{stopped['launcher'] * 1000:>13.1f}{stopped['msb start + exec'] * 1000:>10.1f}"
           f"{stop_ratio:>8.2f}{AFTER_STOP_TARGET:>8.1f}")
     print(f"{'warm':<12}{warm['launcher'] * 1000:>13.1f}{warm['msb exec'] * 1000:>10.1f}{warm_ratio:>8.2f}"
           f"{WARM_TARGET:>8.1f}")
-    print(f"{'interface':<12}{interface['launcher'] * 1000:>13.1f}{interface['msb exec -t attach'] * 1000:>10.1f}"
-          f"{interface_ratio:>8.2f}{INTERFACE_TARGET:>8.1f}")
-    print(f"interface ratio (launcher / msb exec -t attach): {interface_ratio:.2f}")
+    if interface:
+        interface_ratio = interface["launcher"] / interface["msb exec -t attach"]
+        print(f"{'interface':<12}{interface['launcher'] * 1000:>13.1f}"
+              f"{interface['msb exec -t attach'] * 1000:>10.1f}{interface_ratio:>8.2f}{INTERFACE_TARGET:>8.1f}")
+        print(f"interface ratio (launcher / msb exec -t attach): {interface_ratio:.2f}")
     print(f"after-stop ratio (launcher / msb start + msb exec): {stop_ratio:.2f}")
     print(f"warm ratio (launcher / msb exec): {warm_ratio:.2f}")
     return warm_ratio
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
+    arguments = [argument for argument in sys.argv[1:] if argument != "--without-interface"]
+    main(int(arguments[0]) if arguments else 3, interface_too="--without-interface" not in sys.argv[1:])

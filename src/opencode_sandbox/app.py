@@ -14,7 +14,7 @@ from pathlib import Path
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.config.loader import config_files, load_settings
 from opencode_sandbox.paths import ToolPaths
-from opencode_sandbox.project import Project, resolve_project
+from opencode_sandbox.project import GitPaths, Project, git_paths, resolve_project
 from opencode_sandbox.ui.console import Console
 
 if TYPE_CHECKING:
@@ -50,6 +50,7 @@ class App:
         self._image_engine = image_engine
         self._guests = guests
         self._flags: Mapping[str, object] = {}
+        self._git_paths: tuple[GitPaths | None] | None = None
 
     @classmethod
     def open(
@@ -90,6 +91,13 @@ class App:
         for key in KEYS:
             value = render_value(key, getattr(self.settings, key.attribute))
             self.console.verbose(f"config {key.name} = {value}  ({self.settings.sources[key.name]})")
+
+    @property
+    def git_paths(self) -> GitPaths | None:
+        """Where the checkout's git keeps its files, asked once per command; None outside git."""
+        if self._git_paths is None:
+            self._git_paths = (git_paths(self.project.root) if self.project.is_git else None,)
+        return self._git_paths[0]
 
     @property
     def state(self) -> StateStore:

@@ -43,6 +43,37 @@ def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
         ) from None
 
 
+class GitPaths(Record):
+    """Where the checkout's git keeps what it reads, as git itself answers."""
+
+    git_dir: Path
+    """This worktree's git directory."""
+    common_dir: Path
+    object_format: str
+    hooks: Path
+    """Where the host's git looks for hooks: `core.hooksPath`, resolved as git does, or the
+    common git directory's `hooks`."""
+
+
+def git_paths(root: Path) -> GitPaths | None:
+    """One git process for all four, in the user's configuration but without the variables that
+    would point git at another repository; None when git does not answer."""
+    import subprocess
+
+    environment = {key: value for key, value in os.environ.items()
+                   if not key.startswith("GIT_") or key.startswith("GIT_CONFIG")}
+    try:
+        done = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir",
+                               "--show-object-format", "--git-path", "hooks"], cwd=root, capture_output=True,
+                              text=True, check=False, timeout=30, env=environment)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = done.stdout.splitlines()
+    if done.returncode != 0 or len(lines) < 4:
+        return None
+    return GitPaths(Path(lines[0]), Path(lines[1]), lines[2].strip() or "sha1", Path(lines[3]))
+
+
 def _pick_remote(config_output: str) -> str | None:
     remotes: dict[str, str] = {}
     for line in config_output.splitlines():

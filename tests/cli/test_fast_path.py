@@ -198,8 +198,8 @@ WARM_PATH_MODULES = [
 ]
 KEPT_OFF_THE_WARM_PATH = ["click", "typing", "dataclasses", "inspect", "uuid", "hashlib", "tempfile", "logging",
                           "yaml", "httpx", "rich", "ctypes", "shutil"]
-"""`subprocess` is on the path: the guard asks git for `core.hooksPath`, and the git sync for the
-checkout's layout."""
+"""`subprocess` is on the path: git is asked once where the checkout's git directory and hooks are,
+for the git sync and the guard."""
 
 
 def test_the_warm_path_loads_none_of_the_heavy_modules() -> None:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from opencode_sandbox.runtime.types import RuntimeKind
 from opencode_sandbox.services import guard_files
-from opencode_sandbox.services.guard import guarded_paths, review
+from opencode_sandbox.services.guard import guarded_paths, hooks_of, review
 from opencode_sandbox.services.guard_moves import catch_while_running
 from tests.fakes.runtime import FakeRuntime
 from tests.services.app_fakes import make_app
@@ -86,7 +86,7 @@ def test_no_change_the_vm_made_is_ever_taken_as_the_users(steps: list[tuple[tupl
         runtime = FakeRuntime(RuntimeKind.DOCKER)
         try:
             app = make_app(runtime, root)
-            paths = guarded_paths(app.settings, root)
+            paths = guarded_paths(app.settings, root, hooks_of(app))
             review(app, vm_may_write_after=True)  # the start
             before = guard_files.take_snapshot(root, paths).entries
             for step, watch_round in steps:

@@ -61,6 +61,11 @@ with open({log!r}, "a") as log:
 sys.exit(1)
 """
 
+_RECORDING_GIT = """#!/bin/sh
+printf '%s\\n' "$*" >> {log!r}
+exec {git!r} "$@"
+"""
+
 
 class ShellStart:
     """A git checkout whose project already ran once: its image built and checked, its home
@@ -79,6 +84,7 @@ class ShellStart:
         self.engine = ScriptedEngine(folder / "docker.sock", self._engine_answer)
         monkeypatch.setenv("DOCKER_HOST", f"unix://{self.engine.path}")
         self.docker_log = folder / "docker-calls.jsonl"
+        self.git_log = folder / "git-calls.txt"
         self._put_recording_docker_on_path()
         self.state_dir = ToolPaths.from_environment().state_dir
         self._quiet_the_start(monkeypatch)
@@ -112,7 +118,14 @@ class ShellStart:
         program = folder / "docker"
         program.write_text(_RECORDING_DOCKER.format(python=sys.executable, log=str(self.docker_log)))
         program.chmod(0o755)
+        real_git = shutil.which("git")
+        assert real_git is not None
+        (folder / "git").write_text(_RECORDING_GIT.format(log=str(self.git_log), git=real_git))
+        (folder / "git").chmod(0o755)
         self.monkeypatch.setenv("PATH", f"{folder}:{Path(sys.executable).parent}:/usr/bin:/bin")
+
+    def git_calls(self) -> list[str]:
+        return self.git_log.read_text().splitlines() if self.git_log.exists() else []
 
     def docker_calls(self) -> list[list[str]]:
         if not self.docker_log.exists():
@@ -235,9 +248,11 @@ def test_a_warm_shell_asks_msb_about_the_vm_once_and_syncs_git_only_after_a_chan
     assert start.docker_calls() == []
     assert start.engine_requests() == [f"GET /images/{reference}/json" for reference in (*BASE_IMAGES, start.image)]
 
-    seen = len(msb.calls)
+    seen, git_seen = len(msb.calls), len(start.git_calls())
     assert start.shell_true() == 0
     assert [described(call) for call in msb.calls[seen:]] == [f"inspect {start.vm}", "exec true"]
+    assert [call.split()[0] for call in start.git_calls()[git_seen:]] == ["rev-parse"], \
+        "one git process: where the git directory and the hooks are, for the sync and the guard alike"
 
     seen = len(msb.calls)
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-q", "--allow-empty",

@@ -69,25 +69,20 @@ class GuardStatus(Record):
     """How the host's branches and the VM's stand (docs/git.md)."""
 
 
-def guarded_paths(settings: Settings, root: Path | None = None) -> tuple[str, ...]:
-    """The default list, the `guarded-paths` setting, and the host's `core.hooksPath` when it
-    lies in the checkout (`root`): the hooks the host's git runs."""
-    hooks = _hooks_path_in(root) if root is not None else None
-    return tuple(dict.fromkeys((*DEFAULT_GUARDED, *settings.guarded_paths, *([hooks] if hooks else []))))
+def guarded_paths(settings: Settings, root: Path | None = None, hooks: Path | None = None) -> tuple[str, ...]:
+    """The default list, the `guarded-paths` setting, and the folder the host's git runs hooks
+    from (`hooks`, `GitPaths.hooks`) when it lies in the checkout (`root`) outside `.git`."""
+    inside = _inside(root, hooks) if root is not None and hooks is not None else None
+    return tuple(dict.fromkeys((*DEFAULT_GUARDED, *settings.guarded_paths, *([inside] if inside else []))))
 
 
-def _hooks_path_in(root: Path) -> str | None:
-    import subprocess
+def hooks_of(app: App) -> Path | None:
+    paths = app.git_paths
+    return paths.hooks if paths is not None else None
 
-    try:
-        done = subprocess.run(["git", "config", "--path", "core.hooksPath"], cwd=root, capture_output=True,
-                              text=True, check=False, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    value = done.stdout.strip()
-    if done.returncode != 0 or not value:
-        return None
-    inside = os.path.relpath(os.path.normpath(os.path.join(root, value)), root)
+
+def _inside(root: Path, hooks: Path) -> str | None:
+    inside = os.path.relpath(os.path.normpath(os.path.join(root, hooks)), root)
     if inside == "." or inside.startswith("..") or inside == ".git" or inside.startswith(".git/"):
         return None
     return inside
@@ -97,7 +92,7 @@ def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | N
     """Compare the guarded files with the record, show what the VM changed, keep or revert it
     (asked on a terminal; reverted without one), and record the result."""
     store = GuardStore(app.state.project_dir(app.project.slug))
-    paths = guarded_paths(app.settings, app.project.root)
+    paths = guarded_paths(app.settings, app.project.root, hooks_of(app))
     root = app.project.root
     host_git = app.project.is_git
     with store.lock():
@@ -248,7 +243,7 @@ def note_vm_stopped(state_root: Path, slug: str, log: Callable[[str], None] = la
 
 def status(app: App) -> GuardStatus:
     store = GuardStore(app.state.project_dir(app.project.slug))
-    paths = guarded_paths(app.settings, app.project.root)
+    paths = guarded_paths(app.settings, app.project.root, hooks_of(app))
     record = store.load()
     git = _git_lines(app)
     if record is None or record.root != str(app.project.root):

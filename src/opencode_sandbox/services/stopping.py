@@ -65,7 +65,8 @@ def sync_git(app: App) -> None:
     from opencode_sandbox.services.vm_git import sync_project
 
     report = sync_project(app.runtime, vm_name(app.project.slug), app.project.root,
-                          app.state.project_dir(app.project.slug), lambda line: app.console.verbose(f"git: {line}"))
+                          app.state.project_dir(app.project.slug), lambda line: app.console.verbose(f"git: {line}"),
+                          app.git_paths)
     what, _, branch = report.host.partition(" ")
     if what in ("diverged", "differs", "staged", "busy"):
         from opencode_sandbox.core.vm_git import SANDBOX_PREFIX

@@ -39,6 +39,7 @@ from opencode_sandbox.state.files import FILE_MODE, ensure_private_dir, write_at
 from opencode_sandbox.state_layout import ProjectLayout
 
 if TYPE_CHECKING:
+    from opencode_sandbox.project import GitPaths
     from opencode_sandbox.runtime.base import Runtime
 
 SYNC_TIMEOUT_S = 120.0
@@ -136,18 +137,20 @@ def _host_git(root: Path, *args: str, stdin: bytes | None = None, check: bool = 
     return done
 
 
-def layout(root: Path, project_dir: Path, is_git: bool) -> Layout | None:
-    """The checkout's arrangement; None for a folder that is not a git checkout."""
+def layout(root: Path, project_dir: Path, is_git: bool, paths: GitPaths | None = None) -> Layout | None:
+    """The checkout's arrangement (`paths`: git's answer, asked here when not given); None for a
+    folder that is not a git checkout."""
     if not is_git:
         return None
-    done = _host_git(root, "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir",
-                     "--show-object-format", check=False)
-    lines = done.stdout.decode(errors="replace").splitlines()
-    if done.returncode != 0 or len(lines) < 3:
-        return None
+    if paths is None:
+        from opencode_sandbox.project import git_paths
+
+        paths = git_paths(root)
+        if paths is None:
+            return None
     entry = root / ".git"
-    return Layout(root, Path(lines[0]), Path(lines[1]), ProjectLayout(project_dir).vm_git,
-                  entry.is_file() and not entry.is_symlink(), lines[2].strip() or "sha1")
+    return Layout(root, paths.git_dir, paths.common_dir, ProjectLayout(project_dir).vm_git,
+                  entry.is_file() and not entry.is_symlink(), paths.object_format)
 
 
 def mounts(found: Layout) -> list[Mount]:
@@ -401,15 +404,16 @@ class Syncer:
         return said[0] if said else ""
 
 
-def sync_project(runtime: Runtime, vm: str, root: Path, project_dir: Path, log: Callable[[str], None]) -> SyncReport:
+def sync_project(runtime: Runtime, vm: str, root: Path, project_dir: Path, log: Callable[[str], None],
+                 paths: GitPaths | None = None) -> SyncReport:
     """Both directions once, for a running VM that works on its own git directory; an empty
     report for any other (an older VM still on the checkout's `.git`: nothing of it is read).
-    A failure is logged and leaves both sides as they were."""
+    A failure is logged and leaves both sides as they were. `paths`: git's answer, when known."""
     from opencode_sandbox.core.naming import GIT_OWN, LABEL_GIT
     from opencode_sandbox.errors import SandboxError
 
     try:
-        found = layout(root, project_dir, True)
+        found = layout(root, project_dir, True, paths)
         if found is None or not found.state.is_dir():
             return SyncReport()
         with sync_lock(project_dir):

@@ -63,7 +63,7 @@ class Start:
         self.vm = naming.vm_name(self.slug)
         self.store = app.state
         self.project_dir = self.store.project_dir(self.slug)
-        self.git_layout = vm_git.layout(app.project.root, self.project_dir, app.project.is_git)
+        self.git_layout = vm_git.layout(app.project.root, self.project_dir, app.project.is_git, app.git_paths)
         """Where the VM's own git directory is; None outside a git checkout."""
         self.carried_out: list[PlannedStep] = []
 
@@ -225,7 +225,7 @@ class Start:
                 self.console.warn(str(getattr(error, "message", error)),
                                   hint="run `git reset` in `opencode-sandbox shell` to rebuild it")
         vm_git.sync_project(self.app.runtime, self.vm, self.app.project.root, self.project_dir,
-                            lambda line: self.console.verbose(f"git: {line}"))
+                            lambda line: self.console.verbose(f"git: {line}"), self.app.git_paths)
 
     def _start_inner_docker(self) -> None:
         result = self.app.guest(self.vm).start_inner_docker()
