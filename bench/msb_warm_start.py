@@ -3,7 +3,7 @@
 The microsandbox counterpart of `warm_start.py`, in one process with an isolated HOME and
 MSB_HOME, on a host where microVMs boot (the KVM lab, `docs/kvm-lab.md`):
 - warm: the VM is running; `opencode-sandbox shell -- true` against `msb exec NAME -- true`
-  (target: ratio at most 3.0);
+  (target: ratio at most 1.5);
 - after a stop: the VM was stopped (`msb stop`); the same `shell` (which starts it) against
   `msb start` followed by `msb exec` (target: at most 1.5);
 - the interface: the VM running and opencode serve answering; `opencode-sandbox` on a real
@@ -50,7 +50,7 @@ from opencode_sandbox.images.updater import record_baked_version
 from opencode_sandbox.runtime.microsandbox.cli import locate_msb
 from opencode_sandbox.runtime.microsandbox.kvm import probe_kvm
 
-WARM_TARGET = 3.0
+WARM_TARGET = 1.5
 AFTER_STOP_TARGET = 1.5
 INTERFACE_TARGET = 1.2
 

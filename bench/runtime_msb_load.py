@@ -3,8 +3,10 @@ against `docker save -o FILE` followed by `msb load -i FILE`, side by side.
 
 Each variant runs in its own fresh interpreter (the launcher, with the same modules
 imported) and its own MSB_HOME; the launcher's peak resident memory is what the stream
-must not inflate. Target: ratio
-streamed/file at most 1.0. The last line is the ratio.
+must not inflate. Target: ratio streamed/file at most 1.05: the stream's own buffers (a pipe's,
+a read's) take about 100 KiB more than running two commands, which put the ratio at 1.00 or 1.01
+from run to run; an image held in memory (64 MiB here) would put it above 5. The last line is
+the ratio.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import isolated_environment
 
-TARGET = 1.0
+TARGET = 1.05
 
 STREAMED = """
 import json, resource, time
