@@ -1,0 +1,82 @@
+"""The scripted model provider speaks each agent's provider API well enough for the real agent
+to work through it, on the host: Claude Code through Anthropic's Messages API, Codex through
+OpenAI's Responses API. Each agent edits a file of a checkout with its own tool, and its key
+reaches the server as that API carries it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from tests.fixtures.agents import claude_code_binary, codex_binary
+from tests.fixtures.model_server import MODEL_ID, ModelServer, Reply, ToolCall, step
+
+__all__ = ["claude_code_binary", "codex_binary"]
+
+KEY = "sk-scripted-0123456789"
+WRITTEN = "hello from the agent\n"
+
+
+def agent_environment(home: Path, prefixes: tuple[str, ...], **settings: str) -> dict[str, str]:
+    environment = {key: value for key, value in os.environ.items() if not key.startswith(prefixes)}
+    return {**environment, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), **settings}
+
+
+def checkout(tmp_path: Path) -> tuple[Path, Path]:
+    work, home = tmp_path / "work", tmp_path / "home"
+    home.mkdir()
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    return work, home
+
+
+def tool_turns(server: ModelServer) -> list[dict[str, Any]]:
+    """The requests that offered tools: the agent's own turns (a title request offers none)."""
+    return [request for request in server.requests if request.get("tools")]
+
+
+def test_claude_code_edits_a_file_through_the_scripted_messages_api(claude_code_binary: Path, tmp_path: Path) -> None:
+    work, home = checkout(tmp_path)
+    target = work / "hello.txt"
+    steps = [step(ToolCall("Write", {"file_path": str(target), "content": WRITTEN})), step(Reply("Wrote hello.txt."))]
+    with ModelServer.start(steps, "127.0.0.1", "127.0.0.1") as server:
+        env = agent_environment(home, ("ANTHROPIC", "CLAUDE"), ANTHROPIC_API_KEY=KEY,
+                                ANTHROPIC_BASE_URL=server.url.removesuffix("/v1"), DISABLE_AUTOUPDATER="1",
+                                CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+        done = subprocess.run([str(claude_code_binary), "-p", "Write hello.txt", "--permission-mode", "acceptEdits",
+                               "--model", MODEL_ID], cwd=work, env=env, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "Wrote hello.txt." in done.stdout
+        assert target.read_text() == WRITTEN, "the agent's own Write tool made the file"
+        turns = tool_turns(server)
+        assert len(turns) == 2 and all(turn.get("stream") for turn in turns)
+        results = [block for message in turns[1]["messages"] for block in message.get("content", [])
+                   if isinstance(block, dict) and block.get("type") == "tool_result"]
+        assert [result["tool_use_id"] for result in results] == ["toolu_scripted_1"], "the tool's result came back"
+        sent = [key for key in server.api_keys if key]
+        assert len(sent) >= len(turns) and set(sent) == {KEY}, "the key travels in x-api-key"
+
+
+def test_codex_edits_a_file_through_the_scripted_responses_api(codex_binary: Path, tmp_path: Path) -> None:
+    work, home = checkout(tmp_path)
+    command = f"printf '{WRITTEN.strip()}\\n' > hello.txt"
+    steps = [step(ToolCall("exec_command", {"cmd": command, "workdir": str(work)})), step(Reply("Wrote hello.txt."))]
+    with ModelServer.start(steps, "127.0.0.1", "127.0.0.1") as server:
+        (home / ".codex").mkdir()
+        (home / ".codex" / "config.toml").write_text(
+            f'model = "{MODEL_ID}"\nmodel_provider = "scripted"\n\n[model_providers.scripted]\nname = "Scripted"\n'
+            f'base_url = "{server.url}"\nenv_key = "OPENAI_API_KEY"\nwire_api = "responses"\n')
+        env = agent_environment(home, ("OPENAI", "CODEX"), OPENAI_API_KEY=KEY)
+        done = subprocess.run([str(codex_binary), "exec", "--dangerously-bypass-approvals-and-sandbox",
+                               "Write hello.txt"], cwd=work, env=env, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-2000:]
+        assert "Wrote hello.txt." in done.stdout
+        assert (work / "hello.txt").read_text() == WRITTEN, "the agent's own exec_command tool made the file"
+        turns = tool_turns(server)
+        assert len(turns) == 2 and all(turn.get("stream") for turn in turns)
+        outputs = [item for item in turns[1]["input"] if item.get("type") == "function_call_output"]
+        assert [output["call_id"] for output in outputs] == ["call_scripted_1"], "the command's result came back"
+        assert set(server.authorizations) == {f"Bearer {KEY}"}, "the key travels as a bearer token"
