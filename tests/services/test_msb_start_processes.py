@@ -34,6 +34,7 @@ from opencode_sandbox.core.naming import (
 )
 from opencode_sandbox.core.ports import DAEMON_PORT
 from opencode_sandbox.engine.docker import DockerImageEngine
+from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.images.image_document import env_of
 from opencode_sandbox.images.updater import record_baked_version
 from opencode_sandbox.paths import ToolPaths
@@ -197,6 +198,14 @@ class ShellStart:
         self.monkeypatch.setenv("MSB_PATH", str(scripted.folder / "msb"))
         return scripted
 
+    def shell_true_or_say_why(self) -> int:
+        """`shell_true`, failing with what the scripted engine was asked when the start fails."""
+        try:
+            return self.shell_true()
+        except SandboxError as error:
+            pytest.fail(f"{error.message}; the engine was asked {self.engine_requests()}, "
+                        f"dropped {self.engine.dropped}; docker ran {self.docker_calls()}")
+
     def shell_true(self) -> int:
         console = Console(LogLevel.INFO, stream=sys.stderr)
         opener = apply_global_flags(console, assume_yes=False, quiet=False, log_level=None, runtime=None)
@@ -241,7 +250,7 @@ def test_a_warm_shell_asks_msb_about_the_vm_once_and_syncs_git_only_after_a_chan
 ) -> None:
     monkeypatch.setattr(vm_git, "RACY_S", 0.0)  # the checkout was made a moment ago
     msb = start.msb("Running", "Running", "Running")
-    assert start.shell_true() == 0
+    assert start.shell_true_or_say_why() == 0
     assert [described(call) for call in msb.calls] == [f"inspect {start.vm}", GIT_SYNC, "exec true"], \
         "the image and the home volume are the running VM's own: nothing to ask; the sync after the " \
         "command found both sides as the one before left them"
