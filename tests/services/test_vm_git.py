@@ -185,3 +185,21 @@ def test_the_stamp_describes_a_link_the_vm_made_without_following_it(
     before = vm_git.refs_stamp(found)
     (elsewhere / "inside").write_text("x\n")
     assert vm_git.refs_stamp(found) == before, "nothing behind the link is read"
+
+
+def test_a_folder_chain_the_vm_makes_deeper_than_any_ref_stops_the_stamp_not_the_start(
+    checkout: Path, tmp_path: Path, no_racy_window: None,
+) -> None:
+    """The agent's attack on the walk: 1,200 nested folders below the VM's refs (past Python's
+    recursion limit) must leave the stamp saying nothing, not end the launcher or the reaper."""
+    found = seeded(checkout, tmp_path)
+    folder = os.open(found.state / "refs" / "heads", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(1200):
+            os.mkdir("d", dir_fd=folder)
+            inner = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=folder)
+            os.close(folder)
+            folder = inner
+    finally:
+        os.close(folder)
+    assert vm_git.refs_stamp(found) is None

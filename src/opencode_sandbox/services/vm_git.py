@@ -81,7 +81,9 @@ STAMPED = (("git_dir", ("HEAD",)), ("common_dir", ("packed-refs", "refs", "refta
 """Where each side keeps its refs and checked-out branch: the host's git directory (a linked
 worktree's own HEAD), its common directory, and the VM's git directory."""
 STAMP_ENTRY_LIMIT = 20_000
-"""Beyond this many entries the stamp says nothing, and every sync looks."""
+STAMP_DEPTH_LIMIT = 32
+"""Beyond this many entries, or folders this deep, the stamp says nothing and every sync looks:
+the VM makes its folders, and must not make the walk endless or exhaust the launcher's stack."""
 RACY_S = 2.0
 """A stamp with a change this recent says nothing: some file systems keep times too coarse to
 tell a change from the next one within it (git's own rule for its index)."""
@@ -440,19 +442,18 @@ def refs_stamp(found: Layout) -> str | None:
     import time
 
     lines: list[str] = []
+    newest = 0
     try:
         for base, names in STAMPED:
             folder = os.open(getattr(found, base), _DIRECTORY)
             try:
                 for name in names:
-                    _describe(folder, name, f"{base}/{name}", lines)
+                    newest = max(newest, _describe(folder, name, f"{base}/{name}", lines, 0))
             finally:
                 os.close(folder)
     except (OSError, _TooMany):
         return None
-    recent = time.time_ns() - int(RACY_S * 1e9)
-    if any(int(line.rsplit(" ", 2)[1]) > recent or int(line.rsplit(" ", 1)[1]) > recent
-           for line in lines if not line.endswith(" -")):
+    if newest > time.time_ns() - int(RACY_S * 1e9):
         return None
     from opencode_sandbox.core.digest import sha256
 
@@ -463,23 +464,26 @@ class _TooMany(Exception):
     pass
 
 
-def _describe(folder: int, name: str, path: str, lines: list[str]) -> None:
-    if len(lines) >= STAMP_ENTRY_LIMIT:
+def _describe(folder: int, name: str, path: str, lines: list[str], depth: int) -> int:
+    """Appends the entry and, for a folder, everything in it; returns the newest time among them."""
+    if len(lines) >= STAMP_ENTRY_LIMIT or depth > STAMP_DEPTH_LIMIT:
         raise _TooMany
     try:
         status = os.stat(name, dir_fd=folder, follow_symlinks=False)
     except FileNotFoundError:
         lines.append(f"{path} -")
-        return
+        return 0
     lines.append(f"{path} {status.st_mode:o} {status.st_ino} {status.st_size} {status.st_mtime_ns} "
                  f"{status.st_ctime_ns}")
+    newest = max(status.st_mtime_ns, status.st_ctime_ns)
     if stat.S_ISDIR(status.st_mode):
         inner = os.open(name, _DIRECTORY, dir_fd=folder)
         try:
             for entry in sorted(os.listdir(inner)):
-                _describe(inner, entry, f"{path}/{entry}", lines)
+                newest = max(newest, _describe(inner, entry, f"{path}/{entry}", lines, depth + 1))
         finally:
             os.close(inner)
+    return newest
 
 
 @contextlib.contextmanager
