@@ -200,6 +200,8 @@ def test_a_folder_chain_the_vm_makes_deeper_than_any_ref_stops_the_stamp_not_the
             inner = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=folder)
             os.close(folder)
             folder = inner
-    finally:
         os.close(folder)
-    assert vm_git.refs_stamp(found) is None
+        assert vm_git.refs_stamp(found) is None
+    finally:
+        # rm walks without recursion; pytest's clean-up of old temporary folders would not
+        subprocess.run(["rm", "-rf", str(found.state / "refs" / "heads" / "d")], check=True)
