@@ -65,7 +65,9 @@ class App:
         where not given; they take precedence over the environment and the files."""
         paths = ToolPaths.from_environment()
         project = resolve_project(cwd)
-        settings = load_settings(config_files(paths.config_dir, project.slug, project.root), os.environ, flags)
+        settings = _with_agent_credentials(
+            load_settings(config_files(paths.config_dir, project.slug, project.root), os.environ, flags),
+            paths.config_dir, project.slug)
         app = cls(console, paths, project, settings, assume_yes, interactive)
         app._flags = flags
         if not project.is_git:
@@ -78,8 +80,10 @@ class App:
 
     def reload_settings(self) -> None:
         """Read the configuration again: the checkout's own file was just put back as it was."""
-        self.settings = load_settings(config_files(self.paths.config_dir, self.project.slug, self.project.root),
-                                      os.environ, self._flags)
+        self.settings = _with_agent_credentials(
+            load_settings(config_files(self.paths.config_dir, self.project.slug, self.project.root), os.environ,
+                          self._flags),
+            self.paths.config_dir, self.project.slug)
 
     def report_sources(self) -> None:
         if not self.console.verbose_enabled:
@@ -148,3 +152,25 @@ class App:
             self._other_runtime = other_runtime(self.runtime.kind, self.recorded_home)
             self._other_runtime_found = True
         return self._other_runtime
+
+
+def _with_agent_credentials(settings: Settings, config_dir: Path, slug: str) -> Settings:
+    """`settings` with the agent's credentials that have a value on this host as secrets."""
+    from opencode_sandbox.core.agents import implied_secrets, profile_of
+
+    profile = profile_of(settings.agent)
+    if not profile.credentials:
+        return settings
+
+    def has_value(name: str) -> bool:
+        if os.environ.get(name):
+            return True
+        from opencode_sandbox.config.secret_files import read_values, values_files
+
+        return any(read_values(path).get(name) for path in values_files(config_dir, slug))
+
+    implied = implied_secrets(profile, settings.secrets, has_value)
+    if not implied:
+        return settings
+    sources = {**settings.sources, "secrets": settings.sources["secrets"] + f" and the {profile.title} credentials"}
+    return settings._replace(secrets=settings.secrets + implied, sources=sources)

@@ -8,6 +8,7 @@ import io
 import tarfile
 from dataclasses import dataclass, field
 
+from opencode_sandbox.core.agent_activity import AgentReport
 from opencode_sandbox.core.dev_home import FOLDERS, BlockedFolder, HomeProbe
 from opencode_sandbox.errors import NotFound, SandboxError
 from opencode_sandbox.guest.places import EMPTY_LOG, HOME
@@ -50,6 +51,8 @@ class FakeGuests:
     unpack_failure: ExecResult | None = None
     inner_docker: ExecResult = field(default_factory=lambda: ExecResult(0, "", ""))
     report: str = ""
+    agent_reports: dict[str, AgentReport] = field(default_factory=dict)
+    """A VM's terminal agent as its session and hooks would report it; without one, no session runs."""
 
     def __call__(self, runtime: Runtime, vm: str) -> FakeGuest:
         assert isinstance(runtime, FakeRuntime), "the fake operations run on the fake runtime"
@@ -156,6 +159,10 @@ class FakeGuest:
     def start_inner_docker(self) -> ExecResult:
         self._running("start_inner_docker")
         return self.guests.inner_docker
+
+    def agent_report(self) -> AgentReport:
+        self._running("agent_report")
+        return self.guests.agent_reports.get(self.vm, AgentReport(False))
 
     def _home(self, sandbox: FakeSandbox) -> dict[str, FakeNode] | None:
         for mount in sandbox.spec.mounts if sandbox.spec else ():

@@ -27,7 +27,7 @@ class AppOpener:
         self._app: App | None = None
 
     def open(self, cpus: int | None = None, memory: str | None = None, network: str | None = None,
-             publish: Sequence[str] = ()) -> App:
+             publish: Sequence[str] = (), agent: str | None = None) -> App:
         """The command's context; the first call opens it with the command's own settings flags."""
         if self._app is None:
             from pathlib import Path
@@ -37,7 +37,7 @@ class AppOpener:
             self._app = App.open(
                 console=self.console,
                 cwd=Path.cwd(),
-                flags={"runtime": self.runtime, "cpus": cpus, "memory": memory, "network": network,
+                flags={"runtime": self.runtime, "agent": agent, "cpus": cpus, "memory": memory, "network": network,
                        "ports": list(publish) or None},
                 assume_yes=self.assume_yes,
                 interactive=sys.stdin.isatty() and not self.assume_yes,
@@ -57,8 +57,8 @@ def apply_global_flags(console: Console, assume_yes: bool, quiet: bool, log_leve
 
 def run_project(opener: AppOpener, worktree: str | None, rebuild: bool, dry_run: bool, cpus: int | None,
                 memory: str | None, network: str | None, publish: Sequence[str], serve_only: bool,
-                opencode_args: Sequence[str]) -> int:
-    app = opener.open(cpus, memory, network, publish)
+                opencode_args: Sequence[str], agent: str | None = None) -> int:
+    app = opener.open(cpus, memory, network, publish, agent)
     parsed_worktree = None
     if worktree:  # before the dry run's plan: a dry run refuses what a real run would
         from opencode_sandbox.services.start.client import parse_worktree
@@ -73,8 +73,9 @@ def run_project(opener: AppOpener, worktree: str | None, rebuild: bool, dry_run:
 
 
 def shell_in_project(opener: AppOpener, root: bool, rebuild: bool, dry_run: bool, cpus: int | None,
-                     memory: str | None, network: str | None, publish: Sequence[str], command: Sequence[str]) -> int:
-    app = opener.open(cpus, memory, network, publish)
+                     memory: str | None, network: str | None, publish: Sequence[str], command: Sequence[str],
+                     agent: str | None = None) -> int:
+    app = opener.open(cpus, memory, network, publish, agent)
     if dry_run:
         print_plan(app, rebuild=rebuild, wait_for_daemon=False)
         return 0

@@ -6,6 +6,7 @@ import click
 
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.cli.app_passing import opener, pass_app
+from opencode_sandbox.cli.option_table import AGENT_NAMES
 from opencode_sandbox.cli.options import prune_options
 
 if TYPE_CHECKING:
@@ -21,9 +22,13 @@ def _build_command(name: str) -> click.Group:
                   help="Pin this opencode version (default: the latest release).")
     @click.option("--dind", is_flag=True, default=None,
                   help="Build on the Docker-in-Docker base image (default: config 'dind').")
+    @click.option("--agent", type=click.Choice(list(AGENT_NAMES)),
+                  help="Build the image of this agent (default: config 'agent', opencode).")
+    @click.option("--agent-version", metavar="VERSION",
+                  help="Pin this version of Claude Code or Codex (default: the latest release).")
     @click.pass_context
     def build(ctx: click.Context, rebuild: bool, dry_run: bool, opencode_version: str | None,
-              dind: bool | None) -> None:
+              dind: bool | None, agent: str | None, agent_version: str | None) -> None:
         """Build the project's runner image if anything it depends on changed.
 
         The base images it starts from are built first when they are missing or stale. On the
@@ -35,11 +40,11 @@ def _build_command(name: str) -> click.Group:
             return
         from opencode_sandbox.services import build as builds
 
-        app = opener().open()
+        app = opener().open(agent=agent)
         if dry_run:
             builds.describe_build(app, rebuild, opencode_version, dind)
         else:
-            builds.build(app, rebuild, opencode_version, dind)
+            builds.build(app, rebuild, opencode_version, dind, agent_version)
 
     @build.command()
     @click.pass_context

@@ -58,6 +58,10 @@ GLOBAL = CommandLine((
            choices=tuple(kind.value for kind in RuntimeKind)),
 ))
 
+AGENT_NAMES = ("opencode", "claude-code", "codex")
+"""The agents' profiles (`core/agents`), named here so that reading the table loads none of them."""
+_AGENT = Option("agent", ("--agent",), "The coding agent to run: opencode, claude-code or codex "
+                "(default: config 'agent', opencode).", choices=AGENT_NAMES)
 _REBUILD = Option("rebuild", ("-r", "--rebuild"), "Rebuild the runner image from scratch first.", FLAG)
 _CPUS = Option("cpus", ("-c", "--cpus"), "Virtual CPUs of the VM (default: config 'cpus', 2).", INTEGER)
 _MEMORY = Option("memory", ("-m", "--memory"), "Memory of the VM, such as 4G (default: config 'memory', 4G).",
@@ -76,6 +80,7 @@ RUN = CommandLine(
                "Attach to the opencode worktree NAME inside the VM, creating it from BASE "
                "(a git ref, default HEAD) when it does not exist.",
                metavar="NAME[:BASE]"),
+        _AGENT,
         _REBUILD,
         Option("dry_run", ("-n", "--dry-run"),
                "Check the inputs as a run would and print what it would do, changing nothing.", FLAG),
@@ -88,13 +93,14 @@ RUN = CommandLine(
                "instead of attaching.", FLAG),
     ),
     rest="opencode_args",
-    rest_metavar="[-- OPENCODE_ARGS]...",
+    rest_metavar="[-- AGENT_ARGS]...",
 )
 
 SHELL = CommandLine(
     (
         Option("root", ("--root",), "Run as root instead of the user dev (on docker: a root without capabilities, "
            "which cannot write the checkout).", FLAG),
+        _AGENT,
         _REBUILD,
         Option("dry_run", ("-n", "--dry-run"),
                "Check the inputs as a start would and print what it would do, changing nothing.", FLAG),

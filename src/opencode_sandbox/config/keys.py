@@ -33,6 +33,14 @@ def _read_runtime(value: Any) -> RuntimeKind:
     return RuntimeKind(value)
 
 
+def _read_agent(value: Any) -> str:
+    from opencode_sandbox.core.agents import PROFILES
+
+    if not isinstance(value, str) or value not in PROFILES:
+        raise ValueError(f"'{value}' is not an agent; choose one of: {', '.join(PROFILES)}")
+    return value
+
+
 def _read_int(minimum: int, maximum: int) -> Callable[[Any], int]:
     def read(value: Any) -> int:
         if isinstance(value, str) and value.strip().lstrip("-").isdigit():
@@ -195,6 +203,8 @@ KEYS: tuple[Key, ...] = (
     Key("runtime", DEFAULT_RUNTIME, _read_runtime,
         "VM runtime: microsandbox (microVMs) or docker (shares the host kernel)", checkout_refusal=_narrower_runtime,
         checkout_note="`microsandbox`, or `docker` where your configuration chooses it"),
+    Key("agent", "opencode", _read_agent,
+        "the coding agent the VM runs: opencode, claude-code or codex (docs/agents.md)"),
     Key("cpus", 2, _read_int(1, MAX_CPUS), "virtual CPUs of the project VM"),
     Key("memory", 4 * 1024**3, _read_memory, "memory of the project VM, such as 4G"),
     Key("pids-limit", 4096, _read_int(64, 4_194_304),

@@ -16,6 +16,8 @@ class Settings(Record):
     """A named tuple rather than a dataclass: it is built on every command, start-up counts."""
 
     runtime: RuntimeKind
+    agent: str
+    """The name of the agent's profile (`core/agents`)."""
     cpus: int
     memory: int
     pids_limit: int
@@ -41,7 +43,18 @@ class Settings(Record):
 
     @property
     def egress_policy(self) -> EgressPolicy:
-        return EgressPolicy(self.network, self.egress_allow, self.egress_deny, self.secrets)
+        return EgressPolicy(self.network, self.egress_allow + self.agent_hosts, self.egress_deny, self.secrets)
+
+    @property
+    def agent_hosts(self) -> tuple[EgressRule, ...]:
+        """What the agent needs to reach, allowed on top of `egress-allow` under the allowlist profile."""
+        if self.network is not Profile.ALLOWLIST:
+            return ()
+        from opencode_sandbox.core.agents import profile_of
+        from opencode_sandbox.core.egress import parse_rule
+
+        allowed = {rule.text for rule in self.egress_allow}
+        return tuple(parse_rule(host) for host in profile_of(self.agent).hosts if host not in allowed)
 
     @property
     def memory_mib(self) -> int:

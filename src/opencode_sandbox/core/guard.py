@@ -22,9 +22,17 @@ DEFAULT_GUARDED = (
     ".lefthook.yml",
     "lefthook-local.yml",
     ".lefthook-local.yml",
+    ".claude",
+    ".mcp.json",
+    ".codex",
+    ".opencode",
+    "opencode.json",
+    "opencode.jsonc",
 )
 """Paths the host executes or applies on the user's behalf, relative to the checkout: shell
-and editor set-ups, and what the usual git hook managers run from the work tree. The host's
+and editor set-ups, what the usual git hook managers run from the work tree, and the project
+settings of the coding agents a user may also run on the host (their hooks, plugins and MCP
+servers are programs). The host's
 `.git` is not among them: the VM never reaches it (docs/git.md)."""
 REVIEW_FOLDER = ".opencode-sandbox/guard"
 """Where the VM's versions of reverted files are kept for review; never guarded itself."""

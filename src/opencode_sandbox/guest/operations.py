@@ -8,6 +8,7 @@ from typing import Protocol
 from opencode_sandbox import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from opencode_sandbox.core.agent_activity import AgentReport
     from opencode_sandbox.core.dev_home import HomeProbe
     from opencode_sandbox.runtime.base import Runtime
     from opencode_sandbox.runtime.types import ExecResult
@@ -45,6 +46,9 @@ class Guest(Protocol):
 
     def start_inner_docker(self) -> ExecResult:
         """Start the Docker engine of a Docker-in-Docker image, as root."""
+
+    def agent_report(self) -> AgentReport:
+        """Whether a terminal agent's session runs and what its hooks last recorded, as dev."""
 
 
 class GuestFactory(Protocol):

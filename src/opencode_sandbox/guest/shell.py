@@ -8,6 +8,7 @@ from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.guest.places import EMPTY_LOG, GUEST_URL, HOME, SERVER_LOG
 
 if TYPE_CHECKING:
+    from opencode_sandbox.core.agent_activity import AgentReport
     from opencode_sandbox.core.dev_home import HomeProbe
     from opencode_sandbox.runtime.base import Runtime
     from opencode_sandbox.runtime.types import ExecResult
@@ -71,6 +72,12 @@ class ShellGuest:
 
     def start_inner_docker(self) -> ExecResult:
         return self.runtime.exec(self.vm, [_INNER_DOCKER], user="root", timeout_s=120)
+
+    def agent_report(self) -> AgentReport:
+        from opencode_sandbox.core.agent_activity import parse_report
+        from opencode_sandbox.guest.terminal_session import report_script
+
+        return parse_report(self.runtime.exec(self.vm, ["sh", "-c", report_script()], workdir="/", timeout_s=30).stdout)
 
 
 def _probe_script() -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from opencode_sandbox import TYPE_CHECKING
+from opencode_sandbox.core.agents import AgentProfile, SessionKind
 from opencode_sandbox.core.naming import (
     BASE_IMAGE,
     BASE_IMAGE_DIND,
@@ -24,6 +25,7 @@ from opencode_sandbox.core.naming import (
 )
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.errors import SandboxError
+from opencode_sandbox.images.agent_layer import agent_dockerfile
 from opencode_sandbox.images.certificates import CaCertificate, collect_ca_certificates
 from opencode_sandbox.images.compose import (
     DIND_START_SCRIPT,
@@ -46,6 +48,8 @@ LOG_TAIL_LINES = 15
 class ImageKind(StrEnum):
     BASE = "base"
     PROJECT = "project"
+    AGENT = "agent"
+    """A terminal agent's layer on top of the project image (`agent_layer.py`)."""
 
 
 class BuildAction(StrEnum):
@@ -172,6 +176,20 @@ def _base_job(dind: bool, opencode_version: str, certificates: Sequence[CaCertif
         fixed_reference=BASE_IMAGE_DIND if dind else BASE_IMAGE,
         packaged={DIND_START_SCRIPT: packaged_file(DIND_START_SCRIPT)} if dind else {},
         build_args={} if dind else {"OPENCODE_VERSION": opencode_version},
+    )
+
+
+def _agent_job(project: ImageBuildResult, slug: str, agent: AgentProfile, version: str,
+               certificates: Sequence[CaCertificate]) -> _Job:
+    dockerfile, packaged = agent_dockerfile(project.reference, agent, version)
+    return _Job(
+        kind=ImageKind.AGENT,
+        dockerfile=dockerfile,
+        context=(),
+        certificates=tuple(certificates),
+        opencode_version=project.opencode_version,
+        slug=slug,
+        packaged=packaged,
     )
 
 
@@ -314,7 +332,10 @@ class ImageBuilder:
         certificates: Sequence[CaCertificate],
         rebuild: bool = False,
         rebuild_base: bool = False,
+        agent: AgentProfile | None = None,
+        agent_version: str | None = None,
     ) -> ImageBuildResult:
+        """The project's image; for a terminal agent, with the agent's layer on top."""
         job = _project_job(project_dir, slug, dind, opencode_version, certificates)
         needs = _our_bases(job.dockerfile)
         if needs:
@@ -324,7 +345,11 @@ class ImageBuilder:
                 certificates=certificates,
                 rebuild=rebuild_base,
             )
-        return self._ensure(job, rebuild)
+        project = self._ensure(job, rebuild)
+        if agent is None or agent.session is SessionKind.SERVER:
+            return project
+        assert agent_version is not None
+        return self._ensure(_agent_job(project, slug, agent, agent_version, certificates), rebuild)
 
     def plan_project_image(
         self,
@@ -453,8 +478,11 @@ def ensure_project_image(
     verbose: bool = False,
     progress: BuildProgress | None = None,
     engine: ImageEngine | None = None,
+    agent: AgentProfile | None = None,
+    agent_version: str | None = None,
 ) -> ImageBuildResult:
-    """The project's runner image `opencode-sandbox/runner-<slug>:<hash>`, built if needed.
+    """The project's runner image `opencode-sandbox/runner-<slug>:<hash>`, built if needed; for a
+    terminal agent (`agent`, at `agent_version`), the agent's layer on top of it.
 
     The base images it starts from are ensured first. `rebuild` forces a clean
     (`--no-cache`) build of the project image, `rebuild_base` of the base images too.
@@ -468,6 +496,8 @@ def ensure_project_image(
         certificates=certificates,
         rebuild=rebuild,
         rebuild_base=rebuild_base,
+        agent=agent,
+        agent_version=agent_version,
     )
 
 

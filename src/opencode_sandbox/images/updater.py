@@ -54,6 +54,8 @@ class UpdaterState(Record):
     """The opencode version in the current runner image, reused on run/shell."""
     offered: tuple[str, ...] = ()
     noticed: tuple[str, ...] = ()
+    agent_versions: tuple[tuple[str, str], ...] = ()
+    """Each terminal agent's version in the images built for it, reused on run/shell: (agent, version)."""
 
 
 class UpdateDecision(Record):
@@ -162,6 +164,37 @@ def resolve_opencode_version(
     )
 
 
+NPM_REGISTRY = "https://registry.npmjs.org"
+
+
+def resolve_agent_version(
+    title: str,
+    package: str,
+    pinned: str | None,
+    timeout_s: float = RESOLVE_TIMEOUT_S,
+    extra_ca_certificates: Sequence[Path] = (),
+    registry: str = NPM_REGISTRY,
+) -> str:
+    """The version of a terminal agent's npm package a build installs: the pinned one, else npm's `latest`."""
+    if pinned:
+        version = normalize_version(pinned)
+        if version is None:
+            raise UsageError(f"not a {title} version: {pinned}",
+                             hint="Give a release version such as --agent-version 1.2.3.")
+        return version
+    try:
+        return fetch_latest_version(f"{registry}/{package}/latest", timeout_s, extra_ca_certificates)
+    except LookupFailed as failure:
+        from opencode_sandbox.images.tls import UNTRUSTED_HINT
+
+        pin = "pin a version: opencode-sandbox build --agent-version X.Y.Z"
+        raise SandboxError(
+            f"cannot find the latest {title} release ({failure})",
+            hint=f"{UNTRUSTED_HINT} Or {pin}" if isinstance(failure, UntrustedServer)
+            else f"Check the network, or {pin}",
+        ) from None
+
+
 # state file ----------------------------------------------------------------------------
 
 
@@ -191,6 +224,13 @@ def _versions(value: Any) -> tuple[str, ...]:
     return tuple(str(item) for item in value if isinstance(item, str | int | float))
 
 
+def _agent_versions(value: Any) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, dict):
+        return ()
+    return tuple((str(agent), str(version)) for agent, version in value.items()
+                 if isinstance(version, str) and normalize_version(version))
+
+
 def load_state(state_root: Path, warn: Callable[[str], None] | None = None) -> UpdaterState:
     """The recorded state; a missing file is a fresh state, a corrupt one warns and is too."""
     path = state_path(state_root)
@@ -204,6 +244,7 @@ def load_state(state_root: Path, warn: Callable[[str], None] | None = None) -> U
             baked_version=_text(document.get("baked_version")),
             offered=_versions(document.get("offered")),
             noticed=_versions(document.get("noticed")),
+            agent_versions=_agent_versions(document.get("agent_versions")),
         )
     except (UnreadableState, ValueError, TypeError) as error:
         if warn is not None:  # the detached check has no one to tell
@@ -221,6 +262,7 @@ def save_state(state_root: Path, state: UpdaterState) -> None:
             "baked_version": state.baked_version,
             "offered": list(state.offered),
             "noticed": list(state.noticed),
+            "agent_versions": dict(state.agent_versions),
         },
     )
 
@@ -324,3 +366,15 @@ def record_baked_version(state_root: Path, version: str, warn: Callable[[str], N
 def baked_version(state_root: Path, warn: Callable[[str], None] | None = None) -> str | None:
     """`warn` hears of a corrupt file; without it, it is passed over in silence."""
     return load_state(state_root, warn).baked_version
+
+
+def baked_agent_version(state_root: Path, agent: str, warn: Callable[[str], None] | None = None) -> str | None:
+    """The version of `agent` the last image built for it has; None before the first."""
+    return dict(load_state(state_root, warn).agent_versions).get(agent)
+
+
+def record_baked_agent_version(state_root: Path, agent: str, version: str,
+                               warn: Callable[[str], None] | None = None) -> None:
+    state = load_state(state_root, warn)
+    versions = {**dict(state.agent_versions), agent: version}
+    save_state(state_root, state._replace(agent_versions=tuple(sorted(versions.items()))))

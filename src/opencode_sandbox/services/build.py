@@ -16,10 +16,30 @@ def _version(app: App, pinned: str | None) -> str:
     )
 
 
-def _image_inputs(app: App, version: str, dind: bool | None, rebuild: bool) -> dict[str, Any]:
+def _agent_version(app: App, pinned: str | None) -> str | None:
+    """The terminal agent's version the build installs: `pinned`, else npm's latest."""
+    from opencode_sandbox.core.agents import SessionKind, profile_of
+    from opencode_sandbox.errors import UsageError
+
+    profile = profile_of(app.settings.agent)
+    if profile.session is SessionKind.SERVER:
+        if pinned:
+            raise UsageError(f"--agent-version pins Claude Code or Codex, not {profile.title}",
+                             hint="pin opencode with --opencode-version, or choose the agent with --agent")
+        return None
+    return updater.resolve_agent_version(profile.title, profile.package, pinned,
+                                         extra_ca_certificates=app.settings.extra_ca_certificates)
+
+
+def _image_inputs(app: App, version: str, dind: bool | None, rebuild: bool,
+                  agent_version: str | None = None) -> dict[str, Any]:
     """What the project image depends on; `build -r` rebuilds the base images too."""
+    from opencode_sandbox.core.agents import profile_of
+
     settings = app.settings
     return {
+        "agent": profile_of(settings.agent),
+        "agent_version": agent_version,
         "project_dir": app.project.root,
         "slug": app.project.slug,
         "dind": settings.dind if dind is None else dind,
@@ -31,18 +51,24 @@ def _image_inputs(app: App, version: str, dind: bool | None, rebuild: bool) -> d
     }
 
 
-def build(app: App, rebuild: bool, pinned_version: str | None, dind: bool | None) -> None:
+def build(app: App, rebuild: bool, pinned_version: str | None, dind: bool | None,
+          pinned_agent_version: str | None = None) -> None:
     from opencode_sandbox.images.builder import ensure_project_image
 
+    agent_version = _agent_version(app, pinned_agent_version)
     version = _version(app, pinned_version)
     app.state.know(app.project.slug)
-    result = ensure_project_image(**_image_inputs(app, version, dind, rebuild), verbose=app.console.verbose_enabled,
-                                  progress=build_progress(app.console))
+    result = ensure_project_image(**_image_inputs(app, version, dind, rebuild, agent_version),
+                                  verbose=app.console.verbose_enabled, progress=build_progress(app.console))
     updater.record_baked_version(app.paths.state_dir, version, app.console.warn)
+    versions = f"opencode {version}"
+    if agent_version is not None:
+        updater.record_baked_agent_version(app.paths.state_dir, app.settings.agent, agent_version, app.console.warn)
+        versions += f", {app.settings.agent} {agent_version}"
     state = "built" if result.built else "up to date"
     if load_into_runtime(app.runtime, app.console, result.reference).loaded_now:
         state += f", loaded into {app.runtime.kind.value}"
-    app.console.result(f"{result.reference} {state} (opencode {version}, {result.image_id[:19]})")
+    app.console.result(f"{result.reference} {state} ({versions}, {result.image_id[:19]})")
 
 
 def describe_build(app: App, rebuild: bool, pinned_version: str | None, dind: bool | None) -> None:

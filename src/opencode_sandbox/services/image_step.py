@@ -6,6 +6,7 @@ from pathlib import Path
 
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.app import App
+from opencode_sandbox.core.agents import DEFAULT_AGENT
 from opencode_sandbox.core.naming import LABEL_DIND
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.images import updater
@@ -118,8 +119,22 @@ def _project_state_dir(app: App) -> Path:
     return StateLayout(app.paths.state_dir).project(app.project.slug).folder
 
 
-def _signature(app: App, version: str) -> str:
-    return image_record.inputs_signature(app.image_engine, app.project, app.settings, version)
+def agent_version_for_run(app: App, pinned: str | None = None) -> str | None:
+    """The version of a terminal agent its images are built with: `pinned`, else the one the last
+    build for it used, else npm's latest. None for an agent in the base image (opencode)."""
+    from opencode_sandbox.core.agents import SessionKind, profile_of
+
+    profile = profile_of(app.settings.agent)
+    if profile.session is SessionKind.SERVER:
+        return None
+    baked = None if pinned else updater.baked_agent_version(app.paths.state_dir, profile.name, app.console.warn)
+    return baked or updater.resolve_agent_version(profile.title, profile.package, pinned,
+                                                  extra_ca_certificates=app.settings.extra_ca_certificates)
+
+
+def _signature(app: App, version: str, agent_version: str | None) -> str:
+    inputs = version if agent_version is None else f"{version} {app.settings.agent} {agent_version}"
+    return image_record.inputs_signature(app.image_engine, app.project, app.settings, inputs)
 
 
 def _recalled(app: App, signature: str) -> image_record.CheckedImage | None:
@@ -132,10 +147,11 @@ def ensure_image(app: App, rebuild: bool, upgrade_to: str | None = None) -> Read
     start that keeps its VM never needs to (`runnable` loads the image where a VM is made)."""
     engine = app.image_engine
     version = opencode_version_for_run(app, upgrade_to)
-    signature = _signature(app, version)
+    agent_version = agent_version_for_run(app)
+    signature = _signature(app, version, agent_version)
     checked = None if rebuild else _recalled(app, signature)
     if checked is None:
-        checked = _full_check(app, rebuild, version, engine)
+        checked = _full_check(app, rebuild, version, engine, agent_version)
         image_record.remember(_project_state_dir(app), signature, checked)
     return ReadyImage(
         reference=checked.reference,
@@ -151,7 +167,10 @@ def predict_image(app: App, rebuild: bool) -> tuple[ReadyImage, list[str]]:
     """What `ensure_image` would run, and the images it would build first, changing nothing. The
     digest is empty where it would build or load the image first; the version is the baked one."""
     version = updater.baked_version(app.paths.state_dir, app.console.warn) or "latest"
-    recalled = None if rebuild else _recalled(app, _signature(app, version))
+    agent_version = None
+    if app.settings.agent != DEFAULT_AGENT:
+        agent_version = updater.baked_agent_version(app.paths.state_dir, app.settings.agent) or "latest"
+    recalled = None if rebuild else _recalled(app, _signature(app, version, agent_version))
     if recalled is not None:
         reference, env = recalled.reference, dict(recalled.env)
     else:
@@ -206,8 +225,10 @@ def build_progress(console: Console) -> RichBuildProgress:
     return RichBuildProgress(stream=cast("TextIO", console.stream), verbose=console.verbose_enabled)
 
 
-def _full_check(app: App, rebuild: bool, version: str, engine: ImageEngine) -> image_record.CheckedImage:
+def _full_check(app: App, rebuild: bool, version: str, engine: ImageEngine,
+                agent_version: str | None) -> image_record.CheckedImage:
     """Hash every input of the image and build it when the result is not in the engine yet."""
+    from opencode_sandbox.core.agents import profile_of
     from opencode_sandbox.images.builder import ensure_project_image
 
     settings = app.settings
@@ -222,8 +243,13 @@ def _full_check(app: App, rebuild: bool, version: str, engine: ImageEngine) -> i
         verbose=app.console.verbose_enabled,
         engine=engine,
         progress=build_progress(app.console),
+        agent=profile_of(settings.agent),
+        agent_version=agent_version,
     )
     if result.built or updater.baked_version(app.paths.state_dir, app.console.warn) != version:
         updater.record_baked_version(app.paths.state_dir, version, app.console.warn)
+    state_root = app.paths.state_dir
+    if agent_version is not None and updater.baked_agent_version(state_root, settings.agent) != agent_version:
+        updater.record_baked_agent_version(state_root, settings.agent, agent_version, app.console.warn)
     return image_record.CheckedImage(result.reference, result.image_id, dict(result.env), result.opencode_version,
                         dict(result.labels), result.built)

@@ -1,4 +1,5 @@
-"""Copying the user's opencode configuration into the VM home, only what changed."""
+"""Copying the user's configuration of the agent (opencode's, or Claude Code's or Codex's) into the VM home,
+only what changed."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from opencode_sandbox.core.agents import DEFAULT_AGENT, AgentProfile, profile_of
 from opencode_sandbox.core.digest import sha256
 from opencode_sandbox.core.providers import without_kept_out_keys
 from opencode_sandbox.core.records import Record
@@ -20,6 +22,7 @@ VM_HOME = "/home/dev"
 DEV_UID = 1000
 DEV_GID = 1000
 AUTH_TARGET = ".local/share/opencode/auth.json"
+TOOL_FOLDER = ".opencode-sandbox"
 
 
 class ProvisionSource(Record):
@@ -45,12 +48,24 @@ def default_sources(home: Path, config_home: Path, data_home: Path, project_root
         ProvisionSource(config_home / "opencode", ".config/opencode"),
         ProvisionSource(data_home / "opencode" / "auth.json", AUTH_TARGET),
         ProvisionSource(data_home / "opencode" / "mcp-auth.json", ".local/share/opencode/mcp-auth.json"),
-        ProvisionSource(project_root / ".opencode-sandbox" / "opencode", ".config/opencode", within=project_root),
+        ProvisionSource(project_root / TOOL_FOLDER / "opencode", ".config/opencode", within=project_root),
     ]
 
 
-def sources_for_environment(project_root: Path) -> list[ProvisionSource]:
+def agent_sources(profile: AgentProfile, home: Path, project_root: Path) -> list[ProvisionSource]:
+    """A terminal agent's configuration from the user's home, then the checkout's own on top."""
+    sources = [ProvisionSource(home / source.host, source.target) for source in profile.config]
+    if profile.checkout_config is not None:
+        folder = project_root / TOOL_FOLDER / profile.checkout_config.host
+        sources.append(ProvisionSource(folder, profile.checkout_config.target, within=project_root))
+    return sources
+
+
+def sources_for_environment(project_root: Path, agent: str = DEFAULT_AGENT) -> list[ProvisionSource]:
+    """What the agent's VM gets of the user's configuration: opencode's, or the terminal agent's."""
     home = Path.home()
+    if agent != DEFAULT_AGENT:
+        return agent_sources(profile_of(agent), home, project_root)
     config_home = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
     data_home = Path(os.environ.get("XDG_DATA_HOME") or home / ".local/share")
     return default_sources(home, config_home, data_home, project_root)

@@ -25,6 +25,7 @@ from typing import Protocol
 
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.collector import collect_from_now_on
+from opencode_sandbox.core.agents import DEFAULT_AGENT
 from opencode_sandbox.core.quiescence import (
     DaemonActivity,
     StopDecision,
@@ -214,9 +215,12 @@ class Reaper:
         return decide_stop(activity, current.mode, current.max_retries)
 
     def _serve_running(self, current: ReaperSettings) -> bool | None:
-        """Whether `opencode serve` runs in the VM; None when the VM cannot tell."""
+        """Whether `opencode serve` runs in the VM; None when the VM cannot tell (and for a
+        terminal agent, which has no server)."""
         from opencode_sandbox.guest.shell import ShellGuest
 
+        if current.agent != DEFAULT_AGENT:
+            return None
         guests = self._guests or ShellGuest
         try:
             return guests(self._runtime(current.runtime_kind), current.vm_name).server_running()
@@ -357,6 +361,37 @@ class DaemonActivityReader:
             self._client = None
 
 
+class TerminalAgentReader:
+    """Reads a terminal agent's activity in the VM: its session, and the state its hooks recorded."""
+
+    def __init__(self, runtimes: Callable[[RuntimeKind], Runtime], guests: GuestFactory | None = None) -> None:
+        self._runtimes = runtimes
+        self._guests = guests
+
+    def __call__(self, settings: ReaperSettings) -> DaemonActivity:
+        from opencode_sandbox.core.agent_activity import as_activity
+        from opencode_sandbox.daemon.errors import DaemonError
+        from opencode_sandbox.guest.shell import ShellGuest
+
+        guests = self._guests or ShellGuest
+        try:
+            report = guests(self._runtimes(settings.runtime_kind), settings.vm_name).agent_report()
+        except SandboxError as error:
+            raise DaemonError(f"the agent's state cannot be read: {error.message}") from None
+        return as_activity(report)
+
+
+class ActivityOfAgent:
+    """opencode's activity from its server, a terminal agent's from the VM."""
+
+    def __init__(self, daemon: ActivityReader, terminal: ActivityReader) -> None:
+        self._daemon = daemon
+        self._terminal = terminal
+
+    def __call__(self, settings: ReaperSettings) -> DaemonActivity:
+        return (self._daemon if settings.agent == DEFAULT_AGENT else self._terminal)(settings)
+
+
 def run_exclusively(
     state_root: Path, slug: str, log: Callable[[str], None], work: Callable[[], ReaperOutcome]
 ) -> ReaperOutcome | None:
@@ -381,7 +416,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from opencode_sandbox.services.live_watch import LiveWatch
 
         runtimes = RuntimeCache(state_root)
-        reaper = Reaper(SettingsFile(state_root, slug, log), runtimes, reader, log, watch=LiveWatch(runtimes, log))
+        activity = ActivityOfAgent(reader, TerminalAgentReader(runtimes))
+        reaper = Reaper(SettingsFile(state_root, slug, log), runtimes, activity, log, watch=LiveWatch(runtimes, log))
         outcome = run_exclusively(state_root, slug, log, reaper.run)
     except SandboxError as error:
         log(f"giving up: {error.message}")

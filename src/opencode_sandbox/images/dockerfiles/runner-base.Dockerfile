@@ -1,4 +1,4 @@
-# opencode-sandbox runner base image: opencode, Node.js 26 and common CLI tools for the
+# opencode-sandbox runner base image: opencode, Node.js 26, tmux and common CLI tools for the
 # `dev` user, working in /workspace.
 FROM debian:trixie-slim
 
@@ -9,8 +9,17 @@ ENV LANG=C.UTF-8
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       ca-certificates curl wget git ripgrep jq yq xz-utils file gawk less lz4 \
-      moreutils net-tools parallel recode uuid libatomic1 procps tini openssh-client \
+      moreutils net-tools parallel recode uuid libatomic1 procps tini openssh-client tmux ncurses-term \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
+
+# The terminal session a terminal agent (Claude Code, Codex) runs in, which outlives the user's
+# terminal: no status line, no prefix key, no wait after Escape, so the agent looks as it would
+# on the terminal itself.
+RUN mkdir -p /etc/opencode-sandbox \
+ && printf '%s\n' 'set -g status off' 'set -g prefix None' 'unbind-key C-b' 'set -s escape-time 0' \
+      'set -g history-limit 50000' 'set -g default-terminal tmux-256color' 'set -sa terminal-features ",*:RGB"' \
+      'set -g bell-action any' 'set -g visual-bell off' 'set -g set-titles on' \
+      > /etc/opencode-sandbox/tmux.conf
 
 RUN groupadd --gid 1000 dev \
  && useradd --uid 1000 --gid 1000 --create-home --home-dir /home/dev --shell /bin/bash dev \

@@ -116,6 +116,7 @@ def _hand_to_reaper(app: App, ready: ReadyVm, leaving: bool = False) -> None:
         # A serve still coming up on a slow host cannot answer yet either.
         unreadable_grace_s=max(UNREADABLE_GRACE_S, settings.daemon_start_timeout.total_seconds()),
         project_root=str(app.project.root) if app.project.is_git else "",
+        agent=settings.agent,
     )
     try:
         spawn_reaper(reaper)
@@ -152,6 +153,11 @@ def resolve_worktree(app: App, ready: ReadyVm, worktree: str) -> str:
 
 def run_attached(app: App, rebuild: bool, worktree: str | None, serve_only: bool,
                  opencode_args: Sequence[str], wait_forever: Callable[[], None]) -> int:
+    from opencode_sandbox.core.agents import SessionKind, profile_of
+
+    profile = profile_of(app.settings.agent)
+    if profile.session is SessionKind.TERMINAL:
+        return run_terminal_agent(app, rebuild, worktree, serve_only, opencode_args)
     if not serve_only and not sys.stdin.isatty():
         raise UsageError(
             "opencode attach needs a terminal, and standard input is not one",
@@ -172,6 +178,31 @@ def run_attached(app: App, rebuild: bool, worktree: str | None, serve_only: bool
             return 0
         argv = ["opencode", "attach", GUEST_URL, *(["--dir", directory] if directory else []), *opencode_args]
         return app.runtime.attach(ready.name, argv, env={"OPENCODE_SERVER_PASSWORD": ready.password})
+
+
+def run_terminal_agent(app: App, rebuild: bool, worktree: str | None, serve_only: bool,
+                       agent_args: Sequence[str]) -> int:
+    """Attach the terminal to the agent's session in the VM, started with the agent when none runs.
+    The session outlives this client: a closed terminal leaves the agent working."""
+    import os
+
+    from opencode_sandbox.core.agents import profile_of
+    from opencode_sandbox.guest.terminal_session import WORKSPACE, attach_command
+
+    profile = profile_of(app.settings.agent)
+    if worktree:
+        raise UsageError(f"worktrees (-w) are opencode's; {profile.title} works in the checkout",
+                         hint="run without -w, or create a branch in the VM with git")
+    if serve_only:
+        raise UsageError(f"--serve-only starts opencode's server; {profile.title} has none",
+                         hint="run without --serve-only to attach to the agent's session")
+    if not sys.stdin.isatty():
+        raise UsageError(f"{profile.title} needs a terminal, and standard input is not one",
+                         hint="run it in a terminal, or use `opencode-sandbox shell -- CMD`")
+    terminal = {name: os.environ[name] for name in ("TERM", "COLORTERM") if os.environ.get(name)}
+    with client_of_vm(app, rebuild, wait_for_daemon=False) as ready:
+        return app.runtime.attach(ready.name, attach_command(profile, agent_args), workdir=WORKSPACE,
+                                  env=terminal or None)
 
 
 def run_shell(app: App, rebuild: bool, root: bool, command: Sequence[str]) -> int:

@@ -1,0 +1,40 @@
+"""The coding agents a sandbox can run, each a profile: how the image installs it, how a session
+starts it, what of the user's configuration the VM gets, which credentials it reads (as secrets)
+and which hosts it needs, and how the tool learns whether it is working.
+
+One module per agent beside this one; `PROFILES` names them. Pure data: nothing here touches the
+machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from opencode_sandbox.core.agents import claude_code, codex, opencode
+from opencode_sandbox.core.agents.profile import AgentProfile, Credential, SessionKind
+from opencode_sandbox.core.egress import SecretRule, parse_rule
+
+__all__ = ["DEFAULT_AGENT", "PROFILES", "AgentProfile", "Credential", "SessionKind", "implied_secrets", "profile_of"]
+
+PROFILES: Mapping[str, AgentProfile] = {
+    profile.name: profile for profile in (opencode.PROFILE, claude_code.PROFILE, codex.PROFILE)
+}
+DEFAULT_AGENT = opencode.PROFILE.name
+
+
+def profile_of(name: str) -> AgentProfile:
+    """The profile called `name`; KeyError for a name no profile has (the settings refuse those)."""
+    return PROFILES[name]
+
+
+def implied_secrets(profile: AgentProfile, configured: tuple[SecretRule, ...],
+                    has_value: Callable[[str], bool]) -> tuple[SecretRule, ...]:
+    """The agent's credentials that become secrets of their own accord: each one the user has a
+    value for (`has_value`) and did not configure as a secret already, sent only to its provider's
+    hosts. Without a value the agent uses whatever login it keeps in the VM's home."""
+    named = {secret.name for secret in configured}
+    return tuple(
+        SecretRule(credential.variable, tuple(parse_rule(host) for host in credential.hosts), credential.headers)
+        for credential in profile.credentials
+        if credential.variable not in named and has_value(credential.variable)
+    )

@@ -1,0 +1,70 @@
+"""What a profile says about its agent."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from opencode_sandbox.core.records import Record
+
+STATE_FOLDER = ".local/state/opencode-sandbox"
+"""Below the VM home: where this tool keeps what it writes there."""
+ACTIVITY_FILE = f"{STATE_FOLDER}/agent-activity"
+"""Below the VM home: the agent's last reported state, one line `<state> <unix time in ns>`, written by
+`AGENT_EVENT` from the agent's hooks."""
+AGENT_EVENT = "/usr/local/bin/opencode-sandbox-agent-event"
+"""In the image: the program an agent's hooks call with a state (`busy`, `waiting`, `asking`, `ended`)."""
+SESSION_NAME = "agent"
+"""The terminal multiplexer's session the agent runs in, one per VM."""
+
+
+class SessionKind(StrEnum):
+    SERVER = "server"
+    """The agent serves its sessions itself (opencode serve); a client attaches to the server."""
+    TERMINAL = "terminal"
+    """The agent is a terminal program: it runs in a terminal multiplexer's session inside the VM,
+    which outlives the user's terminal, and reports its turns through its hooks."""
+
+
+class Credential(Record):
+    variable: str
+    """The environment variable the agent reads its key from."""
+    hosts: tuple[str, ...]
+    """Where the key may be sent: the provider's API."""
+    headers: tuple[str, ...]
+    """The request headers the agent's client sends the key in."""
+
+
+class ConfigSource(Record):
+    host: str
+    """A file or folder of the user's, relative to their home."""
+    target: str
+    """Where it goes, relative to the VM home."""
+
+
+class AgentProfile(Record):
+    name: str
+    """The value of the `agent` setting."""
+    title: str
+    """How people name it."""
+    package: str
+    """The npm package the image installs."""
+    command: str
+    """The program the package puts on the PATH."""
+    session: SessionKind
+    config: tuple[ConfigSource, ...]
+    """The user's configuration copied into the VM home, never their logins."""
+    credentials: tuple[Credential, ...]
+    hosts: tuple[str, ...]
+    """What the agent needs to reach under the `allowlist` network profile, its credentials' hosts included."""
+    image_files: tuple[tuple[str, str], ...] = ()
+    """Files the image gets beside the agent, as (path in the image, content): its hooks' settings."""
+    environment: tuple[tuple[str, str], ...] = ()
+    """Set in the image for every process: what keeps the agent from updating itself in the VM."""
+    default_arguments: tuple[str, ...] = ()
+    """Put before the user's own arguments when a session starts the agent."""
+    checkout_config: ConfigSource | None = None
+    """A folder of the checkout, relative to its `.opencode-sandbox/`, copied over the user's configuration."""
+
+    def session_command(self, arguments: tuple[str, ...] | list[str]) -> list[str]:
+        """The agent's command line in a terminal session, the user's arguments after it."""
+        return [self.command, *self.default_arguments, *arguments]

@@ -1,0 +1,31 @@
+"""The agent's terminal session inside the VM: a tmux session that outlives the user's terminal.
+
+`run` attaches to it, creating it with the agent when it does not run; a second `run` attaches to
+the same session, and a closed terminal only ends its own tmux client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from opencode_sandbox.core.agent_activity import SESSION_LINE
+from opencode_sandbox.core.agents import AgentProfile
+from opencode_sandbox.core.agents.profile import ACTIVITY_FILE, SESSION_NAME
+
+WORKSPACE = "/workspace"
+CONFIG = "/etc/opencode-sandbox/tmux.conf"
+"""In the base image: no status line, no prefix key, no delay after Escape: the agent's interface
+as if it ran on the terminal itself."""
+
+
+def attach_command(profile: AgentProfile, arguments: Sequence[str]) -> list[str]:
+    """Attach to the agent's session, starting the agent in a new one when none runs; the user's
+    arguments reach the agent only when the session starts."""
+    return ["tmux", "-u", "-f", CONFIG, "new-session", "-A", "-s", SESSION_NAME, "-c", WORKSPACE,
+            *profile.session_command(list(arguments))]
+
+
+def report_script() -> str:
+    """Run as dev: `session` or `none`, then the agent's last recorded state (`core/agent_activity.py`)."""
+    return (f"if tmux has-session -t {SESSION_NAME} 2>/dev/null; then echo {SESSION_LINE}; else echo none; fi; "
+            f'head -c 200 "$HOME/{ACTIVITY_FILE}" 2>/dev/null | head -n 1; true')
