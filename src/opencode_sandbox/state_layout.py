@@ -53,10 +53,14 @@ GIT_SYNC_STAMP = Place("git-sync.stamp", FILE, "a digest of how both git directo
 VM_GIT_STAGING = Place(".git.*", FOLDER, "the VM's git directory while it is made; renamed to `git` once complete")
 INCOMING_BUNDLE = Place("incoming-*.bundle", FILE, "the VM's commits copied out of its git directory, while their "
                                                    "objects are checked")
+ATTENTION = Place("attention", FILE, "the id of the last time the agent needed the user, written by the idle reaper "
+                                    "where no desktop notification can be shown: an attached client rings its bell")
+ATTENTION_LOCK = Place("attention.rung", FILE, "the id of the event an attached client last rang its bell for, held "
+                                               "with `flock` while a client claims one: one client rings for each")
 PROJECT_PLACES = (
     PROJECT_STATE, DAEMON_PASSWORD, PROVISIONED, IMAGE_CHECK, LEASES, STOP_LOCK, REAPER_SETTINGS, REAPER_LOG,
     EARLIER_REAPER_LOG, REAPER_LOCK, GUARD, GUARD_RECORD, GUARD_COPIES, GUARD_LOCK, GUARD_MOVED, VM_GIT, GITFILE,
-    GIT_SYNC_LOCK, GIT_SYNC_STAMP, VM_GIT_STAGING, INCOMING_BUNDLE,
+    GIT_SYNC_LOCK, GIT_SYNC_STAMP, VM_GIT_STAGING, INCOMING_BUNDLE, ATTENTION, ATTENTION_LOCK,
 )
 
 
@@ -129,6 +133,14 @@ class ProjectLayout:
     @property
     def git_sync_stamp(self) -> Path:
         return self[GIT_SYNC_STAMP]
+
+    @property
+    def attention(self) -> Path:
+        return self[ATTENTION]
+
+    @property
+    def attention_lock(self) -> Path:
+        return self[ATTENTION_LOCK]
 
     def vm_git_staging(self) -> Path:
         return self.folder / VM_GIT_STAGING.name.replace("*", os.urandom(6).hex())

@@ -59,6 +59,7 @@ cpus: 6
 memory: 512M
 pids-limit: 1000
 agent: codex
+notify: false
 auto-stop-timeout: 90m
 auto-stop-on-active-sessions: true
 auto-stop-max-session-retries: 3
@@ -82,6 +83,7 @@ guarded-paths: [.husky, ./Makefile]
     settings = load_settings(files(layout), {}, {})
     assert settings.runtime is RuntimeKind.DOCKER
     assert settings.agent == "codex"
+    assert settings.notify is False
     assert settings.cpus == 6
     assert settings.memory == 512 * 1024**2
     assert settings.pids_limit == 1000
@@ -108,7 +110,7 @@ guarded-paths: [.husky, ./Makefile]
         (user_dir / "data", "/mnt/data", True), (Path.home() / ".gitconfig", "/etc-copy/gitconfig", False)]
     assert [(port.guest, port.host) for port in settings.ports] == [(3000, None), (80, 8080)]
     assert settings.guarded_paths == (".husky", "Makefile")
-    assert len(KEYS) == 22
+    assert len(KEYS) == 23
     assert all(source.startswith(str(user_dir / "config.yaml")) for source in settings.sources.values())
 
 
@@ -416,7 +418,7 @@ WIDER_AND_NARROWER = {  # key: (a value that widens what the user's configuratio
     "ports": ("'5432:5432'", "3000"),
     "pids-limit": ("100000", "512"),
 }
-ANY_VALUE = {"agent", "cpus", "memory", "auto-stop-timeout", "auto-stop-on-active-sessions", "auto-stop-max-session-retries",
+ANY_VALUE = {"agent", "notify", "cpus", "memory", "auto-stop-timeout", "auto-stop-on-active-sessions", "auto-stop-max-session-retries",
              "daemon-start-timeout", "egress-deny"}
 """Keys that change how the VM runs, not what it may reach, and one that only takes reach away
 (`egress-deny`): the checkout may set them."""

@@ -216,6 +216,8 @@ KEYS: tuple[Key, ...] = (
         "stop after the timeout even while opencode sessions are busy"),
     Key("auto-stop-max-session-retries", 10, _read_int(0, 1_000_000),
         "a session retrying more often than this no longer holds the VM"),
+    Key("notify", True, _read_bool,
+        "signal when the agent finishes a turn or asks you something: a desktop notification, else a terminal bell"),
     Key("daemon-start-timeout", timedelta(seconds=90), _read_duration,
         "how long a run waits for opencode serve to answer; raise it on slow hosts"),
     Key("auto-prune-age", timedelta(days=30), _read_duration,

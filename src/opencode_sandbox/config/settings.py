@@ -24,6 +24,7 @@ class Settings(Record):
     auto_stop_timeout: timedelta
     auto_stop_on_active_sessions: bool
     auto_stop_max_session_retries: int
+    notify: bool
     daemon_start_timeout: timedelta
     auto_prune_age: timedelta
     manual_prune_age: timedelta

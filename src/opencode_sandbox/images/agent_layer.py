@@ -31,7 +31,8 @@ def agent_dockerfile(base_reference: str, profile: AgentProfile, version: str) -
         "USER root",
         f"RUN for tool in npm tmux; do command -v $tool >/dev/null || {{ echo \"{profile.title} needs $tool, which "
         "this image lacks: build the project image from opencode-sandbox/runner-base\" >&2; exit 1; }; done; "
-        f"npm install --global --no-fund --no-audit --omit=dev {shlex.quote(f'{profile.package}@{version}')} "
+        f"npm install --global --no-fund --no-audit --omit=dev --allow-scripts={shlex.quote(profile.package)} "
+        f"{shlex.quote(f'{profile.package}@{version}')} "
         f"&& npm cache clean --force && rm -rf /root/.npm /tmp/* && {profile.command} --version",
         *copies,
         f"RUN chmod 0755 {AGENT_EVENT}" + (f" && chmod 0644 {modes}" if modes else ""),

@@ -118,8 +118,10 @@ class Reaper:
         sleep: Callable[[float], None] = time.sleep,
         watch: Watch | None = None,
         guests: GuestFactory | None = None,
+        attention: Watch | None = None,
     ) -> None:
         self._watch = watch
+        self._attention = attention
         self._guests = guests
         self._settings = settings
         self._runtime = runtime
@@ -156,6 +158,8 @@ class Reaper:
                 self._unreadable_since = None
             if self._watch is not None and self._watch.due():
                 self._watch(current)
+            if self._attention is not None and self._attention.due():
+                self._attention(current)
             clients = count_live_leases(current.state_root, current.slug)
             # While clients are attached the VM is theirs; a stop by other means cuts them off.
             if not clients and now >= next_vm_check:
@@ -413,11 +417,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = ReaperLog(StateLayout(state_root).project(slug))
     reader = DaemonActivityReader(log)
     try:
+        from opencode_sandbox.services.attention import AttentionWatch
         from opencode_sandbox.services.live_watch import LiveWatch
 
         runtimes = RuntimeCache(state_root)
         activity = ActivityOfAgent(reader, TerminalAgentReader(runtimes))
-        reaper = Reaper(SettingsFile(state_root, slug, log), runtimes, activity, log, watch=LiveWatch(runtimes, log))
+        reaper = Reaper(SettingsFile(state_root, slug, log), runtimes, activity, log, watch=LiveWatch(runtimes, log),
+                        attention=AttentionWatch(runtimes, reader, log))
         outcome = run_exclusively(state_root, slug, log, reaper.run)
     except SandboxError as error:
         log(f"giving up: {error.message}")

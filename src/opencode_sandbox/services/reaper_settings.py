@@ -43,6 +43,8 @@ class ReaperSettings(Record):
     """How long a running `opencode serve` whose API cannot be read still holds the VM."""
     project_root: str = ""
     """The checkout, whose branches the reaper keeps in step with the VM's."""
+    notify: bool = True
+    """Signal when the agent needs the user (`services/attention.py`)."""
     agent: str = "opencode"
     """The agent's profile: opencode's server is asked about its sessions, a terminal agent's hooks
     are read in the VM."""
@@ -77,6 +79,7 @@ def save_settings(settings: ReaperSettings) -> None:
             "unreadable_grace_s": settings.unreadable_grace_s,
             "project_root": settings.project_root,
             "agent": settings.agent,
+            "notify": settings.notify,
         },
         durable=False,  # rewritten at every detach; a crash that could tear it ends the reaper too
     )
@@ -102,6 +105,7 @@ def load_settings(state_root: Path, slug: str) -> ReaperSettings | None:
             unreadable_grace_s=float(data.get("unreadable_grace_s", UNREADABLE_GRACE_S)),
             project_root=str(data.get("project_root") or ""),
             agent=str(data.get("agent") or "opencode"),
+            notify=data.get("notify", True) is not False,
         )
     except (KeyError, TypeError, ValueError) as error:
         raise UnreadableState(f"{settings_path(state_root, slug)}: {error}") from None

@@ -53,7 +53,8 @@ def client_of_vm(app: App, rebuild: bool, wait_for_daemon: bool = True) -> Itera
                 # Watching from now on, the reaper stops the VM even after a client killed outright.
                 _hand_to_reaper(app, ready)
                 collect_from_now_on()  # attached, or serving, for minutes or hours
-                yield ready
+                with _bell_for_attention(app):
+                    yield ready
         finally:
             if ready is not None:
                 try:
@@ -63,6 +64,22 @@ def client_of_vm(app: App, rebuild: bool, wait_for_daemon: bool = True) -> Itera
                     _review_guarded_files(app)
                 finally:  # a closed terminal can fail the warning; the reaper restarts its wait
                     _hand_to_reaper(app, ready, leaving=True)
+
+
+@contextmanager
+def _bell_for_attention(app: App) -> Iterator[None]:
+    """While attached: this terminal's bell rings when the agent needs the user and no desktop
+    notification could say so, unless another attached client's rang."""
+    from opencode_sandbox.services.attention import BellRinger, terminal_bell
+
+    ring = terminal_bell() if app.settings.notify else None
+    if ring is None:
+        yield
+        return
+    from opencode_sandbox.state_layout import StateLayout
+
+    with BellRinger(StateLayout(app.paths.state_dir).project(app.project.slug), ring):
+        yield
 
 
 _LEAVING_SIGNALS = (signal.SIGHUP, signal.SIGTERM)
@@ -117,6 +134,7 @@ def _hand_to_reaper(app: App, ready: ReadyVm, leaving: bool = False) -> None:
         unreadable_grace_s=max(UNREADABLE_GRACE_S, settings.daemon_start_timeout.total_seconds()),
         project_root=str(app.project.root) if app.project.is_git else "",
         agent=settings.agent,
+        notify=settings.notify,
     )
     try:
         spawn_reaper(reaper)
