@@ -418,7 +418,8 @@ WIDER_AND_NARROWER = {  # key: (a value that widens what the user's configuratio
     "ports": ("'5432:5432'", "3000"),
     "pids-limit": ("100000", "512"),
 }
-ANY_VALUE = {"agent", "notify", "cpus", "memory", "auto-stop-timeout", "auto-stop-on-active-sessions", "auto-stop-max-session-retries",
+ANY_VALUE = {"agent", "notify",
+             "cpus", "memory", "auto-stop-timeout", "auto-stop-on-active-sessions", "auto-stop-max-session-retries",
              "daemon-start-timeout", "egress-deny"}
 """Keys that change how the VM runs, not what it may reach, and one that only takes reach away
 (`egress-deny`): the checkout may set them."""

@@ -107,6 +107,22 @@ class Project:
             **self.process_options(),
         )
 
+    def terminal_command(self, *args: str) -> list[str]:
+        """The tool's command line as a terminal (`Tmux`) runs it: as this project's user, in the
+        environment of that user's login, when there is one."""
+        if self.user is None or self.home is None:
+            return cli_command(*args)
+        groups = ",".join(str(group) for group in self.user.groups) or "-"
+        environment = {**self.user.environment(self.home, self.env), "TERM": "xterm-256color"}
+        return ["setpriv", f"--reuid={self.user.uid}", f"--regid={self.user.gid}",
+                f"--groups={groups}" if groups != "-" else "--clear-groups", "env", "-i",
+                *(f"{name}={value}" for name, value in environment.items()), *self.command(*args)]
+
+    @property
+    def user_home(self) -> Path:
+        """The home of the user the tool runs as."""
+        return self.home if self.home is not None else Path(os.environ["HOME"])
+
     def shell(self, script: str, *flags: str) -> subprocess.CompletedProcess[str]:
         return self.cli(*flags, "shell", "--", "sh", "-c", script)
 

@@ -23,7 +23,7 @@ from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.agents import DEFAULT_AGENT, profile_of
 from opencode_sandbox.core.attention import Attention, agent_attention, daemon_attention
 from opencode_sandbox.errors import SandboxError
-from opencode_sandbox.state.files import ensure_private_dir
+from opencode_sandbox.state.files import ensure_private_dir, write_atomic
 from opencode_sandbox.state_layout import ProjectLayout
 
 if TYPE_CHECKING:
@@ -113,9 +113,7 @@ class AttentionWatch:
         self._log(f"{attention.body}: ringing the bell of an attached client")
         layout = settings.project()
         ensure_private_dir(layout.folder)
-        temporary = layout.attention.with_name(f".{layout.attention.name}.{os.getpid()}")
-        temporary.write_text(os.urandom(8).hex() + "\n", encoding="utf-8")
-        os.replace(temporary, layout.attention)
+        write_atomic(layout.attention, os.urandom(8).hex() + "\n", durable=False)
 
 
 def _run_quietly(command: Sequence[str]) -> object:
