@@ -20,13 +20,15 @@ def _list_command(name: str) -> click.Command:
     @list_options
     @pass_app
     def list_vms(app: App, running: bool, stopped: bool, names: bool, output_format: str) -> None:
-        """List your VMs of this tool across all projects (never another host user's)."""
+        """List your VMs of this tool across all projects (never another host user's), each with its
+        agent and, for Claude Code and Codex in a running VM, whether the agent's session runs."""
         from opencode_sandbox.cli.render import render_sandboxes
-        from opencode_sandbox.services.listing import select_sandboxes
+        from opencode_sandbox.services.listing import agent_sessions, select_sandboxes
         from opencode_sandbox.ui.table import wants_color
 
         sandboxes = select_sandboxes(app.runtime, running, stopped)
-        text = render_sandboxes(sandboxes, output_format, names, wants_color(sys.stdout))
+        sessions = {} if names else agent_sessions(app, sandboxes)
+        text = render_sandboxes(sandboxes, output_format, names, wants_color(sys.stdout), sessions)
         if text:
             click.echo(text)
 

@@ -5,7 +5,7 @@ carries UTC timestamps in ISO 8601 and sizes in bytes."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from opencode_sandbox import TYPE_CHECKING
@@ -27,14 +27,21 @@ if TYPE_CHECKING:
     from opencode_sandbox.services.secrets import Lookup
 
 
-def render_sandboxes(sandboxes: Sequence[SandboxInfo], output_format: str, names: bool, color: bool) -> str:
+def render_sandboxes(sandboxes: Sequence[SandboxInfo], output_format: str, names: bool, color: bool,
+                     sessions: Mapping[str, bool | None] | None = None) -> str:
+    """`sessions`: whether each running terminal agent's session runs (None: the VM could not tell)."""
+    from opencode_sandbox.core.agents import agent_in_labels
+
     if names:
         return "\n".join(info.name for info in sandboxes)
+    sessions = sessions or {}
     if output_format == "json":
         return envelope("list", [
             {
                 "name": info.name,
                 "project": slug_of_vm(info.name) or slug_of_task(info.name),
+                "agent": agent_in_labels(info.labels),
+                "session_running": sessions.get(info.name),
                 "image": info.image,
                 "status": info.status.value,
                 "created": iso_time(info.created_at),
@@ -42,11 +49,13 @@ def render_sandboxes(sandboxes: Sequence[SandboxInfo], output_format: str, names
             }
             for info in sandboxes
         ])
+    shown = {True: "running", False: "none", None: "unknown"}
     rows: list[list[str | Cell]] = [
-        [info.name, info.image or "-", status_cell(info.status.value), local_time(info.created_at)]
+        [info.name, agent_in_labels(info.labels), shown[sessions[info.name]] if info.name in sessions else "-",
+         info.image or "-", status_cell(info.status.value), local_time(info.created_at)]
         for info in sandboxes
     ]
-    return render(["NAME", "IMAGE", "STATUS", "CREATED"], rows, color)
+    return render(["NAME", "AGENT", "SESSION", "IMAGE", "STATUS", "CREATED"], rows, color)
 
 
 def render_volumes(volumes: Sequence[VolumeInfo], output_format: str) -> str:

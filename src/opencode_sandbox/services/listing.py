@@ -35,6 +35,23 @@ def select_sandboxes(runtime: Runtime, running: bool, stopped: bool) -> list[San
 
 
 
+def agent_sessions(app: App, sandboxes: Sequence[SandboxInfo]) -> dict[str, bool | None]:
+    """For each running VM of a terminal agent: whether the agent's session runs (None when the VM
+    could not tell). opencode's sessions live in its server, and a stopped VM runs none."""
+    from opencode_sandbox.core.agents import PROFILES, SessionKind, agent_in_labels
+
+    sessions: dict[str, bool | None] = {}
+    for info in sandboxes:
+        profile = PROFILES.get(agent_in_labels(info.labels))
+        if info.status is not SandboxStatus.RUNNING or profile is None or profile.session is SessionKind.SERVER:
+            continue
+        try:
+            sessions[info.name] = app.guest(info.name).agent_report().session_running
+        except SandboxError:
+            sessions[info.name] = None
+    return sessions
+
+
 class RunnerImage(Record):
     image: ImageInfo
     loaded: bool

@@ -14,7 +14,8 @@ from opencode_sandbox.core.agents import claude_code, codex, opencode
 from opencode_sandbox.core.agents.profile import AgentProfile, Credential, SessionKind
 from opencode_sandbox.core.egress import SecretRule, parse_rule
 
-__all__ = ["DEFAULT_AGENT", "PROFILES", "AgentProfile", "Credential", "SessionKind", "implied_secrets", "profile_of"]
+__all__ = ["DEFAULT_AGENT", "PROFILES", "AgentProfile", "Credential", "SessionKind", "agent_in_labels",
+           "implied_secrets", "profile_of"]
 
 PROFILES: Mapping[str, AgentProfile] = {
     profile.name: profile for profile in (opencode.PROFILE, claude_code.PROFILE, codex.PROFILE)
@@ -38,3 +39,10 @@ def implied_secrets(profile: AgentProfile, configured: tuple[SecretRule, ...],
         for credential in profile.credentials
         if credential.variable not in named and has_value(credential.variable)
     )
+
+
+def agent_in_labels(labels: Mapping[str, str]) -> str:
+    """The agent a VM runs, as its labels say; VMs made before agents had profiles run opencode."""
+    from opencode_sandbox.core.naming import LABEL_AGENT
+
+    return labels.get(LABEL_AGENT) or DEFAULT_AGENT

@@ -77,6 +77,7 @@ def sandbox_spec(app: App, shape: VmShape, image: ReadyImage, home_volume: str, 
         naming.LABEL_IMAGE: image.reference,
         naming.LABEL_IMAGE_DIGEST: image.digest,
         naming.LABEL_FINGERPRINT: fingerprint(values),
+        naming.LABEL_AGENT: settings.agent,
     }
     return SandboxSpec(
         name=naming.vm_name(slug),
