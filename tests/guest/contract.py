@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from opencode_sandbox.core.agent_activity import AgentReport
 from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.guest.operations import Guest
 from opencode_sandbox.guest.places import EMPTY_LOG
@@ -88,3 +89,11 @@ class GuestContract:
         with pytest.raises(SandboxError):
             booted.guest.start_server("contract-password")
         assert booted.guest.probe_home() is None
+
+    def test_a_new_vm_runs_no_agent_session_and_reports_no_state(self, booted: Booted) -> None:
+        assert booted.guest.agent_report() == AgentReport(False)
+
+    def test_a_stopped_vm_cannot_report_its_agent(self, booted: Booted) -> None:
+        booted.runtime.stop_sandbox(booted.guest.vm)
+        with pytest.raises(SandboxError):
+            booted.guest.agent_report()

@@ -18,11 +18,22 @@ CONFIG = "/etc/opencode-sandbox/tmux.conf"
 as if it ran on the terminal itself."""
 
 
+QUICK_EXIT_S = 10
+_KEEP_SCREEN = (
+    'started=$(date +%s); "$@"; status=$?; '
+    f'if [ "$status" -ne 0 ] || [ $(( $(date +%s) - started )) -lt {QUICK_EXIT_S} ]; then '
+    'printf "\n%s ended (exit status %s). Press Enter to close its session.\n" "$0" "$status"; read -r _; fi; '
+    'exit "$status"'
+)
+"""Runs the agent; one that failed or ended within seconds of starting leaves its last screen until
+Enter is pressed, since the session's end would otherwise take its message away with it."""
+
+
 def attach_command(profile: AgentProfile, arguments: Sequence[str]) -> list[str]:
     """Attach to the agent's session, starting the agent in a new one when none runs; the user's
     arguments reach the agent only when the session starts."""
     return ["tmux", "-u", "-f", CONFIG, "new-session", "-A", "-s", SESSION_NAME, "-c", WORKSPACE,
-            *profile.session_command(list(arguments))]
+            "sh", "-c", _KEEP_SCREEN, profile.title, *profile.session_command(list(arguments))]
 
 
 def report_script() -> str:

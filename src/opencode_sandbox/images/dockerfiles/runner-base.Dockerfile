@@ -14,11 +14,10 @@ RUN apt-get update \
 
 # The terminal session a terminal agent (Claude Code, Codex) runs in, which outlives the user's
 # terminal: no status line, no prefix key, no wait after Escape, so the agent looks as it would
-# on the terminal itself, and its last screen stays on the terminal when it ends.
+# on the terminal itself.
 RUN mkdir -p /etc/opencode-sandbox \
  && printf '%s\n' 'set -g status off' 'set -g prefix None' 'unbind-key C-b' 'set -s escape-time 0' \
       'set -g history-limit 50000' 'set -g default-terminal tmux-256color' 'set -sa terminal-features ",*:RGB"' \
-      'set -ga terminal-overrides ",*:smcup@:rmcup@"' \
       'set -g bell-action any' 'set -g visual-bell off' 'set -g set-titles on' \
       > /etc/opencode-sandbox/tmux.conf
 
