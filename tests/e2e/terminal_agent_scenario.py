@@ -1,0 +1,186 @@
+"""The scenario of a terminal agent (Claude Code, Codex) in the sandbox, on a real terminal, the
+same on both runtimes: the agent edits the checkout through the scripted model with its key as a
+secret; while its turn is held back the terminal closes, the VM is not stopped and the session runs
+on; two new terminals attach to it; the turn's end is signalled once; and once the last terminal has
+closed and the agent waits, the VM stops.
+
+A runtime's test module gives the project, the model server (reached by the VM as the provider would
+be, over HTTPS under a CA of the test's own) and how to run a command in the VM.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.e2e.harness import Project, Tmux, wait_until
+from tests.fixtures.agents import CLAUDE_CODE_VERSION, CODEX_VERSION
+from tests.fixtures.model_server import MODEL_ID, ModelServer, Reply, Step, ToolCall, step
+
+InVm = Callable[[str, str], str]
+"""Runs a shell script in the project's VM as a user (`dev`, `root`); its output."""
+
+KEY = "sk-real-terminal-agent-5e7a9c1b3d"
+NOTE = "agent-note.txt"
+NOTE_TEXT = "written by the agent in its terminal session\n"
+PROMPT = "Write the note file"
+DONE = "The note is written"
+
+
+@dataclass(frozen=True)
+class AgentCase:
+    name: str
+    version: str
+    variable: str
+    secret: str
+    """The `secrets` entry for the variable, sent to the model's host."""
+    ready: str
+    """What the agent's interface shows once it takes a prompt."""
+    write_note: ToolCall
+    configure: Callable[[Path, str], None]
+    """Writes the user's own configuration of the agent (their home, the model's URL)."""
+    keys_sent: Callable[[ModelServer], list[str]]
+
+
+def configure_claude_code(home: Path, model_host: str) -> None:
+    folder = home / ".claude"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "settings.json").write_text(json.dumps({
+        "env": {"ANTHROPIC_BASE_URL": f"https://{model_host}", "ANTHROPIC_MODEL": MODEL_ID,
+                "ANTHROPIC_SMALL_FAST_MODEL": MODEL_ID, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
+        "permissions": {"defaultMode": "acceptEdits"},
+    }))
+
+
+def configure_codex(home: Path, model_host: str) -> None:
+    folder = home / ".codex"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.toml").write_text(
+        f'model = "{MODEL_ID}"\nmodel_provider = "scripted"\napproval_policy = "never"\n'
+        'check_for_update_on_startup = false\n\n'
+        f'[model_providers.scripted]\nname = "Scripted"\nbase_url = "https://{model_host}/v1"\n'
+        'env_key = "OPENAI_API_KEY"\nwire_api = "responses"\n\n'
+        '[projects."/workspace"]\ntrust_level = "trusted"\n')
+
+
+CASES = {
+    "claude-code": AgentCase(
+        "claude-code", CLAUDE_CODE_VERSION, "ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY[x-api-key]={host}",
+        r"\? for shortcuts|bypass permissions|accept edits",
+        ToolCall("Write", {"file_path": f"/workspace/{NOTE}", "content": NOTE_TEXT}),
+        configure_claude_code, lambda model: [key for key in model.api_keys if key]),
+    "codex": AgentCase(
+        "codex", CODEX_VERSION, "OPENAI_API_KEY", "OPENAI_API_KEY={host}",
+        r"OpenAI Codex|To get started|send",
+        ToolCall("exec_command", {"cmd": f"printf '%s\\n' '{NOTE_TEXT.strip()}' > {NOTE}", "workdir": "/workspace"}),
+        configure_codex, lambda model: [value.removeprefix("Bearer ") for value in model.authorizations if value]),
+}
+
+CLAUDE_STATE = """const fs = require('fs');
+const key = process.env.ANTHROPIC_API_KEY || '';
+fs.writeFileSync(process.env.HOME + '/.claude.json', JSON.stringify({
+  hasCompletedOnboarding: true, customApiKeyResponses: {approved: [key.slice(-20)], rejected: []},
+  projects: {'/workspace': {hasTrustDialogAccepted: true}}}));"""
+"""What Claude Code keeps of a first run it finished: the user answered its onboarding and its questions
+about the key (the placeholder, as the VM has it) and about trusting the checkout."""
+
+
+def assert_the_vm_holds_only_the_placeholder(in_vm: InVm, variable: str) -> None:
+    placeholder = in_vm(f"printenv {variable}", "dev").strip()
+    assert placeholder and placeholder != KEY, placeholder
+    for user, folders in (("dev", "/home/dev /workspace"), ("root", "/etc /tmp")):
+        found = in_vm(f"grep -rlF -- {shlex.quote(KEY)} {folders} 2>/dev/null; true", user)
+        assert not found.strip(), f"the key in the VM's files: {found}"
+    processes = in_vm("cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'", "root")
+    assert KEY not in processes
+
+
+
+def agent_steps(case: AgentCase) -> list[Step]:
+    """The script: the agent's tool call that writes the note, then its final answer, held back."""
+    return [step(case.write_note), step(Reply(DONE), held=True)]
+
+
+def configure(project: Project, case: AgentCase, model_host: str, ca_file: Path) -> None:
+    """The user's configuration of the agent, its key as a secret for the model's host, and a short
+    idle timeout; then the agent's image at its pinned version and the VM, as a first `shell` makes
+    them."""
+    home = project.user_home
+    case.configure(home, model_host)
+    project.env.update({
+        "OPENCODE_SANDBOX_AGENT": case.name,
+        "OPENCODE_SANDBOX_SECRETS": case.secret.format(host=model_host),
+        case.variable: KEY,
+        "OPENCODE_SANDBOX_EXTRA_CA_CERTIFICATES": str(ca_file),
+        "OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT": "2s",
+    })
+    if project.user:
+        project.user.give(home)
+    built = project.cli("build", "--agent-version", case.version, timeout=1800)
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert f"{case.name} {case.version}" in built.stdout, built.stdout
+    seeded = project.cli("shell", "--", "node", "-e", CLAUDE_STATE if case.name == "claude-code" else "",
+                         timeout=3600)
+    assert seeded.returncode == 0, seeded.stderr
+
+
+def run_scenario(project: Project, case: AgentCase, model: ModelServer, steps: list[Step], in_vm: InVm,
+                 unique: str, slow: float = 1.0) -> None:
+    """The scenario on a configured project (`configure`); `slow` scales every wait."""
+
+    def session_running() -> bool:
+        return in_vm("tmux has-session -t agent && echo running", "dev").strip().endswith("running")
+
+    terminals: list[Tmux] = []
+    try:
+        first = Tmux(f"osb-{case.name}-1-{unique}", project.terminal_command(), project.root, project.env)
+        terminals.append(first)
+        first.wait_for(case.ready, timeout=300 * slow)
+        first.send(PROMPT)
+        first.wait_for(PROMPT, timeout=30 * slow)  # typed, then sent: keys that come at once are a paste to Codex
+        first.send("Enter")
+        assert steps[1].reached.wait(240 * slow), (
+            f"the agent never came back for its next step: {model.requests[-3:]}\n{first.screen()}")
+        assert (project.root / NOTE).read_text() == NOTE_TEXT, "the agent's own tool wrote the checkout"
+        sent = case.keys_sent(model)
+        assert sent and set(sent) == {KEY}, "the key reaches the model only as the secret's value"
+        assert_the_vm_holds_only_the_placeholder(in_vm, case.variable)
+        assert in_vm("cat ~/.local/state/opencode-sandbox/agent-activity", "dev").startswith("busy "), \
+            "the agent's hooks recorded its turn"
+
+        # The terminal closes in the middle of the turn: the agent goes on, and the VM is not stopped.
+        first.close()
+        terminals.remove(first)
+        assert wait_until(lambda: "holding" in project.reaper_log(), 60 * slow), project.reaper_log()
+        assert project.vm_running() and session_running(), project.reaper_log()
+        assert "sessions still working" in project.reaper_log()
+
+        # Two terminals attach to the same session: the conversation is there.
+        for number in (2, 3):
+            terminal = Tmux(f"osb-{case.name}-{number}-{unique}", project.terminal_command(), project.root,
+                            project.env)
+            terminals.append(terminal)
+            terminal.wait_for(PROMPT, timeout=120 * slow)
+        steps[1].release.set()
+        for terminal in terminals:
+            terminal.wait_for(DONE, timeout=120 * slow)
+
+        # The turn's end is signalled once: no desktop here, so one attached client rings its bell.
+        attention, rung = project.state_dir / "attention", project.state_dir / "attention.rung"
+        assert wait_until(attention.exists, 60 * slow), project.reaper_log()
+        event = attention.read_text().strip()
+        assert wait_until(lambda: rung.exists() and rung.read_text().strip() == event, 30 * slow), (
+            "\n".join(terminal.screen() for terminal in terminals) + project.reaper_log())
+        assert project.reaper_log().count("finished its turn") == 1, project.reaper_log()
+        assert project.vm_running(), "a client is attached"
+    finally:
+        steps[1].release.set()
+        for terminal in terminals:
+            terminal.close()
+
+    # The last terminal closed and the agent waits for the user: the VM stops.
+    assert wait_until(project.vm_stopped, 90 * slow), project.reaper_log()
+    assert "all sessions are quiet" in project.reaper_log(), project.reaper_log()
