@@ -64,7 +64,7 @@ def test_a_vm_that_does_not_boot_is_tried_twice_and_leaves_nothing(
     runtime = MicrosandboxRuntime()
     app = App(console, ToolPaths.from_environment(), Project(slug=slug, root=root, remote=None, is_git=False),
               settings, False, False, runtime, DockerRuntime())
-    monkeypatch.setattr(run, "ensure_image", lambda app, rebuild, upgrade_to: loaded_image)
+    monkeypatch.setattr(run, "ensure_image", lambda app, rebuild, upgrade_to, agent_upgrade_to=None: loaded_image)
     monkeypatch.setattr(UpdateCheck, "start", lambda self: None)
     monkeypatch.setattr(Start, "_auto_prune", lambda self: None)
 

@@ -32,7 +32,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeRuntime]:
     runtime = FakeRuntime()
     runtime.add_docker_image(IMAGE)
     image = ReadyImage(IMAGE, runtime.load_image(IMAGE).digest, {}, None, built=False)
-    monkeypatch.setattr(run, "ensure_image", lambda app, rebuild, upgrade_to: image)
+    monkeypatch.setattr(run, "ensure_image", lambda app, rebuild, upgrade_to, agent_upgrade_to=None: image)
     monkeypatch.setattr(UpdateCheck, "start", lambda self: None)
     monkeypatch.setattr(Start, "_auto_prune", lambda self: None)
     try:
@@ -113,7 +113,7 @@ def test_a_boot_that_another_attempt_cannot_help_is_not_repeated(
 ) -> None:
     missing = ReadyImage(runner_image(SLUG, "5ca1ab1e"), "sha256:" + "0" * 64, {}, None, built=False)
     fake.add_docker_image(missing.reference)
-    monkeypatch.setattr(run, "ensure_image", lambda app, rebuild, upgrade_to: missing)
+    monkeypatch.setattr(run, "ensure_image", lambda app, rebuild, upgrade_to, agent_upgrade_to=None: missing)
     monkeypatch.setattr(vm_step, "runnable", lambda runtime, console, image: image)  # said loaded, yet
     fake.images.pop(missing.reference)  # in the engine, not runnable by the runtime
     with pytest.raises(BootFailed) as raised:

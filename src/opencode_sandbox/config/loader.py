@@ -200,4 +200,6 @@ def load_settings(
         elif flag is not None:
             values[key.attribute] = _convert(key, flag)
             sources[key.name] = flag.source
-    return Settings(**values, sources=sources)
+    from_checkout = {layer["agent"].source for path, layer in zip(files, layers, strict=False)
+                     if path.parent.name == CHECKOUT_FOLDER and "agent" in layer}
+    return Settings(**values, sources=sources, agent_from_checkout=sources["agent"] in from_checkout)

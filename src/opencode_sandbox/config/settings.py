@@ -41,6 +41,9 @@ class Settings(Record):
     guarded_paths: tuple[str, ...]
     sources: dict[str, str]
     """Key name -> `default`, a file with its line, an environment variable or a flag."""
+    agent_from_checkout: bool = False
+    """The checkout's own file chose the agent: it may narrow what the VM may do, never widen it, so
+    the agent's hosts are not allowed and its credentials do not become secrets of their own accord."""
 
     @property
     def egress_policy(self) -> EgressPolicy:
@@ -49,7 +52,7 @@ class Settings(Record):
     @property
     def agent_hosts(self) -> tuple[EgressRule, ...]:
         """What the agent needs to reach, allowed on top of `egress-allow` under the allowlist profile."""
-        if self.network is not Profile.ALLOWLIST:
+        if self.network is not Profile.ALLOWLIST or self.agent_from_checkout:
             return ()
         from opencode_sandbox.core.agents import profile_of
         from opencode_sandbox.core.egress import parse_rule

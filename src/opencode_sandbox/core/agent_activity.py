@@ -5,6 +5,7 @@ line of it is read as untrusted text.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 
 from opencode_sandbox.core.quiescence import DaemonActivity, PendingQuestion, SessionState
@@ -43,7 +44,7 @@ def parse_report(output: str) -> AgentReport:
     lines = output.splitlines()
     running = bool(lines) and lines[0].strip() == SESSION_LINE
     words = lines[1].split() if len(lines) > 1 else []
-    if len(words) != 2 or not words[1].isdigit() or len(words[1]) > 24:
+    if len(words) != 2 or not re.fullmatch(r"[0-9]{1,19}", words[1]):  # ASCII digits: `int` takes others too
         return AgentReport(running)
     try:
         state = AgentState(words[0])

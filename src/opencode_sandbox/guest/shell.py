@@ -75,9 +75,11 @@ class ShellGuest:
 
     def agent_report(self) -> AgentReport:
         from opencode_sandbox.core.agent_activity import parse_report
-        from opencode_sandbox.guest.terminal_session import report_script
+        from opencode_sandbox.guest.terminal_session import REPORT_EXEC_TIMEOUT_S, report_script
 
-        return parse_report(self.runtime.exec(self.vm, ["sh", "-c", report_script()], workdir="/", timeout_s=30).stdout)
+        result = self.runtime.exec(self.vm, ["sh", "-c", report_script()], workdir="/",
+                                   timeout_s=REPORT_EXEC_TIMEOUT_S)
+        return parse_report(result.stdout)
 
 
 def _probe_script() -> str:

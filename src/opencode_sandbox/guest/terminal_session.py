@@ -13,6 +13,10 @@ from opencode_sandbox.core.agents import AgentProfile
 from opencode_sandbox.core.agents.profile import ACTIVITY_FILE, SESSION_NAME
 
 WORKSPACE = "/workspace"
+REPORT_LIMIT_S = 2
+"""How long each read of the agent's report may take in the VM: the VM's files and its tmux are the
+agent's to make slow (a FIFO in place of the file, a stopped tmux server)."""
+REPORT_EXEC_TIMEOUT_S = 10
 CONFIG = "/etc/opencode-sandbox/tmux.conf"
 """In the base image: no status line, no prefix key, no delay after Escape: the agent's interface
 as if it ran on the terminal itself."""
@@ -37,6 +41,8 @@ def attach_command(profile: AgentProfile, arguments: Sequence[str]) -> list[str]
 
 
 def report_script() -> str:
-    """Run as dev: `session` or `none`, then the agent's last recorded state (`core/agent_activity.py`)."""
-    return (f"if tmux has-session -t {SESSION_NAME} 2>/dev/null; then echo {SESSION_LINE}; else echo none; fi; "
-            f'head -c 200 "$HOME/{ACTIVITY_FILE}" 2>/dev/null | head -n 1; true')
+    """Run as dev: `session` or `none`, then the agent's last recorded state (`core/agent_activity.py`),
+    each read given at most `REPORT_LIMIT_S`, the state only from a regular file."""
+    return (f"if timeout {REPORT_LIMIT_S} tmux has-session -t {SESSION_NAME} 2>/dev/null; then echo {SESSION_LINE}; "
+            f'else echo none; fi; file="$HOME/{ACTIVITY_FILE}"; '
+            f'[ -f "$file" ] && timeout {REPORT_LIMIT_S} head -c 200 "$file" 2>/dev/null | head -n 1; true')

@@ -56,6 +56,8 @@ class UpdaterState(Record):
     noticed: tuple[str, ...] = ()
     agent_versions: tuple[tuple[str, str], ...] = ()
     """Each terminal agent's version in the images built for it, reused on run/shell: (agent, version)."""
+    agent_latest: tuple[tuple[str, str], ...] = ()
+    """The latest release of each of those agents, as the last check found it: (agent, version)."""
 
 
 class UpdateDecision(Record):
@@ -245,6 +247,7 @@ def load_state(state_root: Path, warn: Callable[[str], None] | None = None) -> U
             offered=_versions(document.get("offered")),
             noticed=_versions(document.get("noticed")),
             agent_versions=_agent_versions(document.get("agent_versions")),
+            agent_latest=_agent_versions(document.get("agent_latest")),
         )
     except (UnreadableState, ValueError, TypeError) as error:
         if warn is not None:  # the detached check has no one to tell
@@ -263,6 +266,7 @@ def save_state(state_root: Path, state: UpdaterState) -> None:
             "offered": list(state.offered),
             "noticed": list(state.noticed),
             "agent_versions": dict(state.agent_versions),
+            "agent_latest": dict(state.agent_latest),
         },
     )
 
@@ -315,9 +319,56 @@ def refresh_latest(
         if warn is not None:
             warn(f"opencode update check failed: {failure}")
         return False
+    agents = _latest_agents(state, timeout_s, warn, extra_ca_certificates)
     current = load_state(state_root, warn)
-    save_state(state_root, current._replace(last_check=moment, latest_version=latest))
+    agent_latest = tuple(sorted({**dict(current.agent_latest), **agents}.items()))
+    save_state(state_root, current._replace(last_check=moment, latest_version=latest, agent_latest=agent_latest))
     return True
+
+
+def _latest_agents(state: UpdaterState, timeout_s: float, warn: Callable[[str], None] | None,
+                   extra_ca_certificates: Sequence[Path]) -> dict[str, str]:
+    """npm's latest release of each terminal agent an image was built with; those that answer."""
+    from opencode_sandbox.core.agents import PROFILES
+
+    found: dict[str, str] = {}
+    for agent, _ in state.agent_versions:
+        profile = PROFILES.get(agent)
+        if profile is None:
+            continue
+        try:
+            found[agent] = fetch_latest_version(f"{NPM_REGISTRY}/{profile.package}/latest", timeout_s,
+                                                extra_ca_certificates)
+        except LookupFailed as failure:
+            if warn is not None:
+                warn(f"{profile.title} update check failed: {failure}")
+    return found
+
+
+def agent_update(state: UpdaterState, agent: str, interactive: bool) -> tuple[UpdateAction, str | None, str | None]:
+    """What to tell the user about a newer release of a terminal agent: the action, its latest
+    version and the version its image has. Each version is offered (or mentioned) once."""
+    latest = dict(state.agent_latest).get(agent)
+    baked = dict(state.agent_versions).get(agent)
+    if latest is None or baked is None or not is_newer(latest, baked):
+        return UpdateAction.NOTHING, latest, baked
+    shown = f"{agent} {latest}"
+    if interactive:
+        action = UpdateAction.NOTHING if shown in state.offered else UpdateAction.OFFER_REBUILD
+    else:
+        action = UpdateAction.NOTHING if shown in state.noticed else UpdateAction.NOTICE
+    return action, latest, baked
+
+
+def record_agent_shown(state_root: Path, agent: str, version: str, action: UpdateAction,
+                       warn: Callable[[str], None] | None = None) -> None:
+    state = load_state(state_root, warn)
+    shown = f"{agent} {version}"
+    if action is UpdateAction.OFFER_REBUILD:
+        state = state._replace(offered=_add(state.offered, shown))
+    elif action is UpdateAction.NOTICE:
+        state = state._replace(noticed=_add(state.noticed, shown))
+    save_state(state_root, state)
 
 
 def check_for_update(

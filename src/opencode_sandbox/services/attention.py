@@ -38,6 +38,8 @@ WATCH_INTERVAL_S = 2.0
 COST_FACTOR = 3.0
 """A VM slow to answer (an emulated one) is asked at most a quarter of the time."""
 BELL_POLL_S = 0.5
+SIGNAL_GAP_S = 10.0
+"""At most one signal in this long: the VM writes the agent's state, and could write a new event each second."""
 NOTIFY_TIMEOUT_S = 10.0
 
 
@@ -46,9 +48,10 @@ def desktop_command(attention: Attention, environ: Mapping[str, str], which: Cal
     """The command that shows `attention` on the desktop, None where there is no desktop to show it on."""
     if platform == "darwin":
         osascript = which("osascript")
-        if osascript:
-            script = f'display notification "{attention.body}" with title "{attention.title}"'
-            return [osascript, "-e", script]
+        if osascript:  # the words are arguments, never part of the script: a folder's name is data
+            return [osascript, "-e", "on run argv", "-e",
+                    "display notification (item 1 of argv) with title (item 2 of argv)", "-e", "end run",
+                    attention.body, attention.title]
         return None
     notify_send = which("notify-send")
     if notify_send and any(environ.get(name) for name in ("DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS")):
@@ -72,6 +75,7 @@ class AttentionWatch:
         self._run = run or _run_quietly
         self._environ = environ
         self._next = 0.0
+        self._signalled: float | None = None
         self._agent_before: AgentReport | None = None
         self._daemon_before: DaemonActivity | None = None
 
@@ -82,7 +86,8 @@ class AttentionWatch:
         began = self._clock()
         if settings.notify:
             attention = self._look(settings)
-            if attention is not None:
+            if attention is not None and (self._signalled is None or began - self._signalled >= SIGNAL_GAP_S):
+                self._signalled = began
                 self._signal(settings, attention)
         self._next = self._clock() + max(WATCH_INTERVAL_S, COST_FACTOR * (self._clock() - began))
 

@@ -103,6 +103,27 @@ class UpdateCheck:
         return None
 
 
+    def pending_agent_version(self) -> str | None:
+        """The newer release of the project's terminal agent to offer now (or mention), recording
+        that it was shown."""
+        from opencode_sandbox.core.agents import profile_of
+
+        state_root = self._app.paths.state_dir
+        agent = self._app.settings.agent
+        action, latest, baked = updater.agent_update(updater.load_state(state_root, self._app.console.warn), agent,
+                                                     self._app.interactive)
+        if action is updater.UpdateAction.NOTHING or latest is None:
+            return None
+        updater.record_agent_shown(state_root, agent, latest, action, self._app.console.warn)
+        if action is updater.UpdateAction.OFFER_REBUILD:
+            return latest
+        self._app.console.info(
+            f"{profile_of(agent).title} {latest} is available (this image has {baked}); "
+            f"run `opencode-sandbox build --agent {agent}` to upgrade"
+        )
+        return None
+
+
 def opencode_version_for_run(app: App, upgrade_to: str | None) -> str:
     """The baked version, reused so the image identity stays stable across runs."""
     if upgrade_to:
@@ -142,12 +163,13 @@ def _recalled(app: App, signature: str) -> image_record.CheckedImage | None:
     return image_record.recall(app.image_engine, _project_state_dir(app), signature)
 
 
-def ensure_image(app: App, rebuild: bool, upgrade_to: str | None = None) -> ReadyImage:
+def ensure_image(app: App, rebuild: bool, upgrade_to: str | None = None,
+                 agent_upgrade_to: str | None = None) -> ReadyImage:
     """The project's image, checked or built in the Docker engine. The runtime is not asked: a
     start that keeps its VM never needs to (`runnable` loads the image where a VM is made)."""
     engine = app.image_engine
     version = opencode_version_for_run(app, upgrade_to)
-    agent_version = agent_version_for_run(app)
+    agent_version = agent_version_for_run(app, agent_upgrade_to)
     signature = _signature(app, version, agent_version)
     checked = None if rebuild else _recalled(app, signature)
     if checked is None:

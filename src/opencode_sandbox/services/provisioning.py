@@ -100,6 +100,27 @@ def without_secret_keys(files: Mapping[str, Content], secret_names: set[str]) ->
     return result
 
 
+def without_agent_credentials(files: Mapping[str, Content],
+                              secret_names: set[str]) -> tuple[dict[str, Content], list[str]]:
+    """`files` with the credentials left out of Claude Code's and Codex's configuration
+    (`core/agent_config.py`), and what was left out, as `<file>: <entry>`."""
+    from opencode_sandbox.core.agent_config import SCREENS
+
+    result = dict(files)
+    left_out: list[str] = []
+    for target, screen in SCREENS.items():
+        content = files.get(target)
+        if content is None:
+            continue
+        screened = screen(content.data, frozenset(secret_names))
+        left_out += [f"~/{target}: {entry}" for entry in screened.left_out]
+        if screened.data is None:
+            del result[target]
+        elif screened.data is not content.data:
+            result[target] = Content(screened.data, content.mode, content.mtime)
+    return result, left_out
+
+
 def manifest(files: Mapping[str, Content]) -> dict[str, str]:
     """Target path -> content digest (and mode), the record of what was provisioned."""
     result: dict[str, str] = {}

@@ -159,7 +159,7 @@ class Reaper:
             if self._watch is not None and self._watch.due():
                 self._watch(current)
             if self._attention is not None and self._attention.due():
-                self._attention(current)
+                self._signal_attention(current)
             clients = count_live_leases(current.state_root, current.slug)
             # While clients are attached the VM is theirs; a stop by other means cuts them off.
             if not clients and now >= next_vm_check:
@@ -201,6 +201,14 @@ class Reaper:
                 return outcome
             idle_since, decision, held_for = None, None, ""
             self._unreadable_since = None
+
+    def _signal_attention(self, current: ReaperSettings) -> None:
+        """Whatever fails in the signal to the user, the watch over the VM goes on."""
+        assert self._attention is not None
+        try:
+            self._attention(current)
+        except Exception as error:  # the guard's rounds and the stop must outlive it
+            self._log(f"the signal when the agent needs you failed: {error!r}")
 
     def _decide(self, current: ReaperSettings) -> StopDecision:
         from opencode_sandbox.daemon.errors import DaemonError

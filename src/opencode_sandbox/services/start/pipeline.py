@@ -79,7 +79,7 @@ class Start:
         checked = self._check()
         secret_values = checks.secret_values(self.app)
         with self.store.first_boot_lock(self.slug):
-            image = self._image(rebuild, self._ask_upgrade(update_check))
+            image = self._image(rebuild, self._ask_upgrade(update_check), self._ask_agent_upgrade(update_check))
             vm = VmStep(self.app, self._shape(checked), secret_values, self.git_layout is not None)
             facts = vm.gather(image)
             decision = vm.decide(facts, image, other_clients)
@@ -190,8 +190,18 @@ class Start:
             return newer
         return None
 
-    def _image(self, rebuild: bool, upgrade_to: str | None) -> ReadyImage:
-        image = ensure_image(self.app, rebuild, upgrade_to)
+    def _ask_agent_upgrade(self, update_check: UpdateCheck) -> str | None:
+        from opencode_sandbox.core.agents import profile_of
+
+        newer = update_check.pending_agent_version()
+        title = profile_of(self.app.settings.agent).title
+        if newer and confirm(self.console, f"{title} {newer} is available. Rebuild the image now?", default=False,
+                             interactive=self.app.interactive):
+            return newer
+        return None
+
+    def _image(self, rebuild: bool, upgrade_to: str | None, agent_upgrade_to: str | None = None) -> ReadyImage:
+        image = ensure_image(self.app, rebuild, upgrade_to, agent_upgrade_to)
         self.console.verbose(f"image {image.reference} ({image.digest})")
         self._did(plan_image([image.reference] if image.built else [], image.reference))
         return image

@@ -22,6 +22,8 @@ class ProvisionFacts(Record):
     changed: list[str]
     skipped: tuple[str, ...]
     """Sources left out: links and files the user cannot read."""
+    credentials: tuple[str, ...] = ()
+    """Entries of the agent's configuration kept on the host: credentials."""
 
     @property
     def fingerprint(self) -> str:
@@ -37,7 +39,8 @@ def gather(app: App, home_volume: str | None) -> ProvisionFacts:
     sources = provisioning.sources_for_environment(app.project.root, app.settings.agent)
     secret_names = {secret.name for secret in app.settings.secrets}
     collected = provisioning.collect_files(sources)
-    files = provisioning.without_secret_keys(collected.files, secret_names)
+    files, credentials = provisioning.without_agent_credentials(
+        provisioning.without_secret_keys(collected.files, secret_names), secret_names)
     current = provisioning.manifest(files)
     try:
         record = read_yaml_mapping(_record_path(app)) or {}
@@ -46,7 +49,8 @@ def gather(app: App, home_volume: str | None) -> ProvisionFacts:
     provisioned = record.get("files") if record.get("home_volume") == home_volume else None
     previous: dict[str, str] = provisioned if isinstance(provisioned, dict) else {}
     changed = provisioning.changed_files(files, current, previous)
-    return ProvisionFacts(files, current, changed, tuple(shown(str(path)) for path in collected.skipped))
+    return ProvisionFacts(files, current, changed, tuple(shown(str(path)) for path in collected.skipped),
+                          tuple(shown(entry) for entry in credentials))
 
 
 def apply(app: App, vm: str, facts: ProvisionFacts, home_volume: str | None) -> None:
@@ -55,6 +59,12 @@ def apply(app: App, vm: str, facts: ProvisionFacts, home_volume: str | None) -> 
             f"not copied into the VM (provisioning copies regular files you can read, never through a link): "
             f"{', '.join(facts.skipped)}",
             hint="put the file itself there in place of the link",
+        )
+    if facts.credentials:
+        app.console.warn(
+            f"kept on the host, out of the VM: {', '.join(facts.credentials)} (credentials; a file that cannot "
+            "be copied without one is not copied)",
+            hint="give the agent its key as a secret (docs/agents.md#credentials), or log in inside the VM",
         )
     if not facts.changed:
         return
