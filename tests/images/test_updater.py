@@ -14,12 +14,18 @@ import pytest
 from opencode_sandbox.errors import SandboxError, UsageError
 from opencode_sandbox.images.updater import (
     UpdateAction,
+    agent_update,
+    baked_agent_version,
     baked_version,
     check_for_update,
     is_newer,
     load_state,
+    record_agent_shown,
+    record_baked_agent_version,
     record_baked_version,
     record_shown,
+    refresh_latest,
+    resolve_agent_version,
     resolve_opencode_version,
     state_path,
 )
@@ -236,3 +242,36 @@ def test_resolve_refuses_a_malformed_pinned_version() -> None:
 )
 def test_version_ordering(candidate: str, current: str | None, newer: bool) -> None:
     assert is_newer(candidate, current) is newer
+
+
+def test_each_terminal_agent_an_image_was_built_with_is_checked_in_the_same_round(
+        server: ReleasesServer, state_root: Path) -> None:
+    record_baked_agent_version(state_root, "claude-code", "2.1.0")
+    server.reply("/@anthropic-ai/claude-code/latest", body=b'{"version": "2.2.0"}')
+    assert refresh_latest(state_root, server.reply(), now=NOW, npm_registry=server.url)
+    state = load_state(state_root)
+    assert state.agent_latest == (("claude-code", "2.2.0"),) and state.latest_version == "1.5.0"
+    assert "/@openai/codex/latest" not in server.hits, "an agent no image has is not looked up"
+    action, latest, baked = agent_update(state, "claude-code", interactive=True)
+    assert (action, latest, baked) == (UpdateAction.OFFER_REBUILD, "2.2.0", "2.1.0")
+    record_agent_shown(state_root, "claude-code", "2.2.0", action)
+    assert agent_update(load_state(state_root), "claude-code", interactive=True)[0] is UpdateAction.NOTHING
+    assert agent_update(load_state(state_root), "claude-code", interactive=False)[0] is UpdateAction.NOTICE
+    assert agent_update(load_state(state_root), "codex", interactive=True)[0] is UpdateAction.NOTHING
+
+
+def test_an_agent_whose_registry_fails_keeps_what_was_known(server: ReleasesServer, state_root: Path) -> None:
+    record_baked_agent_version(state_root, "codex", "0.170.0")
+    warnings: list[str] = []
+    assert refresh_latest(state_root, server.reply(), now=NOW, npm_registry=server.url, warn=warnings.append)
+    assert load_state(state_root).agent_latest == () and warnings == ["Codex update check failed: "
+                                                                      f"{server.url}/@openai/codex/latest: HTTP 404"]
+    assert baked_agent_version(state_root, "codex") == "0.170.0"
+    record_baked_agent_version(state_root, "codex", "0.171.0")
+    assert load_state(state_root).agent_versions == (("codex", "0.171.0"),)
+
+
+def test_an_agent_version_is_pinned_as_given_or_refused() -> None:
+    assert resolve_agent_version("Codex", "@openai/codex", "v0.171.0") == "0.171.0"
+    with pytest.raises(UsageError, match="not a Codex version"):
+        resolve_agent_version("Codex", "@openai/codex", "latest")

@@ -304,8 +304,10 @@ def refresh_latest(
     timeout_s: float = CHECK_TIMEOUT_S,
     warn: Callable[[str], None] | None = None,
     extra_ca_certificates: Sequence[Path] = (),
+    npm_registry: str = NPM_REGISTRY,
 ) -> bool:
-    """Ask the releases endpoint if the 24 h window allows it; True when it answered.
+    """Ask the releases endpoint if the 24 h window allows it; True when it answered. The terminal
+    agents images were built with are looked up on npm in the same round.
 
     Safe to run in the background: only a successful answer is written.
     """
@@ -319,7 +321,7 @@ def refresh_latest(
         if warn is not None:
             warn(f"opencode update check failed: {failure}")
         return False
-    agents = _latest_agents(state, timeout_s, warn, extra_ca_certificates)
+    agents = _latest_agents(state, timeout_s, warn, extra_ca_certificates, npm_registry)
     current = load_state(state_root, warn)
     agent_latest = tuple(sorted({**dict(current.agent_latest), **agents}.items()))
     save_state(state_root, current._replace(last_check=moment, latest_version=latest, agent_latest=agent_latest))
@@ -327,7 +329,7 @@ def refresh_latest(
 
 
 def _latest_agents(state: UpdaterState, timeout_s: float, warn: Callable[[str], None] | None,
-                   extra_ca_certificates: Sequence[Path]) -> dict[str, str]:
+                   extra_ca_certificates: Sequence[Path], registry: str) -> dict[str, str]:
     """npm's latest release of each terminal agent an image was built with; those that answer."""
     from opencode_sandbox.core.agents import PROFILES
 
@@ -337,7 +339,7 @@ def _latest_agents(state: UpdaterState, timeout_s: float, warn: Callable[[str], 
         if profile is None:
             continue
         try:
-            found[agent] = fetch_latest_version(f"{NPM_REGISTRY}/{profile.package}/latest", timeout_s,
+            found[agent] = fetch_latest_version(f"{registry}/{profile.package}/latest", timeout_s,
                                                 extra_ca_certificates)
         except LookupFailed as failure:
             if warn is not None:
