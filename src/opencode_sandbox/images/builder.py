@@ -361,6 +361,8 @@ class ImageBuilder:
         certificates: Sequence[CaCertificate],
         rebuild: bool = False,
         rebuild_base: bool = False,
+        agent: AgentProfile | None = None,
+        agent_version: str | None = None,
     ) -> BuildPlan:
         job = _project_job(project_dir, slug, dind, opencode_version, certificates)
         needs = _our_bases(job.dockerfile)
@@ -401,7 +403,22 @@ class ImageBuilder:
                     evaluation.content_hash,
                 )
             )
+        if agent is not None and agent.session is SessionKind.TERMINAL:
+            planned.append(self._plan_agent_layer(planned[-1], slug, agent, agent_version or "latest", certificates,
+                                                  rebuild, opencode_version))
         return BuildPlan(tuple(planned))
+
+    def _plan_agent_layer(self, project: PlannedImage, slug: str, agent: AgentProfile, version: str,
+                          certificates: Sequence[CaCertificate], rebuild: bool,
+                          opencode_version: str) -> PlannedImage:
+        """The agent's layer on the project image as planned: built when that image is."""
+        if project.action is BuildAction.BUILD:
+            return PlannedImage(runner_image(slug, "?" * 16), BuildAction.BUILD, "its base image is built first", None)
+        base = ImageBuildResult(project.reference, "", project.content_hash or "", {}, opencode_version, False)
+        evaluation = self._evaluate(_agent_job(base, slug, agent, version, certificates), rebuild, pull=False)
+        if evaluation is None:
+            return PlannedImage(runner_image(slug, "?" * 16), BuildAction.BUILD, "its base image is missing", None)
+        return PlannedImage(evaluation.reference, evaluation.action, evaluation.reason, evaluation.content_hash)
 
 
 def _after_base(base_changes: bool) -> str:
@@ -512,6 +529,8 @@ def plan_project_image(
     rebuild: bool = False,
     rebuild_base: bool = False,
     engine: ImageEngine | None = None,
+    agent: AgentProfile | None = None,
+    agent_version: str | None = None,
 ) -> BuildPlan:
     """What `ensure_project_image` would build and why, without building or pulling."""
     certificates = collect_ca_certificates(trust_host_ca, extra_ca_certificates)
@@ -523,6 +542,8 @@ def plan_project_image(
         certificates=certificates,
         rebuild=rebuild,
         rebuild_base=rebuild_base,
+        agent=agent,
+        agent_version=agent_version,
     )
 
 

@@ -82,7 +82,8 @@ def describe_build(app: App, rebuild: bool, pinned_version: str | None, dind: bo
             raise
         app.console.warn(f"cannot look up the latest opencode release; showing the plan for {baked}")
         version = baked
-    plan = plan_project_image(**_image_inputs(app, version, dind, rebuild))
+    agent_version = updater.baked_agent_version(app.paths.state_dir, app.settings.agent)
+    plan = plan_project_image(**_image_inputs(app, version, dind, rebuild, agent_version))
     for image in plan.images:
         app.console.result(f"{image.action.value}: {image.reference} ({image.reason})")
     if not plan.builds_anything:

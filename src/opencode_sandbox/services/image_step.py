@@ -196,6 +196,7 @@ def predict_image(app: App, rebuild: bool) -> tuple[ReadyImage, list[str]]:
     if recalled is not None:
         reference, env = recalled.reference, dict(recalled.env)
     else:
+        from opencode_sandbox.core.agents import profile_of
         from opencode_sandbox.images.builder import plan_project_image
         from opencode_sandbox.images.image_document import env_of
 
@@ -203,7 +204,7 @@ def predict_image(app: App, rebuild: bool) -> tuple[ReadyImage, list[str]]:
         planned = plan_project_image(
             project_dir=app.project.root, slug=app.project.slug, dind=settings.dind, opencode_version=version,
             trust_host_ca=settings.trust_host_ca, extra_ca_certificates=settings.extra_ca_certificates,
-            rebuild=rebuild, engine=app.image_engine,
+            rebuild=rebuild, engine=app.image_engine, agent=profile_of(settings.agent), agent_version=agent_version,
         )
         building = [image.reference for image in planned.images if image.action.value == "build"]
         reference = planned.images[-1].reference
