@@ -343,3 +343,37 @@ def test_dind_default_builds_on_the_dind_base(project: Project, runner_base_dind
     ).stdout
     assert "docker" in output.split("\n")[0].split()
     assert "/usr/sbin/dockerd" in output and "/usr/bin/docker" in output
+
+
+def test_a_terminal_agent_is_a_layer_on_the_project_image_planned_and_built(project: Project) -> None:
+    from opencode_sandbox.core.agents import profile_of
+    from opencode_sandbox.core.naming import LABEL_AGENT, LABEL_AGENT_VERSION
+    from tests.fixtures.agents import CODEX_VERSION
+
+    codex = profile_of("codex")
+
+    def plan() -> list[tuple[str, BuildAction, str]]:
+        result = plan_project_image(project_dir=project.root, slug=project.slug, dind=False,
+                                    opencode_version=project.base.opencode_version, trust_host_ca=True,
+                                    engine=project.engine, agent=codex, agent_version=CODEX_VERSION)
+        return [(image.reference, image.action, image.reason) for image in result.images]
+
+    before = plan()
+    assert [action for _, action, _ in before] == [BuildAction.SKIP, BuildAction.BUILD, BuildAction.BUILD]
+    assert before[2][2] == "its base image is built first"
+    built = project.ensure(agent=codex, agent_version=CODEX_VERSION)
+    after = plan()
+    assert [action for _, action, _ in after] == [BuildAction.SKIP, BuildAction.SKIP, BuildAction.SKIP]
+    assert after[2][0] == built.reference != after[1][0], "the agent's layer is an image of its own"
+    assert (built.labels[LABEL_AGENT], built.labels[LABEL_AGENT_VERSION]) == ("codex", CODEX_VERSION)
+    inside = subprocess.run(
+        ["docker", "run", "--rm", "--entrypoint", "sh", built.reference, "-c",
+         "id -un; codex --version; test -x /usr/local/bin/opencode-sandbox-agent-event && echo event-program; "
+         "cat /etc/codex/requirements.toml"],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert inside.returncode == 0, inside.stderr
+    lines = inside.stdout.splitlines()
+    assert lines[0] == "dev" and CODEX_VERSION in lines[1] and lines[2] == "event-program", inside.stdout
+    assert 'command = "/usr/local/bin/opencode-sandbox-agent-event busy"' in inside.stdout
+    again = project.ensure(agent=codex, agent_version=CODEX_VERSION)
+    assert not again.built and again.reference == built.reference
