@@ -97,4 +97,8 @@ def test_the_agent_edits_the_checkout_and_holds_the_vm_while_it_works(any_user_p
     assert len(tool_rounds) == 2
     tool_results = [m for m in tool_rounds[1]["messages"] if m.get("role") == "tool"]
     assert tool_results, "the second request carries the write tool's result back to the model"
-    assert "stopping" in (project.state_dir / "reaper.log").read_text()
+    log = (project.state_dir / "reaper.log").read_text()
+    assert "stopping" in log
+    # No desktop here: the turn's end is recorded once for an attached client's bell.
+    assert log.count("opencode finished its turn") == 1, log
+    assert (project.state_dir / "attention").read_text().strip()

@@ -264,6 +264,8 @@ class Reaper:
             self._log(f"stopping {current.vm_name}: {decision.reason}")
             if self._watch is not None:
                 self._watch(current)  # the last commits reach the host before the VM goes
+            if self._attention is not None:
+                self._signal_attention(current)  # a turn that ended since the last look is still told
             try:
                 self._runtime(current.runtime_kind).stop_sandbox(current.vm_name)
             except NotFound as error:
