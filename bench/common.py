@@ -53,20 +53,36 @@ def until(condition: Callable[[], bool], what: str) -> None:
         time.sleep(POLL_S)
 
 
+ENDED = "osb-bench-command-ended"
+"""What the terminal shows once its command has ended."""
+
+
 class Terminal:
     """A command on a tmux terminal of its own server, 160 by 48."""
 
     def __init__(self, command: Sequence[str], cwd: Path, env: dict[str, str]) -> None:
-        self.base = ["tmux", "-L", f"osb-bench-{uuid.uuid4().hex[:8]}"]
+        name = f"osb-bench-{uuid.uuid4().hex[:8]}"
+        self.base = ["tmux", "-L", name]
+        self.socket = Path(env.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}" / name
         subprocess.run([*self.base, "new-session", "-d", "-x", "160", "-y", "48", "-c", str(cwd),
-                        shlex.join(command) + "; sleep 600"], check=True, env=env)
+                        shlex.join(command) + f"; echo {ENDED}; sleep 600"], check=True, env=env)
+
+    def screen(self) -> str:
+        return subprocess.run([*self.base, "capture-pane", "-p"], capture_output=True, text=True).stdout
+
+    def shows(self, pattern: re.Pattern[str]) -> bool:
+        return pattern.search(self.screen()) is not None
 
     def shows_interface(self) -> bool:
-        screen = subprocess.run([*self.base, "capture-pane", "-p"], capture_output=True, text=True).stdout
-        return INTERFACE.search(screen) is not None
+        return self.shows(INTERFACE)
+
+    def ended(self) -> bool:
+        """Whether the command has ended (the terminal stays, showing what it left)."""
+        return ENDED in self.screen()
 
     def close(self) -> None:
         subprocess.run([*self.base, "kill-server"], capture_output=True, check=False)
+        self.socket.unlink(missing_ok=True)  # tmux leaves it behind
 
 
 def time_to_interface(command: Sequence[str], cwd: Path, env: dict[str, str]) -> float:

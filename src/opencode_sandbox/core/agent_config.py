@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from collections.abc import Iterator, Mapping
 
 from opencode_sandbox.core.records import Record
@@ -87,6 +86,8 @@ def claude_settings(data: bytes, secret_names: frozenset[str]) -> Screened:
 def codex_config(data: bytes, secret_names: frozenset[str]) -> Screened:
     """Codex's configuration as it is, or nothing when it holds a credential: TOML is read here,
     never written, so a file with one stays on the host whole."""
+    import tomllib  # read only where there is a Codex configuration: it loads `typing`
+
     try:
         document = tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -110,6 +109,8 @@ class AttentionWatch:
         return attention
 
     def _signal(self, settings: ReaperSettings, attention: Attention) -> None:
+        import shutil  # in the reaper alone: it loads three compression modules
+
         command = desktop_command(attention, self._environ, shutil.which)
         if command is not None:
             self._log(f"notifying: {attention.body}")

@@ -1,0 +1,188 @@
+"""Time to a terminal agent's interface on the docker runtime, VM running: the launcher against
+`docker exec -it` of the same agent.
+
+For Claude Code and Codex (or the one `--agent` names), each at the version the tests pin, in one
+process with an isolated HOME. Once per agent, a project's agent image is built
+(`build --agent AGENT --agent-version VERSION`) and its VM started by a `shell --agent AGENT`
+that leaves in the VM's home what the agent keeps after a first run (`Agent.first_run`): a warm
+start, since a cold one is the image build (`time_to_interface.py` times that for opencode).
+Then rounds alternate, each on a new real terminal (tmux):
+- the launcher: `opencode-sandbox --runtime docker --agent AGENT` until the agent's interface
+  shows (the launcher starts the agent in its tmux session in the VM and attaches to it);
+- the raw way: `docker exec -it --user dev -w /workspace VM AGENT` (Codex with the arguments the
+  launcher gives it, `--sandbox danger-full-access`) until the same interface shows.
+After each, outside the time measured, the agent gets the hang-up a closed terminal sends, the
+same on both sides (on the launcher's, its tmux session ends with it), and the next round waits
+until no process in the VM reads a terminal and the terminal's command has left: an agent still
+ending, or ended another way, slows the next start (by up to 150 ms for Claude Code). The agent
+gets no prompt (no model provider can be reached here): its interface, drawn and waiting for one,
+ends the wait. The launcher must reuse the running VM every round; the auto-stop is a day away.
+
+Target: ratio at most 1.1 for each agent. Needs `opencode-sandbox/runner-base:latest` in the
+Docker engine, tmux, and npm's registry reachable from a `docker build`.
+Run: .venv/bin/python bench/agent_interface.py [ROUNDS] [--agent claude-code|codex] (default 5
+rounds after one warm-up, both agents). The last line is the ratio of the last agent measured
+(Codex when both are).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import GIVE_UP_S, Terminal, interleaved_medians, isolated_environment, launcher
+from bench.warm_start import clean_up, docker, make_project
+from opencode_sandbox.core.agents import profile_of
+from opencode_sandbox.core.naming import BASE_IMAGE, LABEL_OPENCODE_VERSION, vm_name
+from opencode_sandbox.images.updater import record_baked_version
+
+TARGET = 1.1
+POLL_S = 0.02
+"""How often the terminal is read: the interface comes about half a second after the start, and the
+target leaves the launcher some 50 ms, which the 50 ms of the other benchmarks would blur."""
+CLAUDE_STATE = ("require('fs').writeFileSync(process.env.HOME + '/.claude.json', JSON.stringify("
+                "{hasCompletedOnboarding: true, projects: {'/workspace': {hasTrustDialogAccepted: true}}}))")
+CODEX_TRUST = '[projects."/workspace"]\ntrust_level = "trusted"\n'
+
+
+class Agent(NamedTuple):
+    version: str
+    """The version the tests pin (`tests/fixtures/agents.py`)."""
+    interface: re.Pattern[str]
+    """What the agent's interface shows once it waits for a prompt."""
+    first_run: str
+    """A script, run as dev in the VM, that leaves in its home what the agent keeps after a first
+    run the user finished: the onboarding done and the checkout trusted (Claude Code), a key and
+    the checkout trusted (Codex). Without it Claude Code shows its onboarding, which finds no
+    Anthropic service here and ends within a tenth of a second, and Codex its sign-in."""
+
+
+AGENTS = {
+    "claude-code": Agent("2.1.332", re.compile(r"(?s)Claude Code v\d.*\u276f"),  # its banner, then its prompt
+                         f'node -e "{CLAUDE_STATE}"'),
+    "codex": Agent("0.171.0", re.compile(r">_ OpenAI Codex"),
+                   "printf %s sk-placeholder | codex login --with-api-key >/dev/null && "
+                   f"printf '%s' '{CODEX_TRUST}' >> ~/.codex/config.toml"),
+}
+
+
+def wait_for(terminal: Terminal, condition: Callable[[], bool], what: str, give_up_s: float = GIVE_UP_S,
+             while_running: bool = True) -> None:
+    """Until `condition`; a failure once `give_up_s` passed or, `while_running`, once the command ended."""
+    deadline = time.monotonic() + give_up_s
+    while not condition():
+        if time.monotonic() > deadline or (while_running and terminal.ended()):
+            raise SystemExit(f"{what} did not happen; the terminal shows:\n{terminal.screen().rstrip()}")
+        time.sleep(POLL_S)
+
+
+def to_the_interface(command: list[str], project: Path, env: dict[str, str], interface: re.Pattern[str],
+                     end: Callable[[], None], what: str) -> float:
+    """From starting `command` on a new terminal until `interface` shows there. `end` then ends
+    the agent, and the command is waited for until it has left."""
+    began = time.perf_counter()
+    terminal = Terminal(command, project, env)
+    try:
+        wait_for(terminal, lambda: terminal.shows(interface), what)
+        seconds = time.perf_counter() - began
+        end()
+        wait_for(terminal, terminal.ended, f"the end of {command[0]} after {what}", give_up_s=60,
+                 while_running=False)
+        return seconds
+    finally:
+        terminal.close()
+
+
+SETTLE = ("for _ in $(seq 1500); do on_a_terminal=; for fd in /proc/[0-9]*/fd/0; do "
+          'case "$(readlink "$fd")" in /dev/pts/*) on_a_terminal=1; break;; esac; done; '
+          '[ -z "$on_a_terminal" ] && exit 0; sleep 0.02; done; exit 1')
+"""Until no process in the VM reads a terminal: the agent (and a tmux session) has finished ending,
+and its exit does not overlap the next round. Fails after 30 s."""
+
+
+def hang_up(container: str, command: str) -> Callable[[], None]:
+    """SIGHUP to the process group of the agent on its terminal (a process called `command` that
+    reads a terminal), as a closed terminal sends, the same on both sides: the raw exec's agent,
+    or the launcher's (and the shell of its tmux session, whose end ends the session, its server
+    and the attached client). What the agent started apart from its terminal (Codex's app server)
+    stays, as it would on any ending of a session. Then until the agent has finished ending."""
+    script = (f"for group in $(ps -eo pgid=,tty=,comm= | awk '$2 != \"?\" && $3 == \"{command}\" {{print $1}}'); "
+              f'do kill -HUP -"$group"; done; {SETTLE}')
+
+    def end() -> None:
+        subprocess.run(["docker", "exec", "--user", "dev", container, "sh", "-c", script], capture_output=True,
+                       check=True)
+
+    return end
+
+
+def measure(name: str, root: Path, env: dict[str, str], rounds: int) -> dict[str, float]:
+    agent, profile = AGENTS[name], profile_of(name)
+    project, slug = make_project(Path(tempfile.mkdtemp(dir=root)))
+    container = vm_name(slug)
+    tool = launcher()
+    try:
+        began = time.perf_counter()
+        for step in (["build", "--agent", name, "--agent-version", agent.version],
+                     ["shell", "--agent", name, "--", "sh", "-c", agent.first_run]):
+            done = subprocess.run([*tool, *step], cwd=project, env=env, stdin=subprocess.DEVNULL,
+                                  capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise SystemExit(f"{' '.join(step[:3])} failed:\n{done.stdout}{done.stderr}")
+        print(f"{name}: image built and VM started in {time.perf_counter() - began:.1f} s", flush=True)
+        vm = docker("inspect", "--format", "{{.Id}}", container)
+
+        end = hang_up(container, profile.command)
+        medians = interleaved_medians(
+            {"launcher": lambda: to_the_interface([*tool, "--runtime", "docker", "--agent", name], project, env,
+                                                  agent.interface, end, f"{profile.title}'s interface"),
+             "docker exec -it": lambda: to_the_interface(
+                 ["docker", "exec", "-it", "--user", "dev", "--workdir", "/workspace", container,
+                  *profile.session_command(())], project, env, agent.interface, end,
+                 f"{profile.title}'s interface through docker exec -it")},
+            rounds=rounds, warmup=1,
+        )
+        if docker("inspect", "--format", "{{.Id}}", container) != vm:
+            raise SystemExit(f"the launcher made a new VM for {profile.title} instead of reusing the running one")
+        return medians
+    finally:
+        clean_up(slug)
+
+
+def main(rounds: int = 5, agents: tuple[str, ...] = tuple(AGENTS)) -> float:
+    version = docker("image", "inspect", "--format", f'{{{{index .Config.Labels "{LABEL_OPENCODE_VERSION}"}}}}',
+                     BASE_IMAGE)
+    results: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        env = isolated_environment(root)
+        env.update(OPENCODE_SANDBOX_RUNTIME="docker", OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT="24h")
+        record_baked_version(Path(env["XDG_STATE_HOME"]) / "opencode-sandbox", version)
+        for name in agents:
+            results[name] = measure(name, root, env, rounds)
+    ratios = {name: medians["launcher"] / medians["docker exec -it"] for name, medians in results.items()}
+    print(f"{'agent':<13}{'launcher ms':>13}{'raw ms':>10}{'ratio':>8}{'target':>8}   rounds: {rounds}")
+    for name, medians in results.items():
+        print(f"{name:<13}{medians['launcher'] * 1000:>13.1f}{medians['docker exec -it'] * 1000:>10.1f}"
+              f"{ratios[name]:>8.2f}{TARGET:>8.1f}")
+    for name, ratio in ratios.items():
+        print(f"{name} ratio (launcher / docker exec -it): {ratio:.2f}")
+    return ratios[agents[-1]]
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("rounds", nargs="?", type=int, default=5)
+    parser.add_argument("--agent", choices=sorted(AGENTS), help="only this agent (default: both)")
+    arguments = parser.parse_args()
+    main(arguments.rounds, (arguments.agent,) if arguments.agent else tuple(AGENTS))
