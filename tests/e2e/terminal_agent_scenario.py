@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from opencode_sandbox.images.updater import baked_version
 from tests.e2e.harness import Project, Tmux, wait_until
 from tests.fixtures.agents import CLAUDE_CODE_VERSION, CODEX_VERSION
 from tests.fixtures.model_server import MODEL_ID, ModelServer, Reply, Step, ToolCall, step
@@ -119,7 +120,10 @@ def configure(project: Project, case: AgentCase, model_host: str, ca_file: Path)
     })
     if project.user:
         project.user.give(home)
-    built = project.cli("build", "--agent-version", case.version, timeout=1800)
+    # The session's base image as it is: the opencode version the fixtures built it with.
+    opencode = baked_version(project.paths.state_dir)
+    assert opencode, "the project records the base image's opencode version"
+    built = project.cli("build", "--agent-version", case.version, "--opencode-version", opencode, timeout=1800)
     assert built.returncode == 0, built.stdout + built.stderr
     assert f"{case.name} {case.version}" in built.stdout, built.stdout
     seeded = project.cli("shell", "--", "node", "-e", CLAUDE_STATE if case.name == "claude-code" else "",
