@@ -114,7 +114,8 @@ def project(tmp_path: Path, unique: str, runner_base_image: RunnerBase) -> Itera
     try:
         yield Project(root, slug, runner_base_image)
     finally:
-        remove_images(image_ids(f"label={LABEL_SLUG}={slug}"))
+        for _ in range(3):  # an agent's layer first: the engine keeps an image another is built on
+            remove_images(image_ids(f"label={LABEL_SLUG}={slug}"))
 
 
 DOCKERFILE = (
