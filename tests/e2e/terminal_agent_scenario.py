@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from opencode_sandbox.images.updater import baked_version
+from opencode_sandbox.images.updater import record_baked_agent_version
 from tests.e2e.harness import Project, Tmux, wait_until
 from tests.fixtures.agents import CLAUDE_CODE_VERSION, CODEX_VERSION
 from tests.fixtures.model_server import MODEL_ID, ModelServer, Reply, Step, ToolCall, step
@@ -108,7 +108,7 @@ def agent_steps(case: AgentCase) -> list[Step]:
 def configure(project: Project, case: AgentCase, model_host: str, ca_file: Path) -> None:
     """The user's configuration of the agent, its key as a secret for the model's host, and a short
     idle timeout; then the agent's image at its pinned version and the VM, as a first `shell` makes
-    them."""
+    them. The layer's own build is tested in `tests/images/test_builder_docker.py`."""
     home = project.user_home
     case.configure(home, model_host)
     project.env.update({
@@ -118,22 +118,19 @@ def configure(project: Project, case: AgentCase, model_host: str, ca_file: Path)
         "OPENCODE_SANDBOX_EXTRA_CA_CERTIFICATES": str(ca_file),
         "OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT": "2s",
     })
-    if project.user:
-        project.user.give(home)
-    # The session's base image as it is: the opencode version the fixtures built it with.
-    opencode = baked_version(project.paths.state_dir)
-    assert opencode, "the project records the base image's opencode version"
-    built = project.cli("build", "--agent-version", case.version, "--opencode-version", opencode, timeout=1800)
-    assert built.returncode == 0, built.stdout + built.stderr
-    assert f"{case.name} {case.version}" in built.stdout, built.stdout
+    # The agent's version as a first build would have recorded it: the first start builds its layer.
+    record_baked_agent_version(project.paths.state_dir, case.name, case.version)
+    if project.user and project.home:
+        project.user.give(project.home)
     seeded = project.cli("shell", "--", "node", "-e", CLAUDE_STATE if case.name == "claude-code" else "",
                          timeout=3600)
     assert seeded.returncode == 0, seeded.stderr
 
 
 def run_scenario(project: Project, case: AgentCase, model: ModelServer, steps: list[Step], in_vm: InVm,
-                 unique: str, slow: float = 1.0) -> None:
-    """The scenario on a configured project (`configure`); `slow` scales every wait."""
+                 unique: str, slow: float = 1.0) -> str:
+    """The scenario on a configured project (`configure`); `slow` scales every wait. The reaper's
+    log at the end, for the runtime's test to read what it decided."""
 
     def session_running() -> bool:
         return in_vm("tmux has-session -t agent && echo running", "dev").strip().endswith("running")
@@ -188,3 +185,13 @@ def run_scenario(project: Project, case: AgentCase, model: ModelServer, steps: l
     # The last terminal closed and the agent waits for the user: the VM stops.
     assert wait_until(project.vm_stopped, 90 * slow), project.reaper_log()
     assert "all sessions are quiet" in project.reaper_log(), project.reaper_log()
+    return project.reaper_log(characters=20000)
+
+
+def assert_the_outcome(project: Project, reaper_log: str) -> None:
+    """What the user finds afterwards: the agent's note in the checkout, the VM stopped once the
+    agent waited, after it was held while the agent worked."""
+    assert (project.root / NOTE).read_text() == NOTE_TEXT
+    assert project.vm_stopped()
+    held, stopped = reaper_log.find("sessions still working"), reaper_log.rfind("stopping ")
+    assert -1 < held < stopped, reaper_log

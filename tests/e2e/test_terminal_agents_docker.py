@@ -8,13 +8,16 @@ as it would the provider (the site, relay and CA of `test_agent_secret_docker.py
 from __future__ import annotations
 
 import ssl
+from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
 import trustme
 
+from opencode_sandbox.images.builder import ensure_base_image
+from opencode_sandbox.images.progress import SilentProgress
 from tests.e2e.harness import Project, docker
-from tests.e2e.terminal_agent_scenario import CASES, agent_steps, configure, run_scenario
+from tests.e2e.terminal_agent_scenario import CASES, agent_steps, assert_the_outcome, configure, run_scenario
 from tests.e2e.test_agent_secret_docker import (  # noqa: F401 (fixtures)
     Recorder,
     Site,
@@ -30,11 +33,21 @@ from tests.fixtures.model_server import ModelServer
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
 
 
+@pytest.fixture
+def base_image_put_back(runner_base_image: RunnerBase) -> Iterator[None]:
+    """The session's base image as it was: a start that trusts the test's CA builds it with that CA
+    too, and the tests after this one expect it without."""
+    yield
+    ensure_base_image(dind=False, opencode_version=runner_base_image.opencode_version, trust_host_ca=True,
+                      progress=SilentProgress())
+
+
 @pytest.mark.parametrize("agent", sorted(CASES))
 def test_a_terminal_agent_works_in_a_session_that_outlives_the_terminal(
     agent: str, any_user_project: Project, site: Site, recorder: Recorder,  # noqa: F811
     unique: str, runner_base_image: RunnerBase,
     proxy_images_removed_after: None,  # noqa: F811
+    base_image_put_back: None,
 ) -> None:
     case, project = CASES[agent], any_user_project
     ca = trustme.CA()
@@ -52,4 +65,5 @@ def test_a_terminal_agent_works_in_a_session_that_outlives_the_terminal(
             result = docker("exec", "--user", user, project.vm, "sh", "-c", script)
             return result.stdout + result.stderr
 
-        run_scenario(project, case, model, steps, in_vm, unique)
+        reaper_log = run_scenario(project, case, model, steps, in_vm, unique)
+    assert_the_outcome(project, reaper_log)

@@ -12,7 +12,7 @@ import pytest
 
 from tests.e2e.conftest import MICROVMS_ONLY
 from tests.e2e.harness import Project
-from tests.e2e.terminal_agent_scenario import CASES, agent_steps, configure, run_scenario
+from tests.e2e.terminal_agent_scenario import CASES, agent_steps, assert_the_outcome, configure, run_scenario
 from tests.e2e.test_network_policy_microsandbox import LAB_INTERNET, LAB_SIDE, in_vm, model_tls
 from tests.fixtures.model_server import ModelServer
 
@@ -31,4 +31,6 @@ def test_a_terminal_agent_works_in_a_session_that_outlives_the_terminal(agent: s
     steps = agent_steps(case)
     with ModelServer.start(steps, bind=LAB_SIDE, advertised_host="model.lab.test", tls=tls, port=8443) as model:
         configure(project, case, "model.lab.test", ca_file)
-        run_scenario(project, case, model, steps, lambda script, user: in_vm(project, script, user), unique, SLOW)
+        reaper_log = run_scenario(project, case, model, steps, lambda script, user: in_vm(project, script, user),
+                                  unique, SLOW)
+    assert_the_outcome(project, reaper_log)

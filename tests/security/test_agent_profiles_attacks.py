@@ -29,23 +29,21 @@ from opencode_sandbox.core.agents import profile_of
 from opencode_sandbox.core.agents.profile import ACTIVITY_FILE
 from opencode_sandbox.core.attention import agent_attention
 from opencode_sandbox.core.guard import DEFAULT_GUARDED
-from opencode_sandbox.core.naming import LABEL_AGENT, managed_labels, runner_image, vm_name
+from opencode_sandbox.core.naming import LABEL_AGENT
 from opencode_sandbox.core.quiescence import DaemonActivity
 from opencode_sandbox.core.stop_mode import StopMode
 from opencode_sandbox.daemon.errors import DaemonError
 from opencode_sandbox.guest.shell import ShellGuest
 from opencode_sandbox.guest.terminal_session import REPORT_EXEC_TIMEOUT_S, report_script
 from opencode_sandbox.runtime.kind import RuntimeKind
-from opencode_sandbox.runtime.types import ExecResult, SandboxInfo, SandboxSpec, SandboxStatus
+from opencode_sandbox.runtime.types import ExecResult, SandboxInfo, SandboxStatus
 from opencode_sandbox.services import provisioning
 from opencode_sandbox.services.attention import SIGNAL_GAP_S, AttentionWatch, desktop_command
 from opencode_sandbox.services.guard_files import take_snapshot
 from opencode_sandbox.services.reaper import Reaper, TerminalAgentReader, Timing
 from opencode_sandbox.services.reaper_settings import ReaperSettings
-from tests.fakes.runtime import FakeRuntime
+from tests.services.test_attention import SLUG, VM, running_vm
 
-SLUG = "shop-0123456789abcd"
-VM = vm_name(SLUG)
 REAL_KEY = "sk-ant-REAL-VALUE-0123456789"
 
 
@@ -71,14 +69,6 @@ def hostile_guests(stdout: str) -> Any:
 def reaper_settings(state_root: Path, agent: str = "claude-code") -> ReaperSettings:
     return ReaperSettings(SLUG, VM, RuntimeKind.DOCKER, "http://127.0.0.1:1", 10.0, StopMode.WAIT_FOR_QUIESCENCE,
                           10, state_root, project_root="/home/u/shop", agent=agent, notify=True)
-
-
-def running_vm() -> FakeRuntime:
-    runtime = FakeRuntime(RuntimeKind.DOCKER)
-    image = runner_image(SLUG, "0" * 12)
-    runtime.add_docker_image(image)
-    runtime.create_sandbox(SandboxSpec(VM, image, 1, 512, labels=managed_labels(SLUG)))
-    return runtime
 
 
 # 1. The activity file kills the host's idle reaper ----------------------------------------------

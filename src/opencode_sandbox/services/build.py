@@ -7,7 +7,7 @@ from typing import Any
 from opencode_sandbox.app import App
 from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.images import updater
-from opencode_sandbox.services.image_step import build_progress, load_into_runtime
+from opencode_sandbox.services.image_step import agent_version_for_run, build_progress, load_into_runtime
 
 
 def _version(app: App, pinned: str | None) -> str:
@@ -22,13 +22,10 @@ def _agent_version(app: App, pinned: str | None) -> str | None:
     from opencode_sandbox.errors import UsageError
 
     profile = profile_of(app.settings.agent)
-    if profile.session is SessionKind.SERVER:
-        if pinned:
-            raise UsageError(f"--agent-version pins Claude Code or Codex, not {profile.title}",
-                             hint="pin opencode with --opencode-version, or choose the agent with --agent")
-        return None
-    return updater.resolve_agent_version(profile.title, profile.package, pinned,
-                                         extra_ca_certificates=app.settings.extra_ca_certificates)
+    if profile.session is SessionKind.SERVER and pinned:
+        raise UsageError(f"--agent-version pins Claude Code or Codex, not {profile.title}",
+                         hint="pin opencode with --opencode-version, or choose the agent with --agent")
+    return agent_version_for_run(app, pinned, reuse_built=False)
 
 
 def _image_inputs(app: App, version: str, dind: bool | None, rebuild: bool,

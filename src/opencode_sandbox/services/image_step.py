@@ -140,15 +140,17 @@ def _project_state_dir(app: App) -> Path:
     return StateLayout(app.paths.state_dir).project(app.project.slug).folder
 
 
-def agent_version_for_run(app: App, pinned: str | None = None) -> str | None:
+def agent_version_for_run(app: App, pinned: str | None = None, reuse_built: bool = True) -> str | None:
     """The version of a terminal agent its images are built with: `pinned`, else the one the last
-    build for it used, else npm's latest. None for an agent in the base image (opencode)."""
+    build for it used (unless not `reuse_built`), else npm's latest. None for an agent in the base
+    image (opencode)."""
     from opencode_sandbox.core.agents import SessionKind, profile_of
 
     profile = profile_of(app.settings.agent)
     if profile.session is SessionKind.SERVER:
         return None
-    baked = None if pinned else updater.baked_agent_version(app.paths.state_dir, profile.name, app.console.warn)
+    reused = reuse_built and not pinned
+    baked = updater.baked_agent_version(app.paths.state_dir, profile.name, app.console.warn) if reused else None
     return baked or updater.resolve_agent_version(profile.title, profile.package, pinned,
                                                   extra_ca_certificates=app.settings.extra_ca_certificates)
 
