@@ -165,6 +165,23 @@ def test_a_warm_run_changes_nothing_and_asks_only_the_daemon(flow: Flow) -> None
     assert daemon_control.read_password(flow.app().state.project_dir(SLUG)) == ready.password
 
 
+def test_only_a_start_that_leaves_the_running_vm_as_it_found_it_keeps_what_started_in_it_early(flow: Flow) -> None:
+    assert not flow.prepare().kept_as_found  # made now
+    assert flow.prepare().kept_as_found
+    (flow.root / ".envrc").write_text("export EDITOR=vi\n")  # the VM writes a file the host runs
+    reviewed = flow.prepare()
+    assert not reviewed.kept_as_found and not (flow.root / ".envrc").exists()
+    assert flow.prepare().kept_as_found
+    configuration = Path.home() / ".config/opencode"
+    configuration.mkdir(parents=True, exist_ok=True)
+    (configuration / "AGENTS.md").write_text("Answer briefly.\n")
+    assert not flow.prepare().kept_as_found  # copied into the VM's home now
+    assert flow.prepare().kept_as_found
+    flow.runtime.stop_sandbox(VM)
+    flow.serve.running = False
+    assert not flow.prepare().kept_as_found  # started now
+
+
 def test_a_run_after_stop_starts_the_vm_on_the_same_home_and_starts_serve(flow: Flow) -> None:
     volume = after_first_run(flow)
     flow.runtime.stop_sandbox(VM)

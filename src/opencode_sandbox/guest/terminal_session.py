@@ -6,6 +6,7 @@ the same session, and a closed terminal only ends its own tmux client.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from opencode_sandbox.core.agent_activity import SESSION_LINE
@@ -36,8 +37,30 @@ Enter is pressed, since the session's end would otherwise take its message away 
 def attach_command(profile: AgentProfile, arguments: Sequence[str]) -> list[str]:
     """Attach to the agent's session, starting the agent in a new one when none runs; the user's
     arguments reach the agent only when the session starts."""
-    return ["tmux", "-u", "-f", CONFIG, "new-session", "-A", "-s", SESSION_NAME, "-c", WORKSPACE,
+    return _new_session(["-A"], profile, arguments)
+
+
+def start_command(profile: AgentProfile, arguments: Sequence[str], columns: int, lines: int) -> list[str]:
+    """Start the agent in a new session without a client, on a window of the user's terminal's
+    size, and print the session's id; tmux refuses (exit status 1) when the session runs already."""
+    return _new_session(["-d", "-P", "-F", "#{session_id}", "-x", str(columns), "-y", str(lines)],
+                        profile, arguments)
+
+
+def _new_session(how: list[str], profile: AgentProfile, arguments: Sequence[str]) -> list[str]:
+    return ["tmux", "-u", "-f", CONFIG, "new-session", *how, "-s", SESSION_NAME, "-c", WORKSPACE,
             "sh", "-c", _KEEP_SCREEN, profile.title, *profile.session_command(list(arguments))]
+
+
+SESSION_ID = re.compile(r"\$[0-9]{1,9}")
+"""A tmux session id as `start_command` prints it; the VM's output is read as untrusted text."""
+
+
+def end_unwatched_command(session_id: str) -> list[str]:
+    """End the session `session_id` (`SESSION_ID`) unless a client is attached to it."""
+    script = ('[ "$(tmux display-message -p -t "$1" "#{session_attached}")" = 0 ] && tmux kill-session -t "$1"; '
+              "true")
+    return ["sh", "-c", script, "sh", session_id]
 
 
 def report_script() -> str:

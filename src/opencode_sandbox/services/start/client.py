@@ -9,11 +9,15 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.app import App
 from opencode_sandbox.collector import collect_from_now_on
 from opencode_sandbox.errors import SandboxError, UsageError
 from opencode_sandbox.guest.places import GUEST_URL
-from opencode_sandbox.services.start.pipeline import ReadyVm, Start
+
+if TYPE_CHECKING:
+    from opencode_sandbox.services.start.early_session import EarlySession
+    from opencode_sandbox.services.start.pipeline import ReadyVm
 
 _WORKTREE_NAME = r"^[a-z0-9]+(?:[-/][a-z0-9]+)*$"
 
@@ -38,10 +42,13 @@ def other_clients(app: App) -> int:
 
 
 @contextmanager
-def client_of_vm(app: App, rebuild: bool, wait_for_daemon: bool = True) -> Iterator[ReadyVm]:
+def client_of_vm(app: App, rebuild: bool, wait_for_daemon: bool = True,
+                 start_early: Callable[[], EarlySession | None] | None = None) -> Iterator[ReadyVm]:
     """Hold a lease from before the VM is ensured until the client leaves, with the idle reaper
     watching from when the VM is ready. Taking the lease first means a reaper stopping the VM
-    for idleness finishes before this client looks at it, and then finds it stopped."""
+    for idleness finishes before this client looks at it, and then finds it stopped.
+    `start_early` starts what can start in the VM as found, ended again unless the start kept
+    the VM as it found it."""
     from opencode_sandbox.state.leases import client_lease
 
     others = other_clients(app)
@@ -49,7 +56,14 @@ def client_of_vm(app: App, rebuild: bool, wait_for_daemon: bool = True) -> Itera
     with leaving_on_hangup_or_termination():
         try:
             with client_lease(app.paths.state_dir, app.project.slug, " ".join(["opencode-sandbox", *sys.argv[1:]])):
-                ready = Start(app).prepare(rebuild, others, wait_for_daemon)
+                early = start_early() if start_early is not None and not rebuild else None
+                from opencode_sandbox.services.start.pipeline import Start  # after the early start: it waits for this
+
+                try:
+                    ready = Start(app).prepare(rebuild, others, wait_for_daemon)
+                finally:
+                    if early is not None and (ready is None or not ready.kept_as_found):
+                        early.end()
                 # Watching from now on, the reaper stops the VM even after a client killed outright.
                 _hand_to_reaper(app, ready)
                 collect_from_now_on()  # attached, or serving, for minutes or hours
@@ -205,7 +219,9 @@ def run_terminal_agent(app: App, rebuild: bool, worktree: str | None, serve_only
     import os
 
     from opencode_sandbox.core.agents import profile_of
+    from opencode_sandbox.core.naming import vm_name
     from opencode_sandbox.guest.terminal_session import WORKSPACE, attach_command
+    from opencode_sandbox.services.start.early_session import EarlySession
 
     profile = profile_of(app.settings.agent)
     if worktree:
@@ -218,7 +234,16 @@ def run_terminal_agent(app: App, rebuild: bool, worktree: str | None, serve_only
         raise UsageError(f"{profile.title} needs a terminal, and standard input is not one",
                          hint="run it in a terminal, or use `opencode-sandbox shell -- CMD`")
     terminal = {name: os.environ[name] for name in ("TERM", "COLORTERM") if os.environ.get(name)}
-    with client_of_vm(app, rebuild, wait_for_daemon=False) as ready:
+
+    def start_early() -> EarlySession | None:
+        try:
+            size = os.get_terminal_size(sys.stdin.fileno())
+        except OSError:
+            return None
+        return EarlySession.start(app, vm_name(app.project.slug), profile, agent_args, (size.columns, size.lines),
+                                  terminal or None)
+
+    with client_of_vm(app, rebuild, wait_for_daemon=False, start_early=start_early) as ready:
         return app.runtime.attach(ready.name, attach_command(profile, agent_args), workdir=WORKSPACE,
                                   env=terminal or None)
 

@@ -48,6 +48,9 @@ class ReadyVm(Record):
     password: str
     ports: Mapping[int, int] = {}
     """The VM's published guest ports and their 127.0.0.1 ports, opencode serve's included."""
+    kept_as_found: bool = False
+    """The VM was running, and the start changed nothing an agent reads as it starts: no file of
+    the checkout reverted, the VM used as it was, nothing copied into its home."""
 
 
 class Start:
@@ -66,6 +69,8 @@ class Start:
         self.git_layout = vm_git.layout(app.project.root, self.project_dir, app.project.is_git, app.git_paths)
         """Where the VM's own git directory is; None outside a git checkout."""
         self.carried_out: list[PlannedStep] = []
+        self.reverted = False
+        """The guard's review reverted what a VM changed in the checkout."""
 
     # the start ----------------------------------------------------------------------------
 
@@ -127,7 +132,8 @@ class Start:
             daemon.ensure(facts_of_daemon)
             if daemon.carried_out is not None:
                 self._did(daemon_step(daemon.carried_out))
-            return ReadyVm(self.vm, host_url, password, ports)
+            return ReadyVm(self.vm, host_url, password, ports,
+                           kept_as_found=connected and not provisioned.changed and not self.reverted)
 
     def _did(self, *planned: PlannedStep) -> None:
         self.carried_out.extend(planned)
@@ -137,7 +143,9 @@ class Start:
         among the files the host runs is shown and kept or reverted, and the rest recorded."""
         from opencode_sandbox.services.guard import review
 
-        if review(self.app, vm_may_write_after=True).touched_tool_folder:
+        reviewed = review(self.app, vm_may_write_after=True)
+        self.reverted = reviewed.reverted
+        if reviewed.touched_tool_folder:
             self.app.reload_settings()
         # Git keeps no empty folder: made now, the VM sees it read-only from its creation on.
         with contextlib.suppress(OSError):
