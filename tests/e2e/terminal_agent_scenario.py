@@ -44,6 +44,8 @@ class AgentCase:
     configure: Callable[[Path, str], None]
     """Writes the user's own configuration of the agent (their home, the model's URL)."""
     keys_sent: Callable[[ModelServer], list[str]]
+    instructions: str
+    """The file of the user's home with their instructions to the agent, which a start copies."""
 
 
 def configure_claude_code(home: Path, model_host: str) -> None:
@@ -72,12 +74,13 @@ CASES = {
         "claude-code", CLAUDE_CODE_VERSION, "ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY[x-api-key]={host}",
         r"\? for shortcuts|bypass permissions|accept edits",
         ToolCall("Write", {"file_path": f"/workspace/{NOTE}", "content": NOTE_TEXT}),
-        configure_claude_code, lambda model: [key for key in model.api_keys if key]),
+        configure_claude_code, lambda model: [key for key in model.api_keys if key], ".claude/CLAUDE.md"),
     "codex": AgentCase(
         "codex", CODEX_VERSION, "OPENAI_API_KEY", "OPENAI_API_KEY={host}",
         r"OpenAI Codex|To get started|send",
         ToolCall("exec_command", {"cmd": f"printf '%s\\n' '{NOTE_TEXT.strip()}' > {NOTE}", "workdir": "/workspace"}),
-        configure_codex, lambda model: [value.removeprefix("Bearer ") for value in model.authorizations if value]),
+        configure_codex, lambda model: [value.removeprefix("Bearer ") for value in model.authorizations if value],
+        ".codex/AGENTS.md"),
 }
 
 CLAUDE_STATE = """const fs = require('fs');
@@ -106,9 +109,10 @@ def agent_steps(case: AgentCase) -> list[Step]:
 
 
 def configure(project: Project, case: AgentCase, model_host: str, ca_file: Path) -> None:
-    """The user's configuration of the agent, its key as a secret for the model's host, and a short
-    idle timeout; then the agent's image at its pinned version and the VM, as a first `shell` makes
-    them. The layer's own build is tested in `tests/images/test_builder_docker.py`."""
+    """The user's configuration of the agent and its key as a secret for the model's host; then the
+    agent's image at its pinned version and the VM, as a first `shell` makes them, left running
+    (the scenario's own starts have a short idle timeout). The layer's own build is tested in
+    `tests/images/test_builder_docker.py`."""
     home = project.user_home
     case.configure(home, model_host)
     project.env.update({
@@ -116,7 +120,7 @@ def configure(project: Project, case: AgentCase, model_host: str, ca_file: Path)
         "OPENCODE_SANDBOX_SECRETS": case.secret.format(host=model_host),
         case.variable: KEY,
         "OPENCODE_SANDBOX_EXTRA_CA_CERTIFICATES": str(ca_file),
-        "OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT": "2s",
+        "OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT": "1h",
     })
     # The agent's version as a first build would have recorded it: the first start builds its layer.
     record_baked_agent_version(project.paths.state_dir, case.name, case.version)
@@ -135,11 +139,38 @@ def run_scenario(project: Project, case: AgentCase, model: ModelServer, steps: l
     def session_running() -> bool:
         return in_vm("tmux has-session -t agent && echo running", "dev").strip().endswith("running")
 
+    log = project.user_home / f"run-{unique}.log"
+
+    def logged_run() -> list[str]:
+        """`run`, its log (verbose) in `log`; the terminal shows the agent alone."""
+        return ["sh", "-c", '"$@" 2>>"$0"', str(log), *project.terminal_command("--log-level", "verbose")]
+
+    def early_starts() -> tuple[int, int]:
+        text = log.read_text()
+        return text.count("while the start checks"), text.count("started early, unless a client watches it")
+
+    # The VM runs and no session does: the agent starts at once, while the start checks, and that
+    # start changes nothing, so the session the terminal attaches to is the one started early.
+    warm = Tmux(f"osb-{case.name}-0-{unique}", logged_run(), project.root, project.env)
+    try:
+        warm.wait_for(case.ready, timeout=300 * slow)
+        assert early_starts() == (1, 0), log.read_text()
+    finally:
+        warm.close()
+    in_vm("tmux kill-session -t agent", "dev")  # the user quits the agent
+
+    # The user's instructions to the agent changed: the start copies them after the agent started
+    # early, so it ends that session, and the terminal gets one started after the copy.
+    instructions = project.user_home / case.instructions
+    instructions.write_text("Keep notes short.\n")
+    project.env["OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT"] = "2s"
     terminals: list[Tmux] = []
     try:
-        first = Tmux(f"osb-{case.name}-1-{unique}", project.terminal_command(), project.root, project.env)
+        first = Tmux(f"osb-{case.name}-1-{unique}", logged_run(), project.root, project.env)
         terminals.append(first)
         first.wait_for(case.ready, timeout=300 * slow)
+        assert early_starts() == (2, 1), log.read_text()
+        assert in_vm(f"cat ~/{case.instructions}", "dev") == "Keep notes short.\n"
         first.send(PROMPT)
         first.wait_for(PROMPT, timeout=30 * slow)  # typed, then sent: keys that come at once are a paste to Codex
         first.send("Enter")

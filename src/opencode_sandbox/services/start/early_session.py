@@ -56,6 +56,8 @@ class EarlySession:
 
     def end(self) -> None:
         """End the session unless a client is attached to it by now."""
+        self.app.console.verbose(f"ending the agent's session {self.session_id}, started early, unless a client "
+                                 "watches it: the start changed what the agent reads as it starts")
         try:
             self.app.runtime.exec(self.vm, end_unwatched_command(self.session_id), workdir=WORKSPACE,
                                   timeout_s=EXEC_TIMEOUT_S)
