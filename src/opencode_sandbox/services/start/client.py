@@ -57,7 +57,8 @@ def client_of_vm(app: App, rebuild: bool, wait_for_daemon: bool = True,
         try:
             with client_lease(app.paths.state_dir, app.project.slug, " ".join(["opencode-sandbox", *sys.argv[1:]])):
                 early = start_early() if start_early is not None and not rebuild else None
-                from opencode_sandbox.services.start.pipeline import Start  # after the early start: it waits for this
+                # Loaded only now: the early start need not wait for the pipeline's modules.
+                from opencode_sandbox.services.start.pipeline import Start
 
                 try:
                     ready = Start(app).prepare(rebuild, others, wait_for_daemon)
