@@ -26,6 +26,8 @@ EXEC_TIMEOUT_S = 10
 
 
 class EarlySession:
+    """The agent's session this run started in `vm`, known by its tmux id."""
+
     def __init__(self, app: App, vm: str, session_id: str) -> None:
         self.app = app
         self.vm = vm
