@@ -71,6 +71,14 @@ class HostTmux:
         listed = self.run(["tmux", "list-sessions", "-F", "#{session_id} #{window_width}x#{window_height}"])
         return listed.stdout.split("\n")[:-1]
 
+    def wait_for_clients(self, session_id: str, count: int, failure: str) -> None:
+        """Until `count` clients are attached to the session; `failure` after 20 s."""
+        deadline = time.monotonic() + 20
+        while self.run(["tmux", "display-message", "-p", "-t", session_id,
+                        "#{session_attached}"]).stdout.strip() != str(count):
+            assert time.monotonic() < deadline, failure
+            time.sleep(0.05)
+
     def kill_server(self) -> None:
         self.run(["tmux", "kill-server"])
 
@@ -97,20 +105,12 @@ def test_an_unwatched_session_ends_and_one_a_client_watches_stays(host_tmux: Hos
     watcher = subprocess.Popen(["script", "-qfc", f"tmux attach -t '{session_id}'", "/dev/null"], env=host_tmux.env,
                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 20
-        while host_tmux.run(["tmux", "display-message", "-p", "-t", session_id,
-                             "#{session_attached}"]).stdout.strip() != "1":
-            assert time.monotonic() < deadline, "the client did not attach"
-            time.sleep(0.05)
+        host_tmux.wait_for_clients(session_id, 1, "the client did not attach")
         assert host_tmux.run(end_unwatched_command(session_id)).returncode == 0
         assert len(host_tmux.sessions()) == 1
     finally:
         watcher.kill()
         watcher.wait()
-    deadline = time.monotonic() + 20
-    while host_tmux.run(["tmux", "display-message", "-p", "-t", session_id,
-                         "#{session_attached}"]).stdout.strip() != "0":
-        assert time.monotonic() < deadline, "the client did not leave"
-        time.sleep(0.05)
+    host_tmux.wait_for_clients(session_id, 0, "the client did not leave")
     assert host_tmux.run(end_unwatched_command(session_id)).returncode == 0
     assert host_tmux.sessions() == []
