@@ -283,9 +283,24 @@ def decide_update(state: UpdaterState, baked_version: str | None, interactive: b
     latest = state.latest_version
     if latest is None or baked_version is None or not is_newer(latest, baked_version):
         return UpdateAction.NOTHING
+    return _once(state, latest, interactive)
+
+
+def _once(state: UpdaterState, shown: str, interactive: bool) -> UpdateAction:
+    """Offer (on a terminal) or mention `shown` unless that was done before."""
     if interactive:
-        return UpdateAction.NOTHING if latest in state.offered else UpdateAction.OFFER_REBUILD
-    return UpdateAction.NOTHING if latest in state.noticed else UpdateAction.NOTICE
+        return UpdateAction.NOTHING if shown in state.offered else UpdateAction.OFFER_REBUILD
+    return UpdateAction.NOTHING if shown in state.noticed else UpdateAction.NOTICE
+
+
+def _remember(state_root: Path, shown: str, action: UpdateAction, warn: Callable[[str], None] | None) -> None:
+    """`shown` was offered or mentioned: not again."""
+    state = load_state(state_root, warn)
+    if action is UpdateAction.OFFER_REBUILD:
+        state = state._replace(offered=_add(state.offered, shown))
+    elif action is UpdateAction.NOTICE:
+        state = state._replace(noticed=_add(state.noticed, shown))
+    save_state(state_root, state)
 
 
 def _add(versions: Iterable[str], version: str) -> tuple[str, ...]:
@@ -354,23 +369,12 @@ def agent_update(state: UpdaterState, agent: str, interactive: bool) -> tuple[Up
     baked = dict(state.agent_versions).get(agent)
     if latest is None or baked is None or not is_newer(latest, baked):
         return UpdateAction.NOTHING, latest, baked
-    shown = f"{agent} {latest}"
-    if interactive:
-        action = UpdateAction.NOTHING if shown in state.offered else UpdateAction.OFFER_REBUILD
-    else:
-        action = UpdateAction.NOTHING if shown in state.noticed else UpdateAction.NOTICE
-    return action, latest, baked
+    return _once(state, f"{agent} {latest}", interactive), latest, baked
 
 
 def record_agent_shown(state_root: Path, agent: str, version: str, action: UpdateAction,
                        warn: Callable[[str], None] | None = None) -> None:
-    state = load_state(state_root, warn)
-    shown = f"{agent} {version}"
-    if action is UpdateAction.OFFER_REBUILD:
-        state = state._replace(offered=_add(state.offered, shown))
-    elif action is UpdateAction.NOTICE:
-        state = state._replace(noticed=_add(state.noticed, shown))
-    save_state(state_root, state)
+    _remember(state_root, f"{agent} {version}", action, warn)
 
 
 def check_for_update(
@@ -402,12 +406,7 @@ def record_shown(state_root: Path, decision: UpdateDecision, warn: Callable[[str
     """Remember that the offer (or notice) for this version was shown, so it is not again."""
     if decision.action is UpdateAction.NOTHING or decision.latest_version is None:
         return
-    state = load_state(state_root, warn)
-    if decision.action is UpdateAction.OFFER_REBUILD:
-        state = state._replace(offered=_add(state.offered, decision.latest_version))
-    else:
-        state = state._replace(noticed=_add(state.noticed, decision.latest_version))
-    save_state(state_root, state)
+    _remember(state_root, decision.latest_version, decision.action, warn)
 
 
 def record_baked_version(state_root: Path, version: str, warn: Callable[[str], None] | None = None) -> None:
