@@ -94,14 +94,9 @@ class UpdateCheck:
             action=action, baked_version=baked, latest_version=state.latest_version, checked=False
         )
         updater.record_shown(state_root, decision, self._app.console.warn)
-        if action is updater.UpdateAction.OFFER_REBUILD:
-            return state.latest_version
-        self._app.console.info(
-            f"opencode {state.latest_version} is available (this image has {baked}); "
-            "run `opencode-sandbox build` to upgrade"
-        )
-        return None
-
+        latest = state.latest_version
+        return self._offered(action, latest, f"opencode {latest} is available (this image has {baked}); "
+                                             "run `opencode-sandbox build` to upgrade")
 
     def pending_agent_version(self) -> str | None:
         """The newer release of the project's terminal agent to offer now (or mention), recording
@@ -115,12 +110,14 @@ class UpdateCheck:
         if action is updater.UpdateAction.NOTHING or latest is None:
             return None
         updater.record_agent_shown(state_root, agent, latest, action, self._app.console.warn)
+        return self._offered(action, latest, f"{profile_of(agent).title} {latest} is available (this image has "
+                                             f"{baked}); run `opencode-sandbox build --agent {agent}` to upgrade")
+
+    def _offered(self, action: updater.UpdateAction, latest: str, notice: str) -> str | None:
+        """`latest` when the user is to be asked about it; otherwise it is mentioned in `notice`."""
         if action is updater.UpdateAction.OFFER_REBUILD:
             return latest
-        self._app.console.info(
-            f"{profile_of(agent).title} {latest} is available (this image has {baked}); "
-            f"run `opencode-sandbox build --agent {agent}` to upgrade"
-        )
+        self._app.console.info(notice)
         return None
 
 
