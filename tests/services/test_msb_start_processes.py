@@ -38,7 +38,7 @@ from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.images.image_document import env_of
 from opencode_sandbox.images.updater import record_baked_version
 from opencode_sandbox.paths import ToolPaths
-from opencode_sandbox.project import resolve_project
+from opencode_sandbox.project import git_paths, resolve_project
 from opencode_sandbox.runtime.microsandbox.backend import MicrosandboxRuntime
 from opencode_sandbox.runtime.microsandbox.kvm import KvmCheck
 from opencode_sandbox.services import daemon_control, image_record, reaper_spawn, vm_git
@@ -155,7 +155,7 @@ class ShellStart:
         document = self._documents()[self.image]
         image_record.remember(self.project_dir, signature, image_record.CheckedImage(
             self.image, IMAGE_ID, env_of(document), OPENCODE_VERSION, {LABEL_OPENCODE_VERSION: OPENCODE_VERSION}))
-        layout = vm_git.layout(self.root, self.project_dir, True)
+        layout = vm_git.layout(self.root, self.project_dir, git_paths(self.root))
         assert layout is not None
         vm_git.ensure_seeded(layout)
         daemon_control.new_password(self.project_dir)

@@ -182,6 +182,29 @@ def test_only_a_start_that_leaves_the_running_vm_as_it_found_it_keeps_what_start
     assert not flow.prepare().kept_as_found  # started now
 
 
+def test_a_start_and_its_client_leaving_ask_git_for_its_directories_once_even_when_git_answers_nothing(
+        flow: Flow, monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    import opencode_sandbox.app
+    import opencode_sandbox.project
+    from opencode_sandbox.services.stopping import sync_git
+
+    subprocess.run(["git", "init", "-q", str(flow.root)], check=True)
+    asked: list[Path] = []
+
+    def refusing(root: Path) -> None:  # as git answers a checkout of another user it does not trust
+        asked.append(root)
+
+    for module in (opencode_sandbox.app, opencode_sandbox.project):
+        monkeypatch.setattr(module, "git_paths", refusing)
+    app = flow.app()
+    assert app.project.is_git
+    flow.prepare(app)
+    sync_git(app)
+    assert asked == [flow.root]
+
+
 def test_a_run_after_stop_starts_the_vm_on_the_same_home_and_starts_serve(flow: Flow) -> None:
     volume = after_first_run(flow)
     flow.runtime.stop_sandbox(VM)

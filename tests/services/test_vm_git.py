@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from opencode_sandbox.project import git_paths
 from opencode_sandbox.runtime.types import RuntimeKind
 from opencode_sandbox.services import vm_git
 from tests.fakes.runtime import FakeRuntime
@@ -38,7 +39,7 @@ def checkout(tmp_path: Path) -> Path:
 
 
 def seeded(checkout: Path, tmp_path: Path) -> vm_git.Layout:
-    found = vm_git.layout(checkout, tmp_path / "state", True)
+    found = vm_git.layout(checkout, tmp_path / "state", git_paths(checkout))
     assert found is not None
     assert vm_git.ensure_seeded(found)
     assert not vm_git.ensure_seeded(found), "made once, then the VM's"
@@ -75,7 +76,7 @@ def test_a_bundle_with_a_broken_object_is_refused_and_no_ref_is_made(checkout: P
     bundle = tmp_path / "state" / "incoming.bundle"
     bundle.parent.mkdir()
     git(vm, "bundle", "create", "-q", str(bundle), "main", f"^{base}")
-    found = vm_git.layout(checkout, tmp_path / "state", True)
+    found = vm_git.layout(checkout, tmp_path / "state", git_paths(checkout))
     assert found is not None
     syncer = vm_git.Syncer(FakeRuntime(RuntimeKind.DOCKER), "vm", found, lambda line: None)
 

@@ -34,6 +34,7 @@ class LiveWatch:
         return self._clock() >= self._next
 
     def __call__(self, settings: ReaperSettings) -> None:
+        from opencode_sandbox.project import git_paths
         from opencode_sandbox.services.guard_moves import catch_while_running
         from opencode_sandbox.services.vm_git import sync_project
 
@@ -44,8 +45,9 @@ class LiveWatch:
             self._log(f"looking for the VM's changes to what the host runs failed: {error}")
         walked = self._clock()
         if settings.project_root:
-            sync_project(self._runtime(settings.runtime_kind), settings.vm_name, Path(settings.project_root),
-                         settings.project().folder, self._log)
+            root = Path(settings.project_root)
+            sync_project(self._runtime(settings.runtime_kind), settings.vm_name, root, settings.project().folder,
+                         self._log, git_paths(root))
         ended = self._clock()
         self._next = ended + max(WATCH_INTERVAL_S, WALK_COST_FACTOR * (walked - began),
                                  SYNC_COST_FACTOR * (ended - walked))

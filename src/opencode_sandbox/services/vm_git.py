@@ -139,17 +139,11 @@ def _host_git(root: Path, *args: str, stdin: bytes | None = None, check: bool = 
     return done
 
 
-def layout(root: Path, project_dir: Path, is_git: bool, paths: GitPaths | None = None) -> Layout | None:
-    """The checkout's arrangement (`paths`: git's answer, asked here when not given); None for a
-    folder that is not a git checkout."""
-    if not is_git:
-        return None
+def layout(root: Path, project_dir: Path, paths: GitPaths | None) -> Layout | None:
+    """The checkout's arrangement from git's answer (`project.git_paths`, asked once per command);
+    None where git gave none: a folder that is not a git checkout, or one git refuses to read."""
     if paths is None:
-        from opencode_sandbox.project import git_paths
-
-        paths = git_paths(root)
-        if paths is None:
-            return None
+        return None
     entry = root / ".git"
     return Layout(root, paths.git_dir, paths.common_dir, ProjectLayout(project_dir).vm_git,
                   entry.is_file() and not entry.is_symlink(), paths.object_format)
@@ -407,15 +401,15 @@ class Syncer:
 
 
 def sync_project(runtime: Runtime, vm: str, root: Path, project_dir: Path, log: Callable[[str], None],
-                 paths: GitPaths | None = None) -> SyncReport:
+                 paths: GitPaths | None) -> SyncReport:
     """Both directions once, for a running VM that works on its own git directory; an empty
     report for any other (an older VM still on the checkout's `.git`: nothing of it is read).
-    A failure is logged and leaves both sides as they were. `paths`: git's answer, when known."""
+    A failure is logged and leaves both sides as they were. `paths`: git's answer, as `layout`."""
     from opencode_sandbox.core.naming import GIT_OWN, LABEL_GIT
     from opencode_sandbox.errors import SandboxError
 
     try:
-        found = layout(root, project_dir, True, paths)
+        found = layout(root, project_dir, paths)
         if found is None or not found.state.is_dir():
             return SyncReport()
         with sync_lock(project_dir):

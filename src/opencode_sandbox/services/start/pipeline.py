@@ -66,7 +66,7 @@ class Start:
         self.vm = naming.vm_name(self.slug)
         self.store = app.state
         self.project_dir = self.store.project_dir(self.slug)
-        self.git_layout = vm_git.layout(app.project.root, self.project_dir, app.project.is_git, app.git_paths)
+        self.git_layout = vm_git.layout(app.project.root, self.project_dir, app.git_paths)
         """Where the VM's own git directory is; None outside a git checkout."""
         self.carried_out: list[PlannedStep] = []
         self.reverted = False
