@@ -10,7 +10,10 @@ Then rounds alternate, each on a new real terminal (tmux):
 - the launcher: `opencode-sandbox --runtime docker --agent AGENT` until the agent's interface
   shows (the launcher starts the agent in its tmux session in the VM and attaches to it);
 - the raw way: `docker exec -it --user dev -w /workspace VM AGENT` (Codex with the arguments the
-  launcher gives it, `--sandbox danger-full-access`) until the same interface shows.
+  launcher gives it, `--sandbox danger-full-access`) until the same interface shows;
+- the session alone: `docker exec -it` of the very tmux command the launcher attaches with (the
+  agent's session, made when none runs), without the launcher: what the session that outlives the
+  terminal costs by itself, apart from what the launcher adds.
 After each, outside the time measured, the agent gets the hang-up a closed terminal sends, the
 same on both sides (on the launcher's, its tmux session ends with it), and the next round waits
 until no process in the VM reads a terminal and the terminal's command has left: an agent still
@@ -18,8 +21,10 @@ ending, or ended another way, slows the next start (by up to 150 ms for Claude C
 gets no prompt (no model provider can be reached here): its interface, drawn and waiting for one,
 ends the wait. The launcher must reuse the running VM every round; the auto-stop is a day away.
 
-Target: ratio at most 1.1 for each agent. Needs `opencode-sandbox/runner-base:latest` in the
-Docker engine, tmux, and npm's registry reachable from a `docker build`.
+Target: ratio (launcher against the raw way) at most 1.1 for each agent. A second table splits the
+launcher's time: the session alone against the raw way, and the launcher against the session alone.
+Needs `opencode-sandbox/runner-base:latest` in the Docker engine, tmux, and npm's registry reachable
+from a `docker build`.
 Run: .venv/bin/python bench/agent_interface.py [ROUNDS] [--agent claude-code|codex] (default 5
 rounds after one warm-up, both agents). The last line is the ratio of the last agent measured
 (Codex when both are).
@@ -42,9 +47,13 @@ from bench.common import GIVE_UP_S, Terminal, interleaved_medians, isolated_envi
 from bench.warm_start import clean_up, docker, make_project
 from opencode_sandbox.core.agents import profile_of
 from opencode_sandbox.core.naming import BASE_IMAGE, LABEL_OPENCODE_VERSION, vm_name
+from opencode_sandbox.guest.terminal_session import attach_command
 from opencode_sandbox.images.updater import record_baked_version
 
 TARGET = 1.1
+SESSION_ALONE = "docker exec -it tmux"
+TERMINAL_ENV = ("--env", "TERM", "--env", "COLORTERM")
+"""The terminal's type, passed on from the terminal as the launcher passes it to the agent's session."""
 POLL_S = 0.02
 """How often the terminal is read: the interface comes about half a second after the start, and the
 target leaves the launcher some 50 ms, which the 50 ms of the other benchmarks would blur."""
@@ -141,13 +150,16 @@ def measure(name: str, root: Path, env: dict[str, str], rounds: int) -> dict[str
         vm = docker("inspect", "--format", "{{.Id}}", container)
 
         end = hang_up(container, profile.command)
+        raw_exec = ["docker", "exec", "-it", "--user", "dev", "--workdir", "/workspace", container]
         medians = interleaved_medians(
             {"launcher": lambda: to_the_interface([*tool, "--runtime", "docker", "--agent", name], project, env,
                                                   agent.interface, end, f"{profile.title}'s interface"),
              "docker exec -it": lambda: to_the_interface(
-                 ["docker", "exec", "-it", "--user", "dev", "--workdir", "/workspace", container,
-                  *profile.session_command(())], project, env, agent.interface, end,
-                 f"{profile.title}'s interface through docker exec -it")},
+                 [*raw_exec, *profile.session_command(())], project, env, agent.interface, end,
+                 f"{profile.title}'s interface through docker exec -it"),
+             SESSION_ALONE: lambda: to_the_interface(
+                 [*raw_exec[:-1], *TERMINAL_ENV, container, *attach_command(profile, ())], project, env,
+                 agent.interface, end, f"{profile.title}'s interface in its tmux session through docker exec -it")},
             rounds=rounds, warmup=1,
         )
         if docker("inspect", "--format", "{{.Id}}", container) != vm:
@@ -173,6 +185,11 @@ def main(rounds: int = 5, agents: tuple[str, ...] = tuple(AGENTS)) -> float:
     for name, medians in results.items():
         print(f"{name:<13}{medians['launcher'] * 1000:>13.1f}{medians['docker exec -it'] * 1000:>10.1f}"
               f"{ratios[name]:>8.2f}{TARGET:>8.1f}")
+    print(f"\n{'the session alone':<18}{'session ms':>12}{'session / raw':>15}{'launcher / session':>20}")
+    for name, medians in results.items():
+        alone = medians[SESSION_ALONE]
+        print(f"{'tmux ' + name:<18}{alone * 1000:>12.1f}{alone / medians['docker exec -it']:>15.2f}"
+              f"{medians['launcher'] / alone:>20.2f}")
     for name, ratio in ratios.items():
         print(f"{name} ratio (launcher / docker exec -it): {ratio:.2f}")
     return ratios[agents[-1]]
