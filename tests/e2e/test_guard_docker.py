@@ -8,16 +8,18 @@ import json
 from opencode_sandbox.core.guard import REVIEW_FOLDER
 from tests.e2e.guard_scenarios import (
     a_planted_hook_is_reverted_before_git_runs_it,
+    agent_settings_planted_below_the_top_are_put_back,
     privileged_entries_lose_their_privileges_within_seconds,
     the_existing_guarded_paths_are_read_only,
 )
 from tests.e2e.harness import Project, ServeOnly, Tmux, cli_command, docker
 
 
-def test_a_hook_the_vm_writes_is_reverted_before_git_runs_it_and_existing_guarded_paths_are_read_only(
+def test_files_the_vm_writes_for_the_host_to_run_are_reverted_and_existing_guarded_paths_are_read_only(
     any_user_project: Project,
 ) -> None:
     project = any_user_project
+    agent_settings_planted_below_the_top_are_put_back(project)
     a_planted_hook_is_reverted_before_git_runs_it(project)
     the_existing_guarded_paths_are_read_only(project)
     unmounted = project.cli("shell", "--root", "--", "umount", "/workspace/.opencode-sandbox")

@@ -94,6 +94,43 @@ def test_a_nested_repository_is_moved_aside_whole(app: App, checkout: Path) -> N
         review(app, vm_may_write_after=True) and messages(app))
 
 
+def test_the_guarded_names_count_in_every_folder_below_the_top(app: App, checkout: Path) -> None:
+    web = checkout / "packages" / "web"
+    (web / ".vscode").mkdir(parents=True)
+    (web / ".vscode" / "settings.json").write_text('{"editor.tabSize": 2}\n')  # the user's, before the start
+    review(app, vm_may_write_after=True)
+    (web / ".vscode" / "settings.json").write_text('{"python.defaultInterpreterPath": "/workspace/pwn"}\n')
+    (web / ".claude").mkdir()
+    (web / ".claude" / "settings.json").write_text('{"hooks": {}}\n')
+    (web / "opencode.json").write_text('{"mcp": {}}\n')
+    (checkout / "a" / "b" / "c").mkdir(parents=True)
+    (checkout / "a" / "b" / "c" / ".envrc").write_text("id\n")
+
+    notes = catch(app, [])
+
+    assert sorted(held.change.split(":")[0] for held in notes.held) == [
+        "a/b/c/.envrc", "packages/web/.claude/settings.json", "packages/web/.vscode/settings.json",
+        "packages/web/opencode.json"]
+    assert (web / ".vscode" / "settings.json").read_text() == '{"editor.tabSize": 2}\n'
+    assert not (web / ".claude" / "settings.json").exists() and not (web / "opencode.json").exists()
+    assert not (checkout / "a" / "b" / "c" / ".envrc").exists()
+    assert catch(app, []) == Notes(), "the versions kept for review are not guarded again"
+    assert not review(app, vm_may_write_after=True).by_vm
+
+
+def test_a_guarded_name_below_the_top_that_the_vm_removes_comes_back_at_the_review(app: App, checkout: Path) -> None:
+    mine = checkout / "tools" / ".envrc"
+    mine.parent.mkdir()
+    mine.write_text("export MINE=1\n")
+    review(app, vm_may_write_after=True)
+    mine.unlink()
+
+    outcome = review(app, vm_may_write_after=True, ask=lambda question: True)
+
+    assert [(change.path, change.what) for change in outcome.by_vm] == [("tools/.envrc", "removed")]
+    assert mine.read_text() == "export MINE=1\n"
+
+
 def test_nothing_is_touched_while_no_vm_may_write(app: App, checkout: Path) -> None:
     review(app, vm_may_write_after=False)  # a stop: what follows is the user's
     (checkout / ".envrc").write_text("mine\n")

@@ -259,9 +259,10 @@ KEYS: tuple[Key, ...] = (
         checkout_refusal=_ports_from_checkout, checkout_note="guest ports only (a free host port is picked)",
         flag="--publish", join_flag=_joined_ports),
     Key("guarded-paths", (), _read_guarded_paths,
-        "files and folders of the checkout the host runs, guarded on top of the default list "
-        "(.envrc, editor tasks, git hook managers' files, the host's core.hooksPath, .opencode-sandbox); "
-        "any git directory below the checkout is guarded too",
+        "files and folders of the checkout the host runs, relative to its top, guarded on top of the default "
+        "list (.envrc, editor settings, git hook managers' files, the coding agents' project settings, "
+        ".opencode-sandbox, each in every folder; the host's core.hooksPath); any git directory below the "
+        "checkout is guarded too",
         in_checkout=False),
     Key("releases-url", DEFAULT_RELEASES_URL, _read_url,
         "where the opencode update check looks for the latest release", in_checkout=False),

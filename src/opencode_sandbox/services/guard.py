@@ -29,7 +29,7 @@ from opencode_sandbox.core.guard import (
 from opencode_sandbox.core.guard_privileged import PUT_BACK_HINT, Caught, Privileged
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.services import guard_files, guard_mounts, guard_moves
-from opencode_sandbox.services.guard_store import GuardRecord, GuardStore, covered
+from opencode_sandbox.services.guard_store import GuardRecord, GuardStore, covered, watched
 from opencode_sandbox.state_layout import StateLayout
 from opencode_sandbox.ui.prompts import confirm
 
@@ -101,11 +101,11 @@ def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | N
             record = None
         walked, in_mounts, unresolved = _catch_and_tell(app, store, record)
         found = walked.git_dirs
-        earlier = record.git_entries if record is not None else ()
-        now = guard_files.take_snapshot(root, (*paths, *found, *earlier))
+        earlier = (*record.git_entries, *record.below) if record is not None else ()
+        now = guard_files.take_snapshot(root, (*paths, *found, *walked.guarded_below, *earlier))
         outcome = Review()
         if record is not None and (record.vm_may_write or record.at_stop is not None):
-            common = (set(record.paths) & set(paths)) | set(found) | set(earlier)
+            common = (set(record.paths) & set(paths)) | set(found) | set(walked.guarded_below) | set(earlier)
             by_vm, later = vm_changes(
                 covered(record.entries, common),
                 None if record.at_stop is None else covered(record.at_stop, common),
@@ -121,8 +121,8 @@ def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | N
                     walked = guard_files.walk_checkout(root, host_git)
                     found = walked.git_dirs
         privileged = tuple(each for each in walked.privileged if each not in unresolved)
-        recorded = GuardRecord(str(root), paths, now.entries, vm_may_write_after, None, tuple(found), host_git,
-                               privileged, _writable_folders(app),
+        recorded = GuardRecord(str(root), paths, now.entries, vm_may_write_after, None, tuple(found),
+                               tuple(walked.guarded_below), host_git, privileged, _writable_folders(app),
                                tuple(each for each in in_mounts if each not in unresolved))
         if recorded != record:  # a warm start whose files did not change writes nothing
             store.save(recorded, now.contents)
@@ -236,8 +236,9 @@ def note_vm_stopped(state_root: Path, slug: str, log: Callable[[str], None] = la
         record = store.load()
         if record is None or not record.vm_may_write or not Path(record.root).is_dir():
             return
-        guard_moves.catch_new(store, record, guard_files.walk_checkout(Path(record.root), record.host_git), log)
-        now = guard_files.take_snapshot(Path(record.root), (*record.paths, *record.git_entries))
+        walked = guard_files.walk_checkout(Path(record.root), record.host_git)
+        guard_moves.catch_new(store, record, walked, log)
+        now = guard_files.take_snapshot(Path(record.root), watched(record, walked.guarded_below))
         store.save(record._replace(vm_may_write=False, at_stop=now.entries), {})
 
 
@@ -250,8 +251,9 @@ def status(app: App) -> GuardStatus:
         return GuardStatus(False, paths, git=git)
     walked = guard_files.walk_checkout(app.project.root, app.project.is_git)
     found = walked.git_dirs
-    now = guard_files.take_snapshot(app.project.root, (*paths, *found, *record.git_entries))
-    common = (set(record.paths) & set(paths)) | set(found) | set(record.git_entries)
+    below = (*walked.guarded_below, *record.below)
+    now = guard_files.take_snapshot(app.project.root, (*paths, *found, *record.git_entries, *below))
+    common = (set(record.paths) & set(paths)) | set(found) | set(record.git_entries) | set(below)
     baseline, current = covered(record.entries, common), covered(now.entries, common)
     notes = guard_moves.read_notes(store)
     told = GuardStatus(True, paths, record.vm_may_write, moved=notes.moved,

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from opencode_sandbox.core.digest import sha256
-from opencode_sandbox.core.guard import COPY_LIMIT, FILE, LINK, REVIEW_FOLDER, Entry, is_reviewed
+from opencode_sandbox.core.guard import COPY_LIMIT, FILE, GUARDED_BELOW, LINK, REVIEW_FOLDER, Entry, is_reviewed
 from opencode_sandbox.core.guard_privileged import (
     CAPABILITY_ATTRIBUTE,
     Privileged,
@@ -326,6 +326,9 @@ class Walk:
         self.privileged: list[Privileged] = []
         self.unwalked: list[str] = []
         """Folders the walk could not look into, each with why: what is in them is not judged."""
+        self.guarded_below: list[str] = []
+        """The default guarded paths (`core.guard.GUARDED_BELOW`) in the folders below the top whose
+        first name is there, as the snapshot takes them."""
 
 
 def walk_checkout(root: Path, host_git: bool) -> Walk:
@@ -338,6 +341,9 @@ def walk_checkout(root: Path, host_git: bool) -> Walk:
 
     `privileged`: every privileged entry (`core.guard_privileged`) anywhere below, in git
     directories and the review folder too: a move keeps a file's privileges.
+
+    `guarded_below`: the default guarded paths in every folder below the top, where the walk
+    looks for git directories.
     """
     walk = Walk()
     root_fd = os.open(root, _DIRECTORY)
@@ -347,6 +353,7 @@ def walk_checkout(root: Path, host_git: bool) -> Walk:
         os.close(root_fd)
     walk.git_dirs.sort(key=_in_walk_order)
     walk.privileged.sort(key=lambda found: _in_walk_order(found.path))
+    walk.guarded_below.sort(key=_in_walk_order)
     return walk
 
 
@@ -403,6 +410,8 @@ def _walk_folder(folder: _Open, path: str, walk: Walk, host_git: bool, looking_f
     prefix = f"{path}/" if path else ""
     for entry in entries:
         name = entry.name
+        if looking_for_git and path and name in GUARDED_BELOW:
+            walk.guarded_below.extend(prefix + guarded for guarded in GUARDED_BELOW[name])
         inner_looking = looking_for_git
         if looking_for_git and (name == ".git" or prefix + name == REVIEW_FOLDER):
             inner_looking = False

@@ -16,7 +16,7 @@ from opencode_sandbox.core.guard import FILE, REVIEW_FOLDER, Change, changes, di
 from opencode_sandbox.core.guard_privileged import Caught, Privileged, caught_from_mapping
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.services import guard_files, guard_mounts, guard_privileged
-from opencode_sandbox.services.guard_store import GuardRecord, GuardStore, covered
+from opencode_sandbox.services.guard_store import GuardRecord, GuardStore, covered, watched
 from opencode_sandbox.state.files import UnreadableState, read_yaml_mapping, write_yaml
 from opencode_sandbox.state_layout import StateLayout
 
@@ -61,7 +61,7 @@ def catch_while_running(state_root: Path, slug: str, log: Callable[[str], None])
         for folder in walked.unwalked:
             log(f"cannot look inside {shown(folder)}: a privileged file there would not be caught")
         caught, moved = catch_new(store, record, walked, log)
-        held = _hold_changed_files(store, record, log)
+        held = _hold_changed_files(store, record, walked, log)
         return Notes(tuple(moved), tuple(held), tuple(caught))
 
 
@@ -128,11 +128,12 @@ def move_new_git_dirs(store: GuardStore, record: GuardRecord, walked: guard_file
     return moved
 
 
-def _hold_changed_files(store: GuardStore, record: GuardRecord, log: Callable[[str], None]) -> list[Held]:
+def _hold_changed_files(store: GuardStore, record: GuardRecord, walked: guard_files.Walk,
+                        log: Callable[[str], None]) -> list[Held]:
     root = Path(record.root)
-    watched = (*record.paths, *record.git_entries)
-    now = guard_files.take_snapshot(root, watched)
-    found = changes(covered(record.entries, watched), covered(now.entries, watched))
+    paths = watched(record, walked.guarded_below)
+    now = guard_files.take_snapshot(root, paths)
+    found = changes(covered(record.entries, paths), covered(now.entries, paths))
     # A file whose recorded version was too big to copy cannot be put back: the review says so.
     revertible = [change for change in found if not _needs_missing_copy(store, change)]
     if not revertible:

@@ -32,6 +32,9 @@ class GuardRecord(Record):
     """The guarded files as the tool stopped the VM, until the next review."""
     git_entries: tuple[str, ...] = ()
     """The git directories below the checkout when the record was taken (`git_dir_entries`)."""
+    below: tuple[str, ...] = ()
+    """The default guarded paths found below the checkout's top when the record was taken
+    (`Walk.guarded_below`)."""
     host_git: bool = False
     """The checkout's own `.git` is the host's repository, out of the VM's reach."""
     privileged: tuple[Privileged, ...] = ()
@@ -78,6 +81,7 @@ class GuardStore:
                 vm_may_write=bool(data.get("vm_may_write")),
                 at_stop=_entries(at_stop) if at_stop is not None else None,
                 git_entries=tuple(str(path) for path in data.get("git_entries", ())),
+                below=tuple(str(path) for path in data.get("below") or ()),
                 host_git=bool(data.get("host_git")),
                 privileged=tuple(privileged_from_mapping(each) for each in data.get("privileged") or ()),
                 mounts=tuple(str(folder) for folder in data.get("mounts") or ()),
@@ -104,6 +108,7 @@ class GuardStore:
             "at_stop": None if record.at_stop is None else {
                 path: entry.as_mapping() for path, entry in record.at_stop.items()},
             "git_entries": list(record.git_entries),
+            "below": list(record.below),
             "host_git": record.host_git,
             "privileged": [each.as_mapping() for each in record.privileged],
             "mounts": list(record.mounts),
@@ -124,6 +129,12 @@ def _entries(data: object) -> dict[str, Entry]:
     if not isinstance(data, dict):
         raise ValueError("not a mapping of entries")
     return {str(path): entry_from_mapping(value) for path, value in data.items()}
+
+
+def watched(record: GuardRecord, walked_below: Iterable[str]) -> tuple[str, ...]:
+    """What the record guards in the checkout, with the guarded paths a walk found below the top
+    now (`walked_below`): one the VM added is compared as well as one it removed."""
+    return tuple(dict.fromkeys((*record.paths, *record.git_entries, *record.below, *walked_below)))
 
 
 def covered(entries: Mapping[str, Entry], paths: Iterable[str]) -> dict[str, Entry]:
