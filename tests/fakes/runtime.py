@@ -50,6 +50,7 @@ from opencode_sandbox.runtime.docker.owner import DockerOwner
 from opencode_sandbox.runtime.secret_values import checked_secret_values
 from opencode_sandbox.runtime.select import describe
 from opencode_sandbox.runtime.types import (
+    EXEC_OUTPUT_LIMIT,
     ExecResult,
     ImageInfo,
     MountKind,
@@ -59,6 +60,7 @@ from opencode_sandbox.runtime.types import (
     SandboxSpec,
     SandboxStatus,
     VolumeInfo,
+    too_much_output,
 )
 from tests.fakes.image_engine import FakeImageEngine
 
@@ -350,6 +352,7 @@ class FakeRuntime:
         env: Mapping[str, str] | None = None,
         stdin: bytes | None = None,
         timeout_s: float | None = None,
+        output_limit: int = EXEC_OUTPUT_LIMIT,
     ) -> ExecResult:
         self._call("exec", name)
         sandbox = self.sandboxes.get(name)
@@ -360,7 +363,10 @@ class FakeRuntime:
         base_env = dict(sandbox.spec.env) if sandbox.spec else {}
         call = ExecCall(name, tuple(argv), user, workdir, {**base_env, **(env or {})}, stdin or b"")
         self.exec_calls.append(call)
-        return _Shell(self, sandbox, call).run_argv(list(argv), call.stdin.decode())
+        result = _Shell(self, sandbox, call).run_argv(list(argv), call.stdin.decode())
+        if max(len(result.stdout.encode()), len(result.stderr.encode())) > output_limit:
+            raise too_much_output(name, argv, output_limit)
+        return result
 
     def attach(
         self,

@@ -429,6 +429,15 @@ class RuntimeContract:
         assert (result.exit_code, result.stdout, result.stderr) == (7, "out\n", "err\n")
 
     @pytest.mark.needs_boot
+    def test_an_exec_holds_no_more_of_either_stream_than_its_limit(self, runtime: Runtime,
+                                                                   running: SandboxInfo) -> None:
+        whole = runtime.exec(running.name, ["sh", "-c", "cat README.md; cat README.md >&2"], output_limit=13)
+        assert (whole.stdout, whole.stderr) == ("the checkout\n", "the checkout\n")
+        for script in ("cat README.md", "cat README.md >&2"):
+            with pytest.raises(SandboxError, match="wrote more than 12 bytes, which are not read"):
+                runtime.exec(running.name, ["sh", "-c", script], output_limit=12)
+
+    @pytest.mark.needs_boot
     def test_exec_defaults_to_dev_in_the_checkout(
         self, runtime: Runtime, running: SandboxInfo
     ) -> None:

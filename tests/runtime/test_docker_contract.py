@@ -8,6 +8,7 @@ import pytest
 
 from opencode_sandbox.runtime.docker.backend import DockerRuntime
 from opencode_sandbox.runtime.docker.owner import DockerOwner
+from opencode_sandbox.runtime.types import SandboxInfo
 from tests.runtime.conftest import docker
 from tests.runtime.ownership_contract import ActingFor, OwnershipContract
 
@@ -57,6 +58,12 @@ class TestDockerContract(OwnershipContract):
     @pytest.fixture
     def acting_for(self) -> ActingFor:
         return lambda recorded_home: DockerRuntime(owner=DockerOwner(recorded_home=recorded_home))
+
+    @pytest.mark.needs_boot
+    def test_through_the_docker_command_an_exec_holds_no_more_than_its_limit_either(
+            self, runtime: DockerRuntime, running: SandboxInfo) -> None:
+        runtime.cli.give_up_socket()  # as where the engine's socket cannot be reached
+        self.test_an_exec_holds_no_more_of_either_stream_than_its_limit(runtime, running)
 
     @pytest.fixture
     def contract_image(self, docker_contract_image: str) -> str:

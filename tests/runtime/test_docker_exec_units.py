@@ -16,6 +16,7 @@ from opencode_sandbox import plain_http
 from opencode_sandbox.engine.socket_client import ApiUnavailable, DockerApi
 from opencode_sandbox.runtime.docker import execution as docker_exec
 from opencode_sandbox.runtime.docker.execution import STDERR, STDOUT, ExecRequest, FrameDemux
+from opencode_sandbox.runtime.types import EXEC_OUTPUT_LIMIT
 from tests.fixtures.scripted_engine import Handler, ScriptedEngine, engine_at, json_answer
 
 __all__ = ["engine_at"]  # a fixture, used by name
@@ -138,7 +139,7 @@ def test_captured_exec_against_a_scripted_engine(
 ) -> None:
     engine = engine_at(exec_engine(head, 7))
     request = ExecRequest("box", ["run", "it"], "dev", "/workspace", {"K": "V"}, stdin=True)
-    captured = docker_exec.run_captured(DockerApi(engine.path), request, b"input", timeout_s=10)
+    captured = docker_exec.run_captured(DockerApi(engine.path), request, b"input", 10, EXEC_OUTPUT_LIMIT)
     assert (captured.exit_code, captured.stdout, captured.stderr) == (7, b"out more", b"err")
     (_, create, _, create_body), (_, start, start_headers, start_body), (_, inspect, _, _) = engine.requests
     assert (create, start, inspect) == ("/containers/box/exec", "/exec/e1/start", "/exec/e1/json")
@@ -172,7 +173,8 @@ def test_refusals_carry_the_engine_message(engine_at: Callable[[Handler], Script
 
     engine = engine_at(handler)
     with pytest.raises(docker_exec.EngineRefused) as refused:
-        docker_exec.run_captured(DockerApi(engine.path, timeout_s=5), ExecRequest("box", ["x"], "dev", "/"), None, 5)
+        docker_exec.run_captured(DockerApi(engine.path, timeout_s=5), ExecRequest("box", ["x"], "dev", "/"), None, 5,
+                                 EXEC_OUTPUT_LIMIT)
     assert (refused.value.status, refused.value.message) == (409, "Container box is not running")
 
 
@@ -197,7 +199,8 @@ def test_timeout_while_the_stream_stays_silent(engine_at: Callable[[Handler], Sc
     engine = engine_at(handler)
     try:
         with pytest.raises(TimeoutError):
-            docker_exec.run_captured(DockerApi(engine.path), ExecRequest("box", ["x"], "dev", "/"), None, 0.3)
+            docker_exec.run_captured(DockerApi(engine.path), ExecRequest("box", ["x"], "dev", "/"), None, 0.3,
+                                     EXEC_OUTPUT_LIMIT)
     finally:
         release.set()
 

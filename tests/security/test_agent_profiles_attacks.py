@@ -2,8 +2,7 @@
 activity file, the attention watch, `list`'s session column, provisioning of the agent's
 configuration, implied secrets, the new guarded paths).
 
-Each test is one attack, and passes when the design stops it; the one marked `xfail` (strict) is a
-weakness still open, named in its reason. Nothing here needs Docker; two tests use the
+Each test is one attack, and passes when the design stops it. Nothing here needs Docker; two tests use the
 host's `sh` for a few seconds, with every process they start killed by its own id.
 """
 
@@ -18,6 +17,7 @@ import socket
 import subprocess
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +33,11 @@ from opencode_sandbox.core.naming import LABEL_AGENT
 from opencode_sandbox.core.quiescence import DaemonActivity
 from opencode_sandbox.core.stop_mode import StopMode
 from opencode_sandbox.daemon.errors import DaemonError
+from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.guest.shell import ShellGuest
-from opencode_sandbox.guest.terminal_session import REPORT_EXEC_TIMEOUT_S, report_script
+from opencode_sandbox.guest.terminal_session import REPORT_EXEC_TIMEOUT_S, REPORT_OUTPUT_LIMIT, report_script
 from opencode_sandbox.runtime.kind import RuntimeKind
-from opencode_sandbox.runtime.types import ExecResult, SandboxInfo, SandboxStatus
+from opencode_sandbox.runtime.types import EXEC_OUTPUT_LIMIT, ExecResult, SandboxInfo, SandboxStatus, too_much_output
 from opencode_sandbox.services import provisioning
 from opencode_sandbox.services.attention import SIGNAL_GAP_S, AttentionWatch, desktop_command
 from opencode_sandbox.services.guard_files import take_snapshot, walk_checkout
@@ -54,10 +55,15 @@ class ScriptedVm:
     def __init__(self, stdout: str) -> None:
         self.stdout = stdout
         self.timeouts: list[float | None] = []
+        self.output_limits: list[int] = []
 
     def exec(self, name: str, argv: Any, *, user: str = "dev", workdir: str = "/workspace",
-             env: Any = None, stdin: bytes | None = None, timeout_s: float | None = None) -> ExecResult:
+             env: Any = None, stdin: bytes | None = None, timeout_s: float | None = None,
+             output_limit: int = EXEC_OUTPUT_LIMIT) -> ExecResult:
         self.timeouts.append(timeout_s)
+        self.output_limits.append(output_limit)
+        if len(self.stdout.encode()) > output_limit:  # as the runtimes stop reading
+            raise too_much_output(name, argv, output_limit)
         return ExecResult(0, self.stdout, "")
 
 
@@ -196,7 +202,8 @@ def test_a_huge_activity_file_is_read_only_200_bytes(tmp_path: Path) -> None:
 
 # 3. Root in the VM floods the exec's output ---------------------------------------------------
 # Root replaces /bin/sh (or head) with a program that writes without end. `run_captured` keeps every
-# byte until the 30 s deadline: gigabytes in the host reaper (every 2 s) and in `list`.
+# byte until the 30 s deadline: gigabytes in the host reaper (every 2 s) and in `list`, unless each
+# exec stops reading at its limit.
 
 
 class _EngineStandIn:
@@ -233,17 +240,24 @@ class _EngineStandIn:
         return ours
 
 
-@pytest.mark.xfail(strict=True, reason="open: an exec's output is held whole, whatever its size (every exec of "
-                   "the runtimes, older than the agents' report)")
 def test_a_flooding_vm_cannot_make_the_host_hold_its_output() -> None:
+    """PASSES: an exec holds at most its limit of each stream (the agent's report 64 KiB) and reads
+    no further; the report's exec asks for that limit."""
+    from opencode_sandbox.bounded_output import OutputOverLimit
     from opencode_sandbox.runtime.docker import execution
 
     engine = _EngineStandIn(flood=64 << 20)
     request = execution.ExecRequest(VM, ["sh", "-c", report_script()], "dev", "/")
-    captured = execution.run_captured(engine, request, None, timeout_s=20)  # type: ignore[arg-type]
+    began = time.monotonic()
+    with pytest.raises(OutputOverLimit):
+        execution.run_captured(engine, request, None, 20, REPORT_OUTPUT_LIMIT)  # type: ignore[arg-type]
+    assert time.monotonic() - began < 5, "the rest of the flood is left unread"
     for thread in engine.threads:
         thread.join(timeout=5)
-    assert len(captured.stdout) <= 1 << 20, f"{len(captured.stdout) >> 20} MiB held for a 2-line report"
+    guests, vm = hostile_guests("waiting " + "9" * (1 << 20))
+    with pytest.raises(SandboxError, match="wrote more than 65,536 bytes"):
+        guests(None, VM).agent_report()
+    assert vm.output_limits == [REPORT_OUTPUT_LIMIT]
 
 
 # 4. The user's agent configuration carries credentials into the VM -----------------------------

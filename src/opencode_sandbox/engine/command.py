@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 
 from opencode_sandbox import TYPE_CHECKING
+from opencode_sandbox.bounded_output import run_bounded
 from opencode_sandbox.engine.socket_client import ApiUnavailable, DockerApi
 from opencode_sandbox.errors import RuntimeUnavailable, SandboxError
 
@@ -121,10 +122,16 @@ class DockerCli:
         stdin: bytes | None = None,
         timeout_s: float | None = MANAGEMENT_TIMEOUT_S,
         environment: Mapping[str, str] | None = None,
+        output_limit: int | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
+        """`docker ARGS`, both streams captured; with `output_limit`, `OutputOverLimit` (the command
+        killed) once one passes that many bytes."""
         import subprocess  # loaded only when a command runs: the engine's socket answers most questions
 
+        env = environment if environment is not None else self.environment()
         try:
+            if output_limit is not None:
+                return run_bounded(self.command(args), stdin=stdin, timeout_s=timeout_s, env=env, limit=output_limit)
             return subprocess.run(
                 self.command(args),
                 input=stdin,
@@ -132,7 +139,7 @@ class DockerCli:
                 capture_output=True,
                 timeout=timeout_s,
                 check=False,
-                env=environment if environment is not None else self.environment(),
+                env=env,
             )
         except FileNotFoundError:
             raise self._not_installed() from None

@@ -75,10 +75,10 @@ class ShellGuest:
 
     def agent_report(self) -> AgentReport:
         from opencode_sandbox.core.agent_activity import parse_report
-        from opencode_sandbox.guest.terminal_session import REPORT_EXEC_TIMEOUT_S, report_script
+        from opencode_sandbox.guest.terminal_session import REPORT_EXEC_TIMEOUT_S, REPORT_OUTPUT_LIMIT, report_script
 
         result = self.runtime.exec(self.vm, ["sh", "-c", report_script()], workdir="/",
-                                   timeout_s=REPORT_EXEC_TIMEOUT_S)
+                                   timeout_s=REPORT_EXEC_TIMEOUT_S, output_limit=REPORT_OUTPUT_LIMIT)
         return parse_report(result.stdout)
 
 

@@ -18,6 +18,8 @@ REPORT_LIMIT_S = 2
 """How long each read of the agent's report may take in the VM: the VM's files and its tmux are the
 agent's to make slow (a FIFO in place of the file, a stopped tmux server)."""
 REPORT_EXEC_TIMEOUT_S = 10
+REPORT_OUTPUT_LIMIT = 64 << 10
+"""The report is two short lines; the host reads no more than this of what the VM answers with."""
 CONFIG = "/etc/opencode-sandbox/tmux.conf"
 """In the base image: no status line, no prefix key, no delay after Escape: the agent's interface
 as if it ran on the terminal itself."""

@@ -8,6 +8,7 @@ from typing import Protocol, runtime_checkable
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.prune_plan import ArtifactKind, PolicyPieceFact
 from opencode_sandbox.runtime.types import (
+    EXEC_OUTPUT_LIMIT,
     ExecResult,
     ImageInfo,
     Refusal,
@@ -84,7 +85,10 @@ class Runtime(Protocol):
         env: Mapping[str, str] | None = None,
         stdin: bytes | None = None,
         timeout_s: float | None = None,
-    ) -> ExecResult: ...
+        output_limit: int = EXEC_OUTPUT_LIMIT,
+    ) -> ExecResult:
+        """Run to the end and return both streams; `SandboxError` (`too_much_output`) when one
+        passes `output_limit` bytes, the rest left unread."""
     def attach(
         self,
         name: str,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from enum import StrEnum
 
 from opencode_sandbox.core.egress import EgressPolicy
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.vm_status import SandboxStatus
+from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.runtime.kind import RuntimeKind
 
 __all__ = ["RuntimeKind", "SandboxStatus"]
@@ -112,6 +113,19 @@ class ExecResult(Record):
     exit_code: int
     stdout: str
     stderr: str
+
+
+EXEC_OUTPUT_LIMIT = 16 << 20
+"""The most of each stream of an exec the host holds: what the VM writes is the VM's to make large,
+and every answer this tool asks for is far smaller (the VM's refs, at about 100 bytes each, are
+the largest)."""
+
+
+def too_much_output(name: str, argv: Sequence[str], limit: int) -> SandboxError:
+    """The error for an exec in `name` whose output passed `limit` bytes, which was not read further."""
+    return SandboxError(f"`{' '.join(argv)[:200]}` in {name} wrote more than {limit:,} bytes, which are not read",
+                        hint="something in the VM answers with far more than asked; look at what the command "
+                             "reads there, or recreate the VM with `opencode-sandbox run --rebuild`")
 
 
 class HostCheck(Record):

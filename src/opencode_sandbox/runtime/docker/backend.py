@@ -26,6 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from opencode_sandbox import TYPE_CHECKING
+from opencode_sandbox.bounded_output import OutputOverLimit
 from opencode_sandbox.core.naming import (
     BASE_IMAGES,
     IMAGE_REPOSITORY_PREFIX,
@@ -86,6 +87,7 @@ from opencode_sandbox.runtime.env_passing import child_environment
 from opencode_sandbox.runtime.host_addresses import host_public_addresses
 from opencode_sandbox.runtime.secret_values import checked_secret_values
 from opencode_sandbox.runtime.types import (
+    EXEC_OUTPUT_LIMIT,
     ExecResult,
     ImageInfo,
     MountKind,
@@ -95,6 +97,7 @@ from opencode_sandbox.runtime.types import (
     SandboxSpec,
     SandboxStatus,
     VolumeInfo,
+    too_much_output,
 )
 
 if TYPE_CHECKING:
@@ -417,13 +420,14 @@ class DockerRuntime:
         env: Mapping[str, str] | None = None,
         stdin: bytes | None = None,
         timeout_s: float | None = None,
+        output_limit: int = EXEC_OUTPUT_LIMIT,
     ) -> ExecResult:
         env = with_dev_home(user, env)
         api = self.cli.socket_api()
         if api is not None:
             request = docker_exec.ExecRequest(name, argv, user, workdir, env, stdin=stdin is not None)
             try:
-                return _exec_through_socket(api, request, stdin, timeout_s)
+                return _exec_through_socket(api, request, stdin, timeout_s, output_limit)
             except ApiUnavailable:
                 self.cli.give_up_socket()
         args = exec_args(
@@ -438,9 +442,12 @@ class DockerRuntime:
         import subprocess  # the engine's socket serves execs; the command is the fallback
 
         try:
-            completed = self.cli.run_raw(args, stdin=stdin, timeout_s=timeout_s, environment=child_environment(env))
+            completed = self.cli.run_raw(args, stdin=stdin, timeout_s=timeout_s, environment=child_environment(env),
+                                         output_limit=output_limit)
         except subprocess.TimeoutExpired:
             raise _timed_out(name, argv, timeout_s) from None
+        except OutputOverLimit:
+            raise too_much_output(name, argv, output_limit) from None
         stdout = completed.stdout.decode(errors="replace")
         stderr = completed.stderr.decode(errors="replace")
         if completed.returncode != 0 and not stdout:
@@ -749,10 +756,13 @@ def _exec_refusal(name: str, daemon_message: str) -> SandboxError | None:
 
 
 def _exec_through_socket(
-    api: DockerApi, request: docker_exec.ExecRequest, stdin: bytes | None, timeout_s: float | None
+    api: DockerApi, request: docker_exec.ExecRequest, stdin: bytes | None, timeout_s: float | None, output_limit: int
 ) -> ExecResult:
     with _socket_exec_failures(request, timeout_s):
-        captured = docker_exec.run_captured(api, request, stdin, timeout_s)
+        try:
+            captured = docker_exec.run_captured(api, request, stdin, timeout_s, output_limit)
+        except OutputOverLimit:
+            raise too_much_output(request.container, request.argv, output_limit) from None
     return ExecResult(
         exit_code=captured.exit_code,
         stdout=captured.stdout.decode(errors="replace"),

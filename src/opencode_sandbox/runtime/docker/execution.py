@@ -24,14 +24,13 @@ from contextlib import contextmanager, suppress
 from urllib.parse import quote
 
 from opencode_sandbox import TYPE_CHECKING, plain_http
+from opencode_sandbox.bounded_output import STDERR, STDOUT, Held
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.engine.socket_client import ApiUnavailable, DockerApi, error_message
 
 if TYPE_CHECKING:
     from typing import Any
 
-STDOUT = 1
-STDERR = 2
 CONTAINER_START_TIMEOUT_S = 120.0
 EXIT_WAIT_S = 5.0
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, as a shell reports an interrupted command
@@ -192,18 +191,20 @@ def attach(api: DockerApi, request: ExecRequest) -> int:
             return OUTPUT_CLOSED_EXIT
 
 
-def run_captured(api: DockerApi, request: ExecRequest, stdin: bytes | None, timeout_s: float | None) -> Captured:
-    """Run to the end and collect both streams; `TimeoutError` past `timeout_s`."""
+def run_captured(api: DockerApi, request: ExecRequest, stdin: bytes | None, timeout_s: float | None,
+                 output_limit: int) -> Captured:
+    """Run to the end and collect both streams; `TimeoutError` past `timeout_s`, `OutputOverLimit`
+    once a stream passes `output_limit` bytes (the connection is closed then, and the rest unread)."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     exec_id = create(api, request)
     connection, rest = open_stream(api, exec_id)
-    chunks: dict[int, list[bytes]] = {STDOUT: [], STDERR: []}
+    held = Held(output_limit)
     with _closing(connection):
         connection.settimeout(None)
         if request.stdin:
             _spawn(_send_input, connection, stdin or b"")
-        pump(connection, rest, lambda stream, data: chunks[stream].append(data), deadline)
-    return Captured(exit_code(api, exec_id), b"".join(chunks[STDOUT]), b"".join(chunks[STDERR]))
+        pump(connection, rest, held.add, deadline)
+    return Captured(exit_code(api, exec_id), bytes(held.streams[STDOUT]), bytes(held.streams[STDERR]))
 
 
 def start_container(api: DockerApi, name: str) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from opencode_sandbox import TYPE_CHECKING
+from opencode_sandbox.bounded_output import OutputOverLimit
 from opencode_sandbox.core.naming import (
     IMAGE_REPOSITORY_PREFIX,
     LABEL_MANAGED,
@@ -47,6 +48,7 @@ from opencode_sandbox.runtime.microsandbox.volume_files import (
 )
 from opencode_sandbox.runtime.secret_values import checked_secret_values
 from opencode_sandbox.runtime.types import (
+    EXEC_OUTPUT_LIMIT,
     ExecResult,
     ImageInfo,
     Mount,
@@ -57,6 +59,7 @@ from opencode_sandbox.runtime.types import (
     SandboxSpec,
     SandboxStatus,
     VolumeInfo,
+    too_much_output,
 )
 
 if TYPE_CHECKING:
@@ -332,6 +335,7 @@ class MicrosandboxRuntime:
         env: Mapping[str, str] | None = None,
         stdin: bytes | None = None,
         timeout_s: float | None = None,
+        output_limit: int = EXEC_OUTPUT_LIMIT,
     ) -> ExecResult:
         args = [*self._exec_args(user, workdir, env), "--no-tty"]
         if stdin is None:
@@ -340,11 +344,19 @@ class MicrosandboxRuntime:
             args += ["--timeout", f"{max(1, math.ceil(timeout_s))}s"]
         args += [name, "--", *argv]
         wait = None if timeout_s is None else timeout_s + 30
-        result = self._cli.run(args, stdin=stdin, timeout_s=wait, environment=child_environment(env))
+
+        def run() -> MsbResult:
+            try:
+                return self._cli.run(args, stdin=stdin, timeout_s=wait, environment=child_environment(env),
+                                     output_limit=output_limit)
+            except OutputOverLimit:
+                raise too_much_output(name, argv, output_limit) from None
+
+        result = run()
         if result.agent_failed and "handshake" in result.stderr:
             # The agent was too busy to take the command, which never started: one more try is safe.
             time.sleep(EXEC_HANDSHAKE_RETRY_S)
-            result = self._cli.run(args, stdin=stdin, timeout_s=wait, environment=child_environment(env))
+            result = run()
         if result.returncode != 0 and result.not_found and not result.stdout:
             self._remembered.forget(_VM, name)
             raise NotFound(f"sandbox {name} does not exist", hint="run `opencode-sandbox list`")
