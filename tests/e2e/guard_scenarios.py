@@ -86,6 +86,19 @@ def agent_settings_planted_below_the_top_are_put_back(project: Project) -> None:
     clean = project.cli("guard", "status")
     assert clean.returncode == 0 and "state: clean" in clean.stdout, clean.stdout + clean.stderr
 
+    # dev links a folder of its own to the VM's version kept for review, and hides another folder's
+    # names from a walk that cannot search it (readable, not searchable)
+    hidden = project.shell("kept=$(ls -d .opencode-sandbox/guard/*/packages/web/opencode.json | tail -n 1) && "
+                           'ln -s "../$(dirname "$kept")" packages/api && cat packages/api/opencode.json && '
+                           "mkdir poison && printf '{}' > poison/opencode.json && chmod 644 poison")
+    assert hidden.returncode == 0 and "pwn" in hidden.stdout, hidden.stdout + hidden.stderr
+    assert "packages/api -> .opencode-sandbox/guard/" in hidden.stderr, hidden.stderr
+    assert not (project.root / "packages/api").is_symlink(), "the link into the review folder stayed"
+    assert not (project.root / "poison/opencode.json").exists(), "hidden behind a folder no one could search"
+    for command in (("guard", "status"), ("stop",)):
+        done = project.cli(*command)
+        assert done.returncode == 0, done.stdout + done.stderr
+
 
 def the_existing_guarded_paths_are_read_only(project: Project) -> None:
     own_config = project.shell("echo 'network: all' > .opencode-sandbox/config.yaml")

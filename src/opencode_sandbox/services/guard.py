@@ -118,12 +118,12 @@ def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | N
                 asked = ask or (lambda question: confirm(app.console, question, default=True, interactive=True))
                 outcome = _decide(app, store, now, by_vm, asked)
                 if outcome.reverted:
-                    walked = guard_files.walk_checkout(root, host_git)
+                    walked = guard_files.walk_checkout(root, host_git, (store.folder.parent,))
                     found = walked.git_dirs
         privileged = tuple(each for each in walked.privileged if each not in unresolved)
         recorded = GuardRecord(str(root), paths, now.entries, vm_may_write_after, None, tuple(found),
-                               tuple(walked.guarded_below), host_git, privileged, _writable_folders(app),
-                               tuple(each for each in in_mounts if each not in unresolved))
+                               tuple(walked.links_in), tuple(walked.guarded_below), host_git, privileged,
+                               _writable_folders(app), tuple(each for each in in_mounts if each not in unresolved))
         if recorded != record:  # a warm start whose files did not change writes nothing
             store.save(recorded, now.contents)
     return outcome
@@ -134,7 +134,7 @@ def _catch_and_tell(app: App, store: GuardStore, record: GuardRecord | None
     """The checkout walked once; what a VM may have made there (or in a folder mounted writable)
     since the record neutralised or moved aside, and all of it told. What the walks found, and
     the privileged entries still not neutralised (never recorded as the user's)."""
-    walked = guard_files.walk_checkout(app.project.root, app.project.is_git)
+    walked = guard_files.walk_checkout(app.project.root, app.project.is_git, (store.folder.parent,))
     in_mounts = guard_mounts.walk(_writable_folders(app))
     if record is not None and record.vm_may_write:
         guard_moves.catch_new(store, record, walked, app.console.verbose, in_mounts)
@@ -158,8 +158,9 @@ def _tell_moved(app: App, store: GuardStore, privileged_now: Sequence[Privileged
     notes = guard_moves.read_notes(store)
     console = app.console
     if notes.moved:
-        console.warn(f"{len(notes.moved)} git director(y/ies) the VM made below the checkout were moved aside while "
-                     "it ran, before git on this host could read their configuration or hooks:",
+        console.warn(f"{len(notes.moved)} git director(y/ies), or link(s) into what was set aside, that the VM made "
+                     "below the checkout were moved aside while it ran, before git or another program on this host "
+                     "could read them:",
                      hint="look at them there; move one back only if you trust every file in it")
         for line in notes.moved:
             console.note(f"  {shown(line)}")
@@ -236,7 +237,7 @@ def note_vm_stopped(state_root: Path, slug: str, log: Callable[[str], None] = la
         record = store.load()
         if record is None or not record.vm_may_write or not Path(record.root).is_dir():
             return
-        walked = guard_files.walk_checkout(Path(record.root), record.host_git)
+        walked = guard_files.walk_checkout(Path(record.root), record.host_git, (store.folder.parent,))
         guard_moves.catch_new(store, record, walked, log)
         now = guard_files.take_snapshot(Path(record.root), watched(record, walked.guarded_below))
         store.save(record._replace(vm_may_write=False, at_stop=now.entries), {})
@@ -249,7 +250,7 @@ def status(app: App) -> GuardStatus:
     git = _git_lines(app)
     if record is None or record.root != str(app.project.root):
         return GuardStatus(False, paths, git=git)
-    walked = guard_files.walk_checkout(app.project.root, app.project.is_git)
+    walked = guard_files.walk_checkout(app.project.root, app.project.is_git, (store.folder.parent,))
     found = walked.git_dirs
     below = (*walked.guarded_below, *record.below)
     now = guard_files.take_snapshot(app.project.root, (*paths, *found, *record.git_entries, *below))

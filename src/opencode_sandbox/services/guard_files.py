@@ -27,6 +27,12 @@ from opencode_sandbox.core.guard_privileged import FILE as PRIVILEGED_FILE
 
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NOT_A_FOLDER = (errno.ELOOP, errno.ENOTDIR)
+STRIP_DEPTH_LIMIT = 256
+"""How deep into a folder moved aside its files lose their execute bits: the VM picks the depth."""
+DESCRIPTORS_WANTED = 1 << 16
+"""The walk and the snapshot hold a descriptor for each level of the folder they look into, and the
+VM picks the depth: the process may open this many (up to its hard limit) rather than a login's
+usual 1024. A folder that still cannot be opened is named as not walked."""
 
 
 class Snapshot:
@@ -38,6 +44,7 @@ class Snapshot:
 
 
 def take_snapshot(root: Path, guarded: Sequence[str]) -> Snapshot:
+    _allow_descriptors()
     snapshot = Snapshot()
     root_fd = os.open(root, _DIRECTORY)
     try:
@@ -48,6 +55,15 @@ def take_snapshot(root: Path, guarded: Sequence[str]) -> Snapshot:
     return snapshot
 
 
+def _allow_descriptors() -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = DESCRIPTORS_WANTED if hard == resource.RLIM_INFINITY else min(hard, DESCRIPTORS_WANTED)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
 def _record_path(root_fd: int, path: str, snapshot: Snapshot) -> None:
     parts = path.split("/")
     with _descend(root_fd, parts[:-1], snapshot) as (folder, _):
@@ -55,8 +71,8 @@ def _record_path(root_fd: int, path: str, snapshot: Snapshot) -> None:
             return
         try:
             found = os.stat(parts[-1], dir_fd=folder, follow_symlinks=False)
-        except (FileNotFoundError, NotADirectoryError):
-            return
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            return  # a folder on the way this user cannot search: what is in it cannot reach them either
         if stat.S_ISDIR(found.st_mode):
             _record_folder(folder, parts[-1], path, snapshot)
         else:
@@ -67,13 +83,12 @@ def _record_path(root_fd: int, path: str, snapshot: Snapshot) -> None:
 def _descend(root_fd: int, parts: Sequence[str], snapshot: Snapshot | None) -> Iterator[tuple[int | None, str]]:
     """The open folder at `parts`, or None where a component is missing or is no folder (a
     link or a file there is recorded in `snapshot` instead: `.git` as a worktree's pointer file)."""
-    opened: list[int] = []
     folder = root_fd
     try:
         for index, part in enumerate(parts):
             try:
-                folder = os.open(part, _DIRECTORY, dir_fd=folder)
-            except FileNotFoundError:
+                opened = os.open(part, _DIRECTORY, dir_fd=folder)
+            except (FileNotFoundError, PermissionError):
                 yield None, ""
                 return
             except OSError as error:
@@ -84,29 +99,58 @@ def _descend(root_fd: int, parts: Sequence[str], snapshot: Snapshot | None) -> I
                     _record_one(folder, part, "/".join(parts[:index + 1]), found, snapshot)
                 yield None, ""
                 return
-            opened.append(folder)
+            if folder != root_fd:
+                os.close(folder)  # only the way's last folder stays open, however deep the path
+            folder = opened
         yield folder, "/".join(parts)
     finally:
-        for descriptor in opened:
-            os.close(descriptor)
+        if folder != root_fd:
+            os.close(folder)
 
 
 def _record_folder(parent: int, name: str, path: str, snapshot: Snapshot) -> None:
+    """Everything in the folder, however deep; a folder this user cannot read is left out (the walk
+    names it), as what is in it cannot reach them."""
     if is_reviewed(path):
         return
-    folder = os.open(name, _DIRECTORY, dir_fd=parent)
     try:
-        for item in sorted(os.listdir(folder)):
-            child = f"{path}/{item}"
-            if is_reviewed(child):
-                continue  # whatever is there, a folder, a file or a link: the tool never reads it back
+        first = os.open(name, _DIRECTORY, dir_fd=parent)
+    except PermissionError:
+        return
+    # A stack rather than recursion: the VM picks the depth. Each level's folder is open while its
+    # entries are looked at.
+    stack: list[tuple[int, str, Iterator[str]]] = [(first, path, iter(_listing(first)))]
+    while stack:
+        folder, here, items = stack[-1]
+        item = next(items, None)
+        if item is None:
+            os.close(folder)
+            stack.pop()
+            continue
+        child = f"{here}/{item}"
+        if is_reviewed(child):
+            continue  # whatever is there, a folder, a file or a link: the tool never reads it back
+        try:
             found = os.stat(item, dir_fd=folder, follow_symlinks=False)
-            if stat.S_ISDIR(found.st_mode):
-                _record_folder(folder, item, child, snapshot)
-            else:
-                _record_one(folder, item, child, found, snapshot)
-    finally:
-        os.close(folder)
+        except (FileNotFoundError, PermissionError):
+            continue
+        if not stat.S_ISDIR(found.st_mode):
+            _record_one(folder, item, child, found, snapshot)
+            continue
+        try:
+            inner = os.open(item, _DIRECTORY, dir_fd=folder)
+        except OSError as error:
+            if error.errno in (errno.ENOENT, errno.EACCES, errno.EMFILE, *_NOT_A_FOLDER):
+                continue  # gone, closed to this user, or past every descriptor it may open: the walk says so
+            raise
+        stack.append((inner, child, iter(_listing(inner))))
+
+
+def _listing(folder: int) -> list[str]:
+    try:
+        return sorted(os.listdir(folder))
+    except PermissionError:
+        return []
 
 
 def _record_one(folder: int, name: str, path: str, found: os.stat_result, snapshot: Snapshot) -> None:
@@ -290,9 +334,10 @@ def _remove(folder: int, name: str) -> None:
         os.unlink(name, dir_fd=folder)
 
 
-def _without_execute_bits(folder: int, name: str) -> None:
-    """Nothing kept for review is meant to run: files lose their execute bits, in folders too.
-    A file of another owner, which cannot be changed, is replaced by a copy of this user's."""
+def _without_execute_bits(folder: int, name: str, depth: int = 0) -> None:
+    """Nothing kept for review is meant to run: files lose their execute bits, in folders too, down
+    to `STRIP_DEPTH_LIMIT` levels. A file of another owner, which cannot be changed, is replaced by
+    a copy of this user's."""
     found = os.stat(name, dir_fd=folder, follow_symlinks=False)
     if stat.S_ISREG(found.st_mode):
         try:
@@ -306,11 +351,14 @@ def _without_execute_bits(folder: int, name: str) -> None:
                 _put(folder, name, Entry(FILE, found.st_mode & 0o666), source.read())
         finally:
             os.close(descriptor)
-    elif stat.S_ISDIR(found.st_mode):
-        inner = os.open(name, _DIRECTORY, dir_fd=folder)
+    elif stat.S_ISDIR(found.st_mode) and depth < STRIP_DEPTH_LIMIT:
         try:
-            for item in os.listdir(inner):
-                _without_execute_bits(inner, item)
+            inner = os.open(name, _DIRECTORY, dir_fd=folder)
+        except PermissionError:
+            return
+        try:
+            for item in _listing(inner):
+                _without_execute_bits(inner, item, depth + 1)
         finally:
             os.close(inner)
 
@@ -326,12 +374,14 @@ class Walk:
         self.privileged: list[Privileged] = []
         self.unwalked: list[str] = []
         """Folders the walk could not look into, each with why: what is in them is not judged."""
+        self.links_in: list[str] = []
+        """Links below the checkout that lead into what the tool keeps apart from it (`walk_checkout`)."""
         self.guarded_below: list[str] = []
         """The default guarded paths (`core.guard.GUARDED_BELOW`) in the folders below the top whose
         first name is there, as the snapshot takes them."""
 
 
-def walk_checkout(root: Path, host_git: bool) -> Walk:
+def walk_checkout(root: Path, host_git: bool, kept_apart: Sequence[Path] = ()) -> Walk:
     """The checkout walked once, without following a link.
 
     `git_dirs`: every place below it that git run there would take as a git directory: a `.git`
@@ -344,11 +394,19 @@ def walk_checkout(root: Path, host_git: bool) -> Walk:
 
     `guarded_below`: the default guarded paths in every folder below the top, where the walk
     looks for git directories.
+
+    `links_in`: the links there that lead, as a program on the host follows them, into the review
+    folder or a folder of `kept_apart` (the project's state folder, which holds the VM's git
+    directory): what the VM wrote and the tool set aside from the host, reached again by a path of
+    the checkout that nothing else judges.
     """
+    _allow_descriptors()
     walk = Walk()
+    real_root = os.path.realpath(root)
+    apart = tuple(os.path.realpath(folder) for folder in (root / REVIEW_FOLDER, *kept_apart))
     root_fd = os.open(root, _DIRECTORY)
     try:
-        _walk_tree(root_fd, walk, host_git)
+        _walk_tree(root_fd, walk, host_git, _LinkJudge(real_root, apart))
     finally:
         os.close(root_fd)
     walk.git_dirs.sort(key=_in_walk_order)
@@ -380,11 +438,29 @@ class _Open:
             os.close(self.descriptor)
 
 
-def _walk_tree(root: int, walk: Walk, host_git: bool) -> None:
+class _LinkJudge:
+    """Whether a link below the checkout leads into one of the folders kept apart from it."""
+
+    def __init__(self, real_root: str, apart: Sequence[str]) -> None:
+        self.real_root = real_root
+        self.apart = apart
+
+    def leads_apart(self, folder: int, name: str, path: str) -> bool:
+        try:
+            target = os.readlink(name, dir_fd=folder)
+        except OSError:
+            return False
+        if not target.startswith("/") and ".." not in target.split("/"):
+            return False  # it stays below its own folder; a link further on is judged where it lies
+        reached = os.path.realpath(os.path.join(self.real_root, os.path.dirname(path), target))
+        return any(reached == folder_apart or reached.startswith(folder_apart + "/") for folder_apart in self.apart)
+
+
+def _walk_tree(root: int, walk: Walk, host_git: bool, links: _LinkJudge) -> None:
     """Depth first with a list rather than recursion: the VM picks the depth. Open folders are
     those on the way down, each kept until its last subfolder is opened."""
     waiting: list[tuple[_Open, str, str, bool]] = []
-    _walk_folder(_Open(root, owned=False), "", walk, host_git, True, waiting)
+    _walk_folder(_Open(root, owned=False), "", walk, host_git, True, waiting, links)
     while waiting:
         parent, name, path, looking_for_git = waiting.pop()
         try:
@@ -392,11 +468,11 @@ def _walk_tree(root: int, walk: Walk, host_git: bool) -> None:
         finally:
             parent.release()
         if opened is not None:
-            _walk_folder(_Open(opened), path, walk, host_git, looking_for_git, waiting)
+            _walk_folder(_Open(opened), path, walk, host_git, looking_for_git, waiting, links)
 
 
 def _walk_folder(folder: _Open, path: str, walk: Walk, host_git: bool, looking_for_git: bool,
-                 waiting: list[tuple[_Open, str, str, bool]]) -> None:
+                 waiting: list[tuple[_Open, str, str, bool]], links: _LinkJudge) -> None:
     try:
         with os.scandir(folder.descriptor) as listing:
             entries = list(listing)
@@ -424,6 +500,8 @@ def _walk_folder(folder: _Open, path: str, walk: Walk, host_git: bool, looking_f
             waiting.append((folder, name, prefix + name, inner_looking))
         elif not entry.is_symlink():
             _look_at(folder.descriptor, entry, prefix + name, walk)
+        elif looking_for_git and links.leads_apart(folder.descriptor, name, prefix + name):
+            walk.links_in.append(prefix + name)
     folder.release()
 
 
@@ -431,7 +509,7 @@ def _open_subfolder(parent: int, name: str, path: str, walk: Walk) -> int | None
     """The folder, opened; one of the host user's that the VM made unreadable is made readable to
     them first. One that stays closed is noted in `walk.unwalked`: what is in it cannot be judged."""
     try:
-        return os.open(name, _DIRECTORY, dir_fd=parent)
+        return _searchable(os.open(name, _DIRECTORY, dir_fd=parent), path, walk)
     except FileNotFoundError:
         return None
     except PermissionError:
@@ -456,6 +534,23 @@ def _open_subfolder(parent: int, name: str, path: str, walk: Walk) -> int | None
         return None
     finally:
         os.close(handle)
+
+
+def _searchable(folder: int, path: str, walk: Walk) -> int | None:
+    """`folder`, made searchable to its owner when it is this user's: a folder that lists its names
+    but lets no one reach them would hide what is in it from the walk, and the VM may open it again
+    at any time. Another owner's that this user cannot search is noted as not walked."""
+    found = os.fstat(folder)
+    reach = stat.S_IRUSR | stat.S_IXUSR
+    if found.st_uid == os.geteuid():
+        if found.st_mode & reach != reach:
+            os.fchmod(folder, stat.S_IMODE(found.st_mode) | reach)
+        return folder
+    if os.access(f"/proc/self/fd/{folder}", os.X_OK):
+        return folder
+    walk.unwalked.append(f"{path}: a folder of uid {found.st_uid} that you cannot search")
+    os.close(folder)
+    return None
 
 
 def _look_at(folder: int, entry: os.DirEntry[str], path: str, walk: Walk) -> None:

@@ -57,7 +57,7 @@ def catch_while_running(state_root: Path, slug: str, log: Callable[[str], None])
         record = store.load()
         if record is None or not record.vm_may_write or not Path(record.root).is_dir():
             return Notes()
-        walked = guard_files.walk_checkout(Path(record.root), record.host_git)
+        walked = guard_files.walk_checkout(Path(record.root), record.host_git, (store.folder.parent,))
         for folder in walked.unwalked:
             log(f"cannot look inside {shown(folder)}: a privileged file there would not be caught")
         caught, moved = catch_new(store, record, walked, log)
@@ -106,23 +106,26 @@ def neutralise_new_privileged(store: GuardStore, record: GuardRecord, walked: gu
 
 def move_new_git_dirs(store: GuardStore, record: GuardRecord, walked: guard_files.Walk,
                       log: Callable[[str], None]) -> list[str]:
-    """Each whole, so nothing of one stays behind to be read; noted for the next review."""
+    """Each git directory whole, so nothing of one stays behind to be read, and each link into what
+    is set aside (`Walk.links_in`); noted for the next review."""
     root = Path(record.root)
-    new = [path for path in walked.git_dirs if path not in record.git_entries]
+    new = [(path, walked.git_dirs, "git directory") for path in walked.git_dirs if path not in record.git_entries]
+    new += [(path, walked.links_in, "link into what was set aside")
+            for path in walked.links_in if path not in record.links_in]
     if not new:
         return []
     folder = new_review_folder(root)
     moved: list[str] = []
-    for path in new:
+    for path, found, what in new:
         try:
             kept = guard_files.move_aside(root, path, folder)
         except OSError as error:
-            log(f"cannot move the VM's git directory {shown(path)} aside: {error}")
+            log(f"cannot move the VM's {what} {shown(path)} aside: {error}")
             continue
         if kept is not None:
             moved.append(f"{path} -> {kept}")
-            walked.git_dirs.remove(path)
-            log(f"moved the git directory the VM made at {shown(path)} to {shown(kept)}")
+            found.remove(path)
+            log(f"moved the {what} the VM made at {shown(path)} to {shown(kept)}")
     if moved:
         _note(store, moved=moved)
     return moved

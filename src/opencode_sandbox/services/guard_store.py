@@ -32,6 +32,8 @@ class GuardRecord(Record):
     """The guarded files as the tool stopped the VM, until the next review."""
     git_entries: tuple[str, ...] = ()
     """The git directories below the checkout when the record was taken (`git_dir_entries`)."""
+    links_in: tuple[str, ...] = ()
+    """The links into what the tool keeps apart when the record was taken (`Walk.links_in`): the user's."""
     below: tuple[str, ...] = ()
     """The default guarded paths found below the checkout's top when the record was taken
     (`Walk.guarded_below`)."""
@@ -81,6 +83,7 @@ class GuardStore:
                 vm_may_write=bool(data.get("vm_may_write")),
                 at_stop=_entries(at_stop) if at_stop is not None else None,
                 git_entries=tuple(str(path) for path in data.get("git_entries", ())),
+                links_in=tuple(str(path) for path in data.get("links_in") or ()),
                 below=tuple(str(path) for path in data.get("below") or ()),
                 host_git=bool(data.get("host_git")),
                 privileged=tuple(privileged_from_mapping(each) for each in data.get("privileged") or ()),
@@ -108,6 +111,7 @@ class GuardStore:
             "at_stop": None if record.at_stop is None else {
                 path: entry.as_mapping() for path, entry in record.at_stop.items()},
             "git_entries": list(record.git_entries),
+            "links_in": list(record.links_in),
             "below": list(record.below),
             "host_git": record.host_git,
             "privileged": [each.as_mapping() for each in record.privileged],

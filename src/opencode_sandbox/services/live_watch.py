@@ -41,8 +41,8 @@ class LiveWatch:
         began = self._clock()
         try:
             catch_while_running(settings.state_root, settings.slug, self._log)
-        except OSError as error:
-            self._log(f"looking for the VM's changes to what the host runs failed: {error}")
+        except Exception as error:  # whatever the VM made of the checkout, the next round and the stop go on
+            self._log(f"looking for the VM's changes to what the host runs failed: {error!r}")
         walked = self._clock()
         if settings.project_root:
             root = Path(settings.project_root)
