@@ -120,30 +120,33 @@ def _record_folder(parent: int, name: str, path: str, snapshot: Snapshot) -> Non
     # A stack rather than recursion: the VM picks the depth. Each level's folder is open while its
     # entries are looked at.
     stack: list[tuple[int, str, Iterator[str]]] = [(first, path, iter(_listing(first)))]
-    while stack:
-        folder, here, items = stack[-1]
-        item = next(items, None)
-        if item is None:
+    try:
+        while stack:
+            folder, here, items = stack[-1]
+            item = next(items, None)
+            if item is None:
+                os.close(stack.pop()[0])
+                continue
+            child = f"{here}/{item}"
+            if is_reviewed(child):
+                continue  # whatever is there, a folder, a file or a link: the tool never reads it back
+            try:
+                found = os.stat(item, dir_fd=folder, follow_symlinks=False)
+            except (FileNotFoundError, PermissionError):
+                continue
+            if not stat.S_ISDIR(found.st_mode):
+                _record_one(folder, item, child, found, snapshot)
+                continue
+            try:
+                inner = os.open(item, _DIRECTORY, dir_fd=folder)
+            except OSError as error:
+                if error.errno in (errno.ENOENT, errno.EACCES, errno.EMFILE, *_NOT_A_FOLDER):
+                    continue  # gone, closed to this user, or past every descriptor it may open: the walk says so
+                raise
+            stack.append((inner, child, iter(_listing(inner))))
+    finally:
+        for folder, _, _ in stack:
             os.close(folder)
-            stack.pop()
-            continue
-        child = f"{here}/{item}"
-        if is_reviewed(child):
-            continue  # whatever is there, a folder, a file or a link: the tool never reads it back
-        try:
-            found = os.stat(item, dir_fd=folder, follow_symlinks=False)
-        except (FileNotFoundError, PermissionError):
-            continue
-        if not stat.S_ISDIR(found.st_mode):
-            _record_one(folder, item, child, found, snapshot)
-            continue
-        try:
-            inner = os.open(item, _DIRECTORY, dir_fd=folder)
-        except OSError as error:
-            if error.errno in (errno.ENOENT, errno.EACCES, errno.EMFILE, *_NOT_A_FOLDER):
-                continue  # gone, closed to this user, or past every descriptor it may open: the walk says so
-            raise
-        stack.append((inner, child, iter(_listing(inner))))
 
 
 def _listing(folder: int) -> list[str]:
