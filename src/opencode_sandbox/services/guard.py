@@ -101,11 +101,12 @@ def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | N
             record = None
         walked, in_mounts, unresolved = _catch_and_tell(app, store, record)
         found = walked.git_dirs
-        earlier = (*record.git_entries, *record.below) if record is not None else ()
-        now = guard_files.take_snapshot(root, (*paths, *found, *walked.guarded_below, *earlier))
+        earlier = (*record.git_entries, *record.links_in, *record.below) if record is not None else ()
+        below = (*walked.links_in, *walked.guarded_below)
+        now = guard_files.take_snapshot(root, (*paths, *found, *below, *earlier))
         outcome = Review()
         if record is not None and (record.vm_may_write or record.at_stop is not None):
-            common = (set(record.paths) & set(paths)) | set(found) | set(walked.guarded_below) | set(earlier)
+            common = (set(record.paths) & set(paths)) | set(found) | set(below) | set(earlier)
             by_vm, later = vm_changes(
                 covered(record.entries, common),
                 None if record.at_stop is None else covered(record.at_stop, common),
@@ -252,7 +253,7 @@ def status(app: App) -> GuardStatus:
         return GuardStatus(False, paths, git=git)
     walked = guard_files.walk_checkout(app.project.root, app.project.is_git, (store.folder.parent,))
     found = walked.git_dirs
-    below = (*walked.guarded_below, *record.below)
+    below = (*walked.links_in, *walked.guarded_below, *record.links_in, *record.below)
     now = guard_files.take_snapshot(app.project.root, (*paths, *found, *record.git_entries, *below))
     common = (set(record.paths) & set(paths)) | set(found) | set(record.git_entries) | set(below)
     baseline, current = covered(record.entries, common), covered(now.entries, common)

@@ -173,7 +173,15 @@ def _record_one(folder: int, name: str, path: str, found: os.stat_result, snapsh
         return
     digest, kept, size = sha256(), bytearray(), 0
     with os.fdopen(descriptor, "rb") as handle:
-        mode = os.fstat(handle.fileno()).st_mode & 0o7777
+        opened = os.fstat(handle.fileno())
+        mode = opened.st_mode & 0o7777
+        if opened.st_size > COPY_LIMIT:
+            # Known by its identity, never read: the VM can make a file of terabytes that takes no
+            # disk (sparse), and reading it would hold the round and the guard's lock for hours.
+            # Any write moves its change time, which no process can set.
+            identity = f"large {opened.st_ino}:{opened.st_size}:{opened.st_mtime_ns}:{opened.st_ctime_ns}"
+            snapshot.entries[path] = Entry(FILE, mode, opened.st_size, sha256(identity.encode()).hexdigest())
+            return
         while chunk := handle.read(1 << 16):
             digest.update(chunk)
             size += len(chunk)
@@ -367,6 +375,9 @@ def _without_execute_bits(folder: int, name: str, depth: int = 0) -> None:
 
 
 _GIT_DIR_SHAPE = frozenset(("HEAD", "objects", "refs"))
+_LINKED_GIT_DIR_SHAPE = frozenset(("HEAD", "commondir"))
+"""A git directory whose objects and refs lie where its `commondir` file says, as a worktree's
+does: git takes it as one, and reads the configuration there."""
 
 
 class Walk:
@@ -441,6 +452,14 @@ class _Open:
             os.close(self.descriptor)
 
 
+LINK_HOPS = 40
+"""The links the kernel follows on one path before it gives up (ELOOP), and so every program."""
+_FOLLOWER_DEPENDENT = "/proc"
+"""Where a link's meaning depends on the process that follows it (`/proc/self/cwd`, and `/dev/fd`,
+itself a link there): the guard cannot tell where it leads for the user's programs, so it counts as
+leading apart."""
+
+
 class _LinkJudge:
     """Whether a link below the checkout leads into one of the folders kept apart from it."""
 
@@ -448,15 +467,41 @@ class _LinkJudge:
         self.real_root = real_root
         self.apart = apart
 
-    def leads_apart(self, folder: int, name: str, path: str) -> bool:
+    def leads_apart(self, path: str) -> bool:
+        """`path`: a link below the checkout, reached through real folders (the walk follows none)."""
+        reached = _resolved(self.real_root, path)
+        return reached is None or any(reached == folder or reached.startswith(folder + "/") for folder in self.apart)
+
+
+def _resolved(folder: str, path: str) -> str | None:
+    """`path` from the real folder `folder`, every link on it followed as the kernel follows them,
+    in a loop (the VM picks how long a chain is); what does not exist is taken as written. None
+    for a path through `/proc`, whose meaning depends on who follows it; a chain longer than
+    `LINK_HOPS` ends at the link where every program stops."""
+    pending = [part for part in reversed(path.split("/")) if part]
+    reached, hops = folder, 0
+    while pending:
+        part = pending.pop()
+        if part == ".":
+            continue
+        if part == "..":
+            reached = os.path.dirname(reached)
+            continue
+        here = os.path.join(reached, part)
+        if here == _FOLLOWER_DEPENDENT:
+            return None
         try:
-            target = os.readlink(name, dir_fd=folder)
-        except OSError:
-            return False
-        if not target.startswith("/") and ".." not in target.split("/"):
-            return False  # it stays below its own folder; a link further on is judged where it lies
-        reached = os.path.realpath(os.path.join(self.real_root, os.path.dirname(path), target))
-        return any(reached == folder_apart or reached.startswith(folder_apart + "/") for folder_apart in self.apart)
+            target = os.readlink(here)
+        except OSError:  # no link (or nothing) there: the path goes on from it as written
+            reached = here
+            continue
+        hops += 1
+        if hops > LINK_HOPS:
+            return here
+        if target.startswith("/"):
+            reached = "/"
+        pending.extend(part for part in reversed(target.split("/")) if part)
+    return reached
 
 
 def _walk_tree(root: int, walk: Walk, host_git: bool, links: _LinkJudge) -> None:
@@ -483,7 +528,8 @@ def _walk_folder(folder: _Open, path: str, walk: Walk, host_git: bool, looking_f
         walk.unwalked.append(f"{path or '.'}: {error.strerror or error}")
         folder.release()
         return
-    if looking_for_git and path and _GIT_DIR_SHAPE.issubset([entry.name for entry in entries]):
+    names = {entry.name for entry in entries}
+    if looking_for_git and path and (names >= _GIT_DIR_SHAPE or names >= _LINKED_GIT_DIR_SHAPE):
         walk.git_dirs.append(path)
         looking_for_git = False
     prefix = f"{path}/" if path else ""
@@ -503,7 +549,7 @@ def _walk_folder(folder: _Open, path: str, walk: Walk, host_git: bool, looking_f
             waiting.append((folder, name, prefix + name, inner_looking))
         elif not entry.is_symlink():
             _look_at(folder.descriptor, entry, prefix + name, walk)
-        elif looking_for_git and links.leads_apart(folder.descriptor, name, prefix + name):
+        elif looking_for_git and links.leads_apart(prefix + name):
             walk.links_in.append(prefix + name)
     folder.release()
 

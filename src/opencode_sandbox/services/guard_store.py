@@ -136,9 +136,11 @@ def _entries(data: object) -> dict[str, Entry]:
 
 
 def watched(record: GuardRecord, walked_below: Iterable[str]) -> tuple[str, ...]:
-    """What the record guards in the checkout, with the guarded paths a walk found below the top
-    now (`walked_below`): one the VM added is compared as well as one it removed."""
-    return tuple(dict.fromkeys((*record.paths, *record.git_entries, *record.below, *walked_below)))
+    """What the record guards in the checkout (the user's links into what is set aside by their
+    targets too), with the guarded paths a walk found below the top now (`walked_below`): one the VM
+    added is compared as well as one it removed."""
+    return tuple(dict.fromkeys((*record.paths, *record.git_entries, *record.links_in, *record.below,
+                                *walked_below)))
 
 
 def covered(entries: Mapping[str, Entry], paths: Iterable[str]) -> dict[str, Entry]:

@@ -286,8 +286,8 @@ class Reaper:
 
         try:
             note_vm_stopped(current.state_root, current.slug, self._log)
-        except OSError as error:
-            self._log(f"reading the guarded files failed: {error}")
+        except Exception as error:  # whatever the VM left in the checkout, the reaper ends as it should
+            self._log(f"reading the guarded files failed: {error!r}")
 
 
 def _mode_text(mode: StopMode, max_retries: int) -> str:
