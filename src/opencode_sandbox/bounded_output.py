@@ -46,11 +46,23 @@ class Held:
         held += data
 
 
+def run_captured(command: Sequence[str], *, stdin: bytes | None, timeout_s: float | None,
+                 env: Mapping[str, str] | None, limit: int | None = None) -> subprocess.CompletedProcess[bytes]:
+    """`subprocess.run` with both streams captured and `stdin` as the input (none: /dev/null);
+    with `limit`, bounded as `run_bounded` bounds it."""
+    import subprocess  # not for the engine's socket, which needs only `Held`
+
+    if limit is not None:
+        return run_bounded(command, stdin=stdin, timeout_s=timeout_s, env=env, limit=limit)
+    return subprocess.run(command, input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
+                          capture_output=True, timeout=timeout_s, check=False, env=env)
+
+
 def run_bounded(command: Sequence[str], *, stdin: bytes | None, timeout_s: float | None,
                 env: Mapping[str, str] | None, limit: int) -> subprocess.CompletedProcess[bytes]:
     """Run `command` to its end with `stdin` as its input and both streams captured. The process is
     killed on `OutputOverLimit` and on `subprocess.TimeoutExpired` past `timeout_s`."""
-    import subprocess  # not for the engine's socket, which needs only `Held`
+    import subprocess
 
     process = subprocess.Popen(command, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)

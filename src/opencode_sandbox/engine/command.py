@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 
 from opencode_sandbox import TYPE_CHECKING
-from opencode_sandbox.bounded_output import run_bounded
+from opencode_sandbox.bounded_output import run_captured
 from opencode_sandbox.engine.socket_client import ApiUnavailable, DockerApi
 from opencode_sandbox.errors import RuntimeUnavailable, SandboxError
 
@@ -130,17 +130,7 @@ class DockerCli:
 
         env = environment if environment is not None else self.environment()
         try:
-            if output_limit is not None:
-                return run_bounded(self.command(args), stdin=stdin, timeout_s=timeout_s, env=env, limit=output_limit)
-            return subprocess.run(
-                self.command(args),
-                input=stdin,
-                stdin=None if stdin is not None else subprocess.DEVNULL,
-                capture_output=True,
-                timeout=timeout_s,
-                check=False,
-                env=env,
-            )
+            return run_captured(self.command(args), stdin=stdin, timeout_s=timeout_s, env=env, limit=output_limit)
         except FileNotFoundError:
             raise self._not_installed() from None
         except subprocess.TimeoutExpired:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from opencode_sandbox.bounded_output import run_bounded
+from opencode_sandbox.bounded_output import run_captured
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.errors import RuntimeUnavailable
 
@@ -114,19 +114,8 @@ class MsbCli:
         """`msb ARGS`; `environment` replaces this process's own for it (see `env_passing`). With
         `output_limit`, `OutputOverLimit` (msb killed) once one of its streams passes that many bytes."""
         try:
-            if output_limit is not None:
-                completed = run_bounded(self.command(*args), stdin=stdin, timeout_s=timeout_s, env=environment,
-                                        limit=output_limit)
-            else:
-                completed = subprocess.run(
-                    self.command(*args),
-                    input=stdin,
-                    stdin=None if stdin is not None else subprocess.DEVNULL,
-                    capture_output=True,
-                    timeout=timeout_s,
-                    check=False,
-                    env=environment,
-                )
+            completed = run_captured(self.command(*args), stdin=stdin, timeout_s=timeout_s, env=environment,
+                                     limit=output_limit)
         except FileNotFoundError as error:
             raise RuntimeUnavailable(f"msb not found at {self.binary}", hint=_INSTALL_HINT) from error
         except OSError as error:  # not executable, or not a program for this host
