@@ -119,7 +119,7 @@ def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | N
                 asked = ask or (lambda question: confirm(app.console, question, default=True, interactive=True))
                 outcome = _decide(app, store, now, by_vm, asked)
                 if outcome.reverted:
-                    walked = guard_files.walk_checkout(root, host_git, (store.folder.parent,))
+                    walked = guard_files.walk_checkout(root, host_git, store.kept_apart)
                     found = walked.git_dirs
         privileged = tuple(each for each in walked.privileged if each not in unresolved)
         recorded = GuardRecord(str(root), paths, now.entries, vm_may_write_after, None, tuple(found),
@@ -135,7 +135,7 @@ def _catch_and_tell(app: App, store: GuardStore, record: GuardRecord | None
     """The checkout walked once; what a VM may have made there (or in a folder mounted writable)
     since the record neutralised or moved aside, and all of it told. What the walks found, and
     the privileged entries still not neutralised (never recorded as the user's)."""
-    walked = guard_files.walk_checkout(app.project.root, app.project.is_git, (store.folder.parent,))
+    walked = guard_files.walk_checkout(app.project.root, app.project.is_git, store.kept_apart)
     in_mounts = guard_mounts.walk(_writable_folders(app))
     if record is not None and record.vm_may_write:
         guard_moves.catch_new(store, record, walked, app.console.verbose, in_mounts)
@@ -238,7 +238,7 @@ def note_vm_stopped(state_root: Path, slug: str, log: Callable[[str], None] = la
         record = store.load()
         if record is None or not record.vm_may_write or not Path(record.root).is_dir():
             return
-        walked = guard_files.walk_checkout(Path(record.root), record.host_git, (store.folder.parent,))
+        walked = guard_files.walk_checkout(Path(record.root), record.host_git, store.kept_apart)
         guard_moves.catch_new(store, record, walked, log)
         now = guard_files.take_snapshot(Path(record.root), watched(record, walked.guarded_below))
         store.save(record._replace(vm_may_write=False, at_stop=now.entries), {})
@@ -251,7 +251,7 @@ def status(app: App) -> GuardStatus:
     git = _git_lines(app)
     if record is None or record.root != str(app.project.root):
         return GuardStatus(False, paths, git=git)
-    walked = guard_files.walk_checkout(app.project.root, app.project.is_git, (store.folder.parent,))
+    walked = guard_files.walk_checkout(app.project.root, app.project.is_git, store.kept_apart)
     found = walked.git_dirs
     below = (*walked.links_in, *walked.guarded_below, *record.links_in, *record.below)
     now = guard_files.take_snapshot(app.project.root, (*paths, *found, *record.git_entries, *below))

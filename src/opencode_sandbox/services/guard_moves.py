@@ -57,7 +57,7 @@ def catch_while_running(state_root: Path, slug: str, log: Callable[[str], None])
         record = store.load()
         if record is None or not record.vm_may_write or not Path(record.root).is_dir():
             return Notes()
-        walked = guard_files.walk_checkout(Path(record.root), record.host_git, (store.folder.parent,))
+        walked = guard_files.walk_checkout(Path(record.root), record.host_git, store.kept_apart)
         for folder in walked.unwalked:
             log(f"cannot look inside {shown(folder)}: a privileged file there would not be caught")
         caught, moved = catch_new(store, record, walked, log)

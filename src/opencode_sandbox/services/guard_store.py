@@ -58,6 +58,12 @@ class GuardStore:
         self.moved_path = project[GUARD_MOVED]
         self._lock_path = project[GUARD_LOCK]
 
+    @property
+    def kept_apart(self) -> tuple[Path, ...]:
+        """What of the project's lies apart from the checkout and must not be reached from it: its
+        private state folder, which holds the VM's git directory (`Walk.links_in`)."""
+        return (self.folder.parent,)
+
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
         import fcntl
