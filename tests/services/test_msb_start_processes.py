@@ -88,6 +88,7 @@ class ShellStart:
         self.git_log = folder / "git-calls.txt"
         self._put_recording_docker_on_path()
         self.state_dir = ToolPaths.from_environment().state_dir
+        self._hold_the_image_inputs(monkeypatch)
         self._quiet_the_start(monkeypatch)
         self.project_dir = StateStore(self.state_dir).project_dir(self.slug)
         self._ran_once()
@@ -134,6 +135,19 @@ class ShellStart:
         return [json.loads(line) for line in self.docker_log.read_text().splitlines()]
 
     # what a start does besides msb and docker -------------------------------------------------
+    def _hold_the_image_inputs(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The image check's inputs from outside the test (the package's Dockerfiles, the host's CA
+        folder) as copies of its own, so nothing else on the machine can move them between the
+        set-up and the start."""
+        packaged = self.folder / "dockerfiles"
+        shutil.copytree(image_record.PACKAGED_DIR, packaged)
+        host_ca = self.folder / "host-ca"
+        host_ca.mkdir()
+        (host_ca / "corp.crt").write_text("certificate\n")
+        monkeypatch.setattr(image_record, "PACKAGED_DIR", packaged)
+        monkeypatch.setattr(image_record, "HOST_CA_DIR", host_ca)
+
+
     def _quiet_the_start(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """No release check, no auto-prune (one ran within the hour), no idle reaper process, and
         opencode serve answers its health check."""
@@ -151,7 +165,18 @@ class ShellStart:
         record_baked_version(self.state_dir, OPENCODE_VERSION)
         (self.root / ".opencode-sandbox").mkdir()  # every start makes it, before the image step
         app = self.app()
+        self.recorded_inputs = image_record.signature_inputs(DockerImageEngine(), app.project, app.settings,
+                                                             OPENCODE_VERSION)
         signature = image_record.inputs_signature(DockerImageEngine(), app.project, app.settings, OPENCODE_VERSION)
+        self.start_inputs: list[dict[str, object]] = []
+        recorded = image_record.signature_inputs
+
+        def seen_by_the_start(*args: Any) -> dict[str, object]:
+            inputs = recorded(*args)
+            self.start_inputs.append(inputs)
+            return inputs
+
+        self.monkeypatch.setattr(image_record, "signature_inputs", seen_by_the_start)
         document = self._documents()[self.image]
         image_record.remember(self.project_dir, signature, image_record.CheckedImage(
             self.image, IMAGE_ID, env_of(document), OPENCODE_VERSION, {LABEL_OPENCODE_VERSION: OPENCODE_VERSION}))
@@ -204,7 +229,17 @@ class ShellStart:
             return self.shell_true()
         except SandboxError as error:
             pytest.fail(f"{error.message}; the engine was asked {self.engine_requests()}, "
-                        f"dropped {self.engine.dropped}; docker ran {self.docker_calls()}")
+                        f"dropped {self.engine.dropped}; docker ran {self.docker_calls()}; "
+                        f"the image check's inputs that moved since the set-up: {self.moved_inputs()}")
+
+    def moved_inputs(self) -> dict[str, tuple[object, object]]:
+        """Each input of the image check's signature that the start saw otherwise than the set-up
+        recorded: the recorded value and the start's."""
+        moved: dict[str, tuple[object, object]] = {}
+        for inputs in self.start_inputs:
+            moved.update({name: (self.recorded_inputs.get(name), value)
+                          for name, value in inputs.items() if self.recorded_inputs.get(name) != value})
+        return moved
 
     def shell_true(self) -> int:
         console = Console(LogLevel.INFO, stream=sys.stderr)

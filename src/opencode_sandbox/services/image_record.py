@@ -87,21 +87,27 @@ def _base_image_ids(engine: ImageEngine) -> list[str | None]:
     return [str(documents[reference].get("Id")) if reference in documents else None for reference in BASE_IMAGES]
 
 
+def signature_inputs(engine: ImageEngine, project: Project, settings: Settings,
+                     opencode_version: str) -> dict[str, object]:
+    """Everything that could change the result of the full image check, each by its name."""
+    return {
+        "tool version": __version__,
+        "project": project.slug,
+        "checkout": str(project.root),
+        "opencode version": opencode_version,
+        "dind": settings.dind,
+        "trust host CA": settings.trust_host_ca,
+        "packaged Dockerfiles": _tree(PACKAGED_DIR),
+        "project configuration folder": _tree(project.config_dir),
+        "host CA folder": _tree(HOST_CA_DIR) if settings.trust_host_ca else None,
+        "extra CA certificates": [_file(path.expanduser()) for path in settings.extra_ca_certificates],
+        "base images": _base_image_ids(engine),
+    }
+
+
 def inputs_signature(engine: ImageEngine, project: Project, settings: Settings, opencode_version: str) -> str:
-    """The digest of everything that could change the result of the full image check."""
-    parts: list[object] = [
-        __version__,
-        project.slug,
-        str(project.root),
-        opencode_version,
-        settings.dind,
-        settings.trust_host_ca,
-        _tree(PACKAGED_DIR),
-        _tree(project.config_dir),
-        _tree(HOST_CA_DIR) if settings.trust_host_ca else None,
-        [_file(path.expanduser()) for path in settings.extra_ca_certificates],
-        _base_image_ids(engine),
-    ]
+    """The digest of `signature_inputs`."""
+    parts = list(signature_inputs(engine, project, settings, opencode_version).values())
     return sha256(json.dumps(parts, default=str).encode()).hexdigest()
 
 
