@@ -76,6 +76,10 @@ BENCHMARKS = (
     Benchmark("prune_plan", "plan 10,000 artifacts", "plan 1,000", 12.0,
               lambda lines: (first(r"^10,000 artifacts:\s+([\d.]+ ms)", lines),
                              first(r"^1,000 artifacts:\s+([\d.]+ ms)", lines))),
+    Benchmark("git_fast_forward", "host fast-forward, 200,000 files", "update-ref + update-index", 1.5,
+              lambda lines: (first(r"^\s*200000\s+([\d.]+)", lines) + " ms",
+                             (lambda row: row[2] + " ms" if row else "?")(
+                                 next((line.split() for line in lines if line.split()[:1] == ["200000"]), None)))),
     Benchmark("warm_start", "shell -- true, VM stopped", "docker start + exec", 1.5, warm_row("after stop"),
               ratio_line="after-stop ratio"),
     Benchmark("warm_start", "shell -- true, VM running", "docker exec", 2.0, warm_row("warm")),

@@ -45,11 +45,15 @@ GUARD_RECORD = Place("guard/record.yaml", FILE, "each guarded file as last recor
 GUARD_COPIES = Place("guard/copies", FOLDER, "the recorded content of the guarded files, to put back")
 GUARD_LOCK = Place("guard/guard.lock", LOCK, "one review at a time")
 GUARD_MOVED = Place("guard/moved.yaml", FILE, "what a review moved out of the checkout, until it is reviewed again")
+GUARD_REVIEW = Place("guard-review", FOLDER, "what the guard took from the checkout, kept for the user to look at, out "
+                                             "of the VM's reach: `<UTC time>/<path>`, without execute bits")
 VM_GIT = Place("git", FOLDER, "the VM's own git directory, mounted at /opt/opencode-sandbox/git")
 GITFILE = Place("gitfile", FILE, "the `.git` file the VM sees in its checkout, naming that directory")
 GIT_SYNC_LOCK = Place("git-sync.lock", LOCK, "one git sync of the project at a time")
 GIT_SYNC_STAMP = Place("git-sync.stamp", FILE, "a digest of how both git directories' refs looked before the last "
                                                "sync that left nothing pending; a sync that finds them so does nothing")
+GIT_HELD = Place("git-held.yaml", FILE, "the VM's branches the host holds (they add a gitlink, a .gitmodules, "
+                                         "this tool's configuration or a file the host runs), each tip with why")
 VM_GIT_STAGING = Place(".git.*", FOLDER, "the VM's git directory while it is made; renamed to `git` once complete")
 INCOMING_BUNDLE = Place("incoming-*.bundle", FILE, "the VM's commits copied out of its git directory, while their "
                                                    "objects are checked")
@@ -59,8 +63,8 @@ ATTENTION_LOCK = Place("attention.rung", FILE, "the id of the event an attached 
                                                "with `flock` while a client claims one: one client rings for each")
 PROJECT_PLACES = (
     PROJECT_STATE, DAEMON_PASSWORD, PROVISIONED, IMAGE_CHECK, LEASES, STOP_LOCK, REAPER_SETTINGS, REAPER_LOG,
-    EARLIER_REAPER_LOG, REAPER_LOCK, GUARD, GUARD_RECORD, GUARD_COPIES, GUARD_LOCK, GUARD_MOVED, VM_GIT, GITFILE,
-    GIT_SYNC_LOCK, GIT_SYNC_STAMP, VM_GIT_STAGING, INCOMING_BUNDLE, ATTENTION, ATTENTION_LOCK,
+    EARLIER_REAPER_LOG, REAPER_LOCK, GUARD, GUARD_RECORD, GUARD_COPIES, GUARD_LOCK, GUARD_MOVED, GUARD_REVIEW, VM_GIT,
+    GITFILE, GIT_SYNC_LOCK, GIT_SYNC_STAMP, GIT_HELD, VM_GIT_STAGING, INCOMING_BUNDLE, ATTENTION, ATTENTION_LOCK,
 )
 
 
@@ -119,6 +123,10 @@ class ProjectLayout:
         return self[GUARD]
 
     @property
+    def guard_review(self) -> Path:
+        return self[GUARD_REVIEW]
+
+    @property
     def vm_git(self) -> Path:
         return self[VM_GIT]
 
@@ -133,6 +141,10 @@ class ProjectLayout:
     @property
     def git_sync_stamp(self) -> Path:
         return self[GIT_SYNC_STAMP]
+
+    @property
+    def git_held(self) -> Path:
+        return self[GIT_HELD]
 
     @property
     def attention(self) -> Path:

@@ -79,6 +79,7 @@ secrets:
 mounts: ["data:/mnt/data", "~/.gitconfig:/etc-copy/gitconfig:rw"]
 ports: [3000, "8080:80"]
 guarded-paths: [.husky, ./Makefile]
+git-sync-branches: 50
 """)
     settings = load_settings(files(layout), {}, {})
     assert settings.runtime is RuntimeKind.DOCKER
@@ -110,7 +111,8 @@ guarded-paths: [.husky, ./Makefile]
         (user_dir / "data", "/mnt/data", True), (Path.home() / ".gitconfig", "/etc-copy/gitconfig", False)]
     assert [(port.guest, port.host) for port in settings.ports] == [(3000, None), (80, 8080)]
     assert settings.guarded_paths == (".husky", "Makefile")
-    assert len(KEYS) == 23
+    assert settings.git_sync_branches == 50
+    assert len(KEYS) == 24
     assert all(source.startswith(str(user_dir / "config.yaml")) for source in settings.sources.values())
 
 
@@ -417,6 +419,7 @@ WIDER_AND_NARROWER = {  # key: (a value that widens what the user's configuratio
     "manual-prune-age": ("1s", "30d"),
     "ports": ("'5432:5432'", "3000"),
     "pids-limit": ("100000", "512"),
+    "git-sync-branches": ("5000", "20"),
 }
 ANY_VALUE = {"agent", "notify",
              "cpus", "memory", "auto-stop-timeout", "auto-stop-on-active-sessions", "auto-stop-max-session-retries",

@@ -5,14 +5,15 @@ from __future__ import annotations
 import pytest
 
 from opencode_sandbox.core.guard import (
+    DEFAULT_GUARDED,
     FILE,
     LINK,
+    OLD_REVIEW_FOLDER,
     Change,
     Entry,
     changes,
     check_guarded_path,
     diff_lines,
-    is_reviewed,
     shown,
     vm_changes,
 )
@@ -80,7 +81,11 @@ def test_guarded_paths_stay_inside_the_checkout(value: str) -> None:
 
 def test_guarded_paths_are_normalised() -> None:
     assert check_guarded_path("./.husky/") == ".husky"
-    assert is_reviewed(".opencode-sandbox/guard/x") and not is_reviewed(".opencode-sandbox/config.yaml")
+
+
+def test_the_folder_older_versions_kept_copies_in_is_an_ordinary_part_of_a_guarded_folder() -> None:
+    """Nothing of the checkout is exempt from the guard: the VM could hide what it writes there."""
+    assert OLD_REVIEW_FOLDER.split("/")[0] in DEFAULT_GUARDED
 
 
 def test_control_characters_in_a_vm_written_diff_are_shown_escaped() -> None:

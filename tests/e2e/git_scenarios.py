@@ -166,3 +166,80 @@ def commits_travel_both_ways(project: Project) -> None:
     assert git(project.root, "rev-parse", "main") == host_side, "the host's own commit stays where it is"
     status = project.cli("guard", "status")
     assert "main: both moved" in status.stdout and "git merge refs/sandbox/heads/main" in status.stdout, status.stdout
+
+
+REPLANT_S = 120
+"""How long the VM's loop keeps putting a planted repository back (it ends by itself)."""
+
+
+def a_gitlink_commit_is_held_and_runs_nothing(project: Project, as_root: bool) -> None:
+    """Finding N1 of the 2026-12-05 trial, both ways. (b) A loop in the VM puts `sub/.git` back every
+    20 ms, a repository whose `core.fsmonitor` runs, and the agent commits a gitlink `sub`: the sync
+    used to fast-forward the host's branch over it, and git entered `sub` on the host. (a) The guard
+    used to keep the VM's moved repository in the checkout, where the VM read its path and committed
+    a gitlink to it. Neither may run anything on the host, by the tool's sync or by the user's git
+    following the docs' advice; the branch is held, and told."""
+    user = "root" if as_root else "dev"
+    marker = project.root.parent / f"pwned-held-{user}"
+
+    def vm(script: str) -> subprocess.CompletedProcess[str]:
+        done = project.backend().exec(project.vm, ["sh", "-c", script], user=user)
+        return subprocess.CompletedProcess(script, done.exit_code, done.stdout, done.stderr)
+
+    assert project.shell("true").returncode == 0  # the VM runs on with no client: the reaper watches
+    before = git(project.root, "rev-parse", "main")
+    prepared = vm(f"rm -rf /tmp/prep-{user} && mkdir -p /tmp/prep-{user} && cd /tmp/prep-{user} && "
+                  "git init -q sub && "
+                  f"git -C sub config core.fsmonitor 'touch ../../{marker.name}; false'")
+    assert prepared.returncode == 0, prepared.stderr
+    planted = vm(f"mkdir -p sub && cp -a /tmp/prep-{user}/sub/.git sub/.git")
+    if as_root and project.runtime == "docker":  # root there holds no capability and no id in the checkout
+        assert planted.returncode != 0, "root in a docker VM wrote the checkout"
+        return
+    assert planted.returncode == 0, planted.stderr
+    looping = vm(f"setsid nohup sh -c 'end=$(($(date +%s)+{REPLANT_S})); while [ $(date +%s) -lt $end ]; do "
+                 f"[ -e /workspace/sub/.git ] || cp -a /tmp/prep-{user}/sub/.git /workspace/sub/.git 2>/dev/null; "
+                 "sleep 0.02; done' >/dev/null 2>&1 &")
+    assert looping.returncode == 0, looping.stderr
+    committed = vm(f"git update-index --add --cacheinfo 160000,{before},sub && "
+                   f"{AS_AGENT} commit -q -m 'vendor a module' && git rev-parse HEAD")
+    assert committed.returncode == 0, committed.stderr
+    gitlink_commit = committed.stdout.strip().splitlines()[-1]
+
+    def held() -> list[str]:
+        status = json.loads(project.cli("guard", "status", "--format", "json").stdout)["result"]
+        return list(status["held_branches"])
+
+    assert wait_until(lambda: any(line.startswith("main: held") for line in held()), sync_within(project),
+                      interval=2), f"the VM's gitlink was not held; the reaper's log:\n{project.reaper_log()}"
+    assert not marker.exists(), "the tool's sync ran the planted repository's fsmonitor on the host"
+    assert git(project.root, "rev-parse", "main") == before, "the host's branch moved onto the gitlink"
+    sandbox_ref = subprocess.run(["git", "rev-parse", "-q", "--verify", "refs/sandbox/heads/main"], cwd=project.root,
+                                 capture_output=True, text=True, check=False).stdout.strip()
+    assert sandbox_ref != gitlink_commit, "a held branch is not under refs/sandbox/heads/"
+    assert "a gitlink (submodule) at sub" in held()[0] and gitlink_commit[:12] in held()[0]
+
+    # The user, as the docs say: status, then bring the VM's branch in.
+    git(project.root, "status")
+    subprocess.run(["git", "merge", "--no-edit", "refs/sandbox/heads/main"], cwd=project.root, capture_output=True,
+                   check=False)
+    git(project.root, "diff", "--stat", "--submodule=short", before, gitlink_commit)
+    assert not marker.exists(), "the user's git, following the docs, ran the planted repository's fsmonitor"
+    told = project.shell("true")
+    assert "main: held" in told.stderr and "git merge" in told.stderr, told.stderr
+
+    # (a): what the guard moved aside is nowhere the VM can see it, so no gitlink can name it.
+    stopped = vm(f"pkill -f '[c]p -a /tmp/prep-{user}'; sleep 1; ps -eo args | grep -c '[c]p -a /tmp/prep-{user}'"
+                 " || true")
+    assert stopped.stdout.strip() == "0", "the VM's loop still runs"
+    assert vm("test -e .opencode-sandbox/guard").returncode != 0, "the guard keeps copies in the checkout"
+    moved = project.reaper_log(20_000)
+    assert "moved the git directory the VM made at sub/.git" in moved, moved
+
+    # The VM drops the gitlink: its branch is nothing the host must hold any more, and comes in.
+    dropped = vm(f"git rm -q --cached sub && rm -rf sub && {AS_AGENT} commit -q -m 'no module'")
+    assert dropped.returncode == 0, dropped.stderr
+    assert wait_until(lambda: held() == [], sync_within(project), interval=2), project.reaper_log()
+    assert wait_until(lambda: git(project.root, "log", "-1", "--format=%s", "refs/sandbox/heads/main") == "no module",
+                      sync_within(project)), project.reaper_log()
+    assert not marker.exists()

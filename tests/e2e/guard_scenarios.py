@@ -7,12 +7,19 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shlex
 from pathlib import Path
 
-from opencode_sandbox.core.guard import REVIEW_FOLDER
+from opencode_sandbox.core.guard import OLD_REVIEW_FOLDER
+from opencode_sandbox.state_layout import ProjectLayout
 from tests.e2e.harness import Project, git, wait_until
 
 PLANTED = "#!/bin/sh\ntouch \"$(git rev-parse --show-toplevel)/../hook-ran\"\n"
+
+
+def review_folder(project: Project) -> Path:
+    """Where the guard keeps what it takes from the checkout: the project's private state folder."""
+    return ProjectLayout(project.state_dir).guard_review
 
 
 def a_planted_hook_is_reverted_before_git_runs_it(project: Project) -> None:
@@ -33,8 +40,9 @@ def a_planted_hook_is_reverted_before_git_runs_it(project: Project) -> None:
             or "put back as they were within seconds" in planted.stderr), planted.stderr  # the watch, earlier
     assert not (project.root / ".githooks" / "pre-commit").exists()
     assert not (project.root / ".git" / "hooks" / "pre-commit").exists(), "the VM reached the host's .git"
-    [kept] = list((project.root / REVIEW_FOLDER).glob("*/.githooks/pre-commit"))
+    [kept] = list(review_folder(project).glob("*/.githooks/pre-commit"))
     assert kept.read_text() == PLANTED and kept.stat().st_mode & 0o111 == 0
+    assert not (project.root / OLD_REVIEW_FOLDER).exists(), "the guard keeps nothing in the checkout"
     (project.root / "change.txt").write_text("x\n")
     git(project.root, "add", "change.txt")
     git(project.root, "commit", "-q", "-m", "after the VM")
@@ -81,18 +89,22 @@ def agent_settings_planted_below_the_top_are_put_back(project: Project) -> None:
             if path != "packages/web/.vscode/settings.json" and (project.root / path).exists()]
     assert not left, f"still in the checkout: {left}"
     for path, text in PLANTED_BELOW.items():
-        kept = [each.read_text() for each in (project.root / REVIEW_FOLDER).glob(f"*/{path}")]
+        kept = [each.read_text() for each in review_folder(project).glob(f"*/{path}")]
         assert text in kept, f"the VM's {path} is not kept for review"
+    assert not (project.root / OLD_REVIEW_FOLDER).exists(), "the guard keeps nothing in the checkout"
     clean = project.cli("guard", "status")
     assert clean.returncode == 0 and "state: clean" in clean.stdout, clean.stdout + clean.stderr
 
-    # dev links a folder of its own to the VM's version kept for review, and hides another folder's
-    # names from a walk that cannot search it (readable, not searchable)
-    hidden = project.shell("kept=$(ls -d .opencode-sandbox/guard/*/packages/web/opencode.json | tail -n 1) && "
-                           'ln -s "../$(dirname "$kept")" packages/api && cat packages/api/opencode.json && '
+    # dev looks for the VM's version kept for review, which is out of its reach, links a folder of
+    # its own to it by the host's path (the VM's mount table names the state folder), and hides
+    # another folder's names from a walk that cannot search it (readable, not searchable)
+    kept_folder = sorted(review_folder(project).glob("*/packages/web/opencode.json"))[-1].parent
+    hidden = project.shell(f"cat .opencode-sandbox/guard/*/packages/web/opencode.json {shlex.quote(str(kept_folder))}"
+                           "/opencode.json 2>/dev/null; "
+                           f"ln -s {shlex.quote(str(kept_folder))} packages/api && "
                            "mkdir poison && printf '{}' > poison/opencode.json && chmod 644 poison")
-    assert hidden.returncode == 0 and "pwn" in hidden.stdout, hidden.stdout + hidden.stderr
-    assert "packages/api -> .opencode-sandbox/guard/" in hidden.stderr, hidden.stderr
+    assert hidden.returncode == 0 and "pwn" not in hidden.stdout, hidden.stdout + hidden.stderr
+    assert f"packages/api -> {review_folder(project)}/" in hidden.stderr, hidden.stderr
     assert not (project.root / "packages/api").is_symlink(), "the link into the review folder stayed"
     assert not (project.root / "poison/opencode.json").exists(), "hidden behind a folder no one could search"
     for command in (("guard", "status"), ("stop",)):

@@ -4,12 +4,14 @@ and what changes anyway is reported and reverted before the host runs it."""
 from __future__ import annotations
 
 import json
+import re
 
-from opencode_sandbox.core.guard import REVIEW_FOLDER
+from opencode_sandbox.core.guard import OLD_REVIEW_FOLDER
 from tests.e2e.guard_scenarios import (
     a_planted_hook_is_reverted_before_git_runs_it,
     agent_settings_planted_below_the_top_are_put_back,
     privileged_entries_lose_their_privileges_within_seconds,
+    review_folder,
     the_existing_guarded_paths_are_read_only,
 )
 from tests.e2e.harness import Project, ServeOnly, Tmux, cli_command, docker
@@ -71,8 +73,9 @@ def test_on_a_terminal_stop_shows_the_change_and_keeps_it_when_asked(project: Pr
     assert made.returncode == 0, made.stderr
     terminal = Tmux(f"osb-guard-{unique}", cli_command("stop"), project.root, project.env)
     try:
-        screen = terminal.wait_for(r"Revert them\? The VM's versions are kept under .opencode-sandbox/guard/ "
-                                   r"\[Y/n\]", timeout=120)
+        screen = terminal.wait_for(r"Revert them\? The VM's versions are kept under [^[]*\[Y/n\]", timeout=120)
+        # a long path wraps at the terminal's width
+        assert unwrapped(f"kept under {review_folder(project)}/ [Y/n]") in unwrapped(screen), screen
         assert ".vscode/settings.json: added (mode " in screen
         assert '+{"editor.tabSize": 2}' in screen
         terminal.send("n", "Enter")
@@ -81,9 +84,14 @@ def test_on_a_terminal_stop_shows_the_change_and_keeps_it_when_asked(project: Pr
     finally:
         terminal.close()
     assert (project.root / ".vscode" / "settings.json").read_text() == '{"editor.tabSize": 2}\n'
-    assert not (project.root / REVIEW_FOLDER).exists()
+    assert not (project.root / OLD_REVIEW_FOLDER).exists() and not review_folder(project).exists()
     clean = project.cli("guard", "status")
     assert "state: clean" in clean.stdout, clean.stdout + clean.stderr
+
+
+def unwrapped(text: str) -> str:
+    """Text as a terminal shows it, whatever column its lines break at: without any white space."""
+    return re.sub(r"\s+", "", text)
 
 
 def test_a_privileged_file_or_device_node_the_vm_makes_loses_its_privileges_within_seconds(project: Project) -> None:

@@ -8,6 +8,7 @@ from opencode_sandbox.services.vm_git import RACY_S
 from tests.e2e.git_scenarios import (
     SYNC_WITHIN_S,
     a_gitlink_and_nested_repositories_run_nothing,
+    a_gitlink_commit_is_held_and_runs_nothing,
     commits_travel_both_ways,
     guarded_files_are_put_back_while_the_vm_runs,
     the_host_git_dir_is_out_of_reach,
@@ -57,3 +58,8 @@ def test_a_start_asks_the_vm_about_git_only_when_either_side_changed(any_user_pr
     assert made.exit_code == 0, made.stderr
     assert wait_until(lambda: git(project.root, "log", "-1", "--format=%s", "refs/sandbox/heads/main") == "in the vm",
                       SYNC_WITHIN_S), "a commit made in the VM after the last sync is taken"
+
+
+def test_a_gitlink_the_vm_commits_runs_nothing_on_the_host(any_user_project: Project) -> None:
+    a_gitlink_commit_is_held_and_runs_nothing(any_user_project, as_root=False)
+    a_gitlink_commit_is_held_and_runs_nothing(any_user_project, as_root=True)

@@ -7,6 +7,7 @@ import pytest
 from tests.e2e.conftest import MICROVMS_ONLY
 from tests.e2e.git_scenarios import (
     a_gitlink_and_nested_repositories_run_nothing,
+    a_gitlink_commit_is_held_and_runs_nothing,
     commits_travel_both_ways,
     guarded_files_are_put_back_while_the_vm_runs,
     the_host_git_dir_is_out_of_reach,
@@ -30,3 +31,9 @@ def test_the_agent_cannot_reach_the_hosts_git_in_a_microvm_and_commits_travel_bo
     commits_travel_both_ways(project)
     assert project.vms() == [project.vm], "every step ran in the project's one VM"
     assert not (project.root / ".git" / "commondir").exists() and not (project.root / ".git" / "x").exists()
+
+
+@pytest.mark.timeout(2400)
+def test_a_gitlink_the_vm_commits_runs_nothing_on_the_host_of_a_microvm(msb_project: Project) -> None:
+    a_gitlink_commit_is_held_and_runs_nothing(msb_project, as_root=False)
+    a_gitlink_commit_is_held_and_runs_nothing(msb_project, as_root=True)

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from opencode_sandbox.app import App
-from opencode_sandbox.core.guard import REVIEW_FOLDER
+from opencode_sandbox.core.guard import OLD_REVIEW_FOLDER
 from opencode_sandbox.core.stop_mode import StopMode
 from opencode_sandbox.runtime.types import RuntimeKind
 from opencode_sandbox.services import guard_files
-from opencode_sandbox.services.guard import review, status
+from opencode_sandbox.services.guard import GuardStore, review, status
 from opencode_sandbox.services.guard_moves import Notes, catch_while_running
 from opencode_sandbox.services.live_watch import LiveWatch
 from opencode_sandbox.services.reaper_settings import ReaperSettings
@@ -57,12 +57,16 @@ def catch(app: App, log: list[str] | None = None) -> Notes:
     return catch_while_running(app.state.project_dir(SLUG).parent, SLUG, (log if log is not None else []).append)
 
 
-def remove_deep(checkout: Path) -> None:
-    """The checkout and the review folder in it, gone: `shutil.rmtree`, which pytest cleans with,
+def review_root(app: App) -> Path:
+    return GuardStore(app.state.project_dir(SLUG)).review
+
+
+def remove_deep(*folders: Path) -> None:
+    """The checkout and the review folder, gone: `shutil.rmtree`, which pytest cleans with,
     recurses once a level and fails a thousand levels down; `rm` does not."""
     import subprocess
 
-    subprocess.run(["rm", "-rf", "--", str(checkout)], check=True)
+    subprocess.run(["rm", "-rf", "--", *map(str, folders)], check=True)
 
 
 def chain(top: Path, name: str, depth: int) -> int:
@@ -77,8 +81,10 @@ def chain(top: Path, name: str, depth: int) -> int:
 
 
 # 1. A link brings back what the guard set aside ------------------------------------------------
-# The watch moves the VM's version into the review folder, which it never judges again; a folder
-# link elsewhere in the checkout reached it, and `cd packages/api && opencode` on the host read it.
+# The watch moved the VM's version into a review folder in the checkout, which it never judged
+# again; a folder link elsewhere in the checkout reached it, and `cd packages/api && opencode` on
+# the host read it. The review folder is in the project's private state folder now, whose path the
+# VM may learn all the same (its mount table names the state folder).
 
 
 def test_a_link_to_the_review_copy_is_moved_aside_and_nothing_reaches_the_vms_version(
@@ -86,13 +92,13 @@ def test_a_link_to_the_review_copy_is_moved_aside_and_nothing_reaches_the_vms_ve
     review(app, vm_may_write_after=True)  # the start
     (checkout / "packages/web/opencode.json").write_text(EVIL)
     kept = catch(app).held[0].kept
-    (checkout / "packages/api").symlink_to(Path("..") / Path(kept).parent)
+    (checkout / "packages/api").symlink_to(Path(kept).parent)
 
     notes = catch(app)
 
-    assert notes.moved and notes.moved[0].startswith("packages/api -> .opencode-sandbox/guard/")
+    assert notes.moved and notes.moved[0].startswith(f"packages/api -> {review_root(app)}/")
     assert not (checkout / "packages/api").is_symlink() and not (checkout / "packages/api/opencode.json").exists()
-    assert (checkout / kept).read_text() == EVIL, "what the link pointed at is left as it was"
+    assert Path(kept).read_text() == EVIL, "what the link pointed at is left as it was"
     assert not review(app, vm_may_write_after=True).by_vm
     assert catch(app) == Notes()
 
@@ -105,7 +111,7 @@ def test_a_moved_bare_repository_linked_back_is_moved_aside_again(app: App, chec
     (web / "HEAD").write_text("ref: refs/heads/main\n")
     (web / "opencode.json").write_text(EVIL)
     kept = catch(app).moved[0].split(" -> ")[1]
-    web.symlink_to(Path("..") / kept)
+    web.symlink_to(kept)
 
     catch(app)
 
@@ -122,7 +128,7 @@ def test_a_moved_nested_repository_linked_back_never_runs_its_fsmonitor(app: App
     git(tool, "config", "core.fsmonitor", f"touch {marker}; false")
     kept = next(line.split(" -> ")[1] for line in catch(app).moved if line.startswith("packages/tool/.git"))
     shutil.rmtree(tool)
-    tool.symlink_to(Path("..") / Path(kept).parent)
+    tool.symlink_to(Path(kept).parent)
 
     catch(app)
     review(app, vm_may_write_after=True)
@@ -157,22 +163,27 @@ def test_links_that_stay_in_the_checkout_or_lead_elsewhere_are_left_alone(app: A
     assert all((checkout / path).is_symlink() for path in ("packages/current", "packages/web/up", "python"))
 
 
-def test_a_link_of_the_users_into_the_review_folder_made_before_the_start_is_kept(app: App, checkout: Path) -> None:
-    (checkout / "reviewed").symlink_to(REVIEW_FOLDER)
+@pytest.mark.parametrize("where", ["old", "new"])
+def test_a_link_of_the_users_into_a_review_folder_made_before_the_start_is_kept(app: App, checkout: Path,
+                                                                               where: str) -> None:
+    (checkout / "reviewed").symlink_to(OLD_REVIEW_FOLDER if where == "old" else review_root(app))
     review(app, vm_may_write_after=True)
 
     assert catch(app) == Notes()
     assert (checkout / "reviewed").is_symlink()
 
 
-def test_a_link_at_the_top_into_the_review_folder_is_moved_aside_too(app: App, checkout: Path) -> None:
-    """Relative and without `..`, it still leads apart: the review folder lies below the top."""
+def test_a_link_at_the_top_into_the_folder_older_versions_kept_copies_in_is_moved_aside_too(
+        app: App, checkout: Path) -> None:
+    """Relative and without `..`, it still leads apart: what an older version set aside there is
+    the VM's, even once the user's record holds it."""
+    (checkout / OLD_REVIEW_FOLDER / "20261201T000000Z/packages/web").mkdir(parents=True)
+    (checkout / OLD_REVIEW_FOLDER / "20261201T000000Z/packages/web/opencode.json").write_text(EVIL)
     review(app, vm_may_write_after=True)
-    (checkout / "packages/web/opencode.json").write_text(EVIL)
-    kept = catch(app).held[0].kept
-    (checkout / "api").symlink_to(str(Path(kept).parent))
+    (checkout / "api").symlink_to(f"{OLD_REVIEW_FOLDER}/20261201T000000Z/packages/web")
 
     assert [line.split(" -> ")[0] for line in catch(app).moved] == ["api"]
+    assert (checkout / OLD_REVIEW_FOLDER / "20261201T000000Z/packages/web/opencode.json").read_text() == EVIL
 
 
 @pytest.mark.parametrize("target", ["/proc/self/cwd/{kept}", "/dev/fd/3"])
@@ -310,7 +321,7 @@ def test_a_guarded_folder_1200_deep_neither_ends_the_round_nor_hides_what_the_to
         assert not (checkout / ".envrc").exists()
         review(app, vm_may_write_after=True)
     finally:
-        remove_deep(checkout)
+        remove_deep(checkout, review_root(app))
 
 
 def test_a_guarded_name_under_1100_folders_is_put_back_within_a_logins_descriptor_limit(
@@ -329,7 +340,7 @@ def test_a_guarded_name_under_1100_folders_is_put_back_within_a_logins_descripto
                 if os.path.exists(f"{checkout}/{path}")]
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-        remove_deep(checkout)
+        remove_deep(checkout, review_root(app))
     assert not left, [path[:40] for path in left]
     assert sorted(each.change.split(":")[0][:6] for each in held) == [".envrc", "d/d/d/"]
 

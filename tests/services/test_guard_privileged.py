@@ -20,7 +20,7 @@ import pytest
 from opencode_sandbox.app import App
 from opencode_sandbox.cli.render import render_status
 from opencode_sandbox.config.loader import load_settings
-from opencode_sandbox.core.guard import REVIEW_FOLDER
+from opencode_sandbox.core.guard import OLD_REVIEW_FOLDER
 from opencode_sandbox.core.guard_privileged import BLOCK_DEVICE, CAPABILITY_ATTRIBUTE, CHARACTER_DEVICE, FILE
 from opencode_sandbox.services import guard_files, guard_privileged
 from opencode_sandbox.services.guard import note_vm_stopped, review, status
@@ -112,7 +112,7 @@ def test_the_walk_finds_set_id_files_and_leaves_ordinary_entries_and_links_alone
     assert walked.git_dirs == []
 
 
-def test_the_walk_finds_git_directories_as_before_and_privileged_entries_inside_them_and_the_review_folder(
+def test_the_walk_finds_git_directories_and_privileged_entries_inside_them_and_where_older_versions_kept_copies(
         checkout: Path) -> None:
     git(checkout, "init", "-q", str(checkout / "sub"))
     for part in ("HEAD", "objects", "refs"):
@@ -121,17 +121,18 @@ def test_the_walk_finds_git_directories_as_before_and_privileged_entries_inside_
     executable(checkout / "sub" / ".git" / "hooks" / "setuid", 0o4755)
     (checkout / "worktree").mkdir()
     (checkout / "worktree" / ".git").write_text("gitdir: /elsewhere\n")
-    kept = checkout / REVIEW_FOLDER / "20260101T000000Z" / "old"
+    kept = checkout / OLD_REVIEW_FOLDER / "20260101T000000Z" / "old"
     (kept / ".git").mkdir(parents=True)
     executable(kept / "setgid", 0o2755)
     executable(checkout / ".git" / "hooks" / "host-only", 0o4755)  # the host's own .git: not the VM's
 
     walked = guard_files.walk_checkout(checkout, host_git=True)
 
-    assert walked.git_dirs == ["bare", "sub/.git", "worktree/.git"]
+    old_git = f"{OLD_REVIEW_FOLDER}/20260101T000000Z/old/.git"
+    assert walked.git_dirs == [old_git, "bare", "sub/.git", "worktree/.git"], "nothing in the checkout is exempt"
     assert [found.path for found in walked.privileged] == [
-        f"{REVIEW_FOLDER}/20260101T000000Z/old/setgid", "bare/objects/hidden", "sub/.git/hooks/setuid"]
-    assert guard_files.walk_checkout(checkout, host_git=False).git_dirs == [".git", "bare", "sub/.git",
+        f"{OLD_REVIEW_FOLDER}/20260101T000000Z/old/setgid", "bare/objects/hidden", "sub/.git/hooks/setuid"]
+    assert guard_files.walk_checkout(checkout, host_git=False).git_dirs == [".git", old_git, "bare", "sub/.git",
                                                                            "worktree/.git"]
 
 

@@ -161,7 +161,7 @@ def _where(refusal: Refusal) -> str:
 
 
 def render_status(found: GuardStatus, output_format: str) -> str:
-    vm_made = found.by_vm or found.moved or found.held or found.privileged or found.unrecorded
+    vm_made = found.by_vm or found.moved or found.held or found.privileged or found.unrecorded or found.held_branches
     if output_format == "json":
         return envelope("guard status", {
             "recorded": found.recorded,
@@ -175,10 +175,11 @@ def render_status(found: GuardStatus, output_format: str) -> str:
             "privileged": [{**each.as_mapping(), "told": each.line()} for each in found.privileged],
             "privileged_not_yet_caught": [each.as_mapping() for each in found.unrecorded],
             "git": list(found.git),
+            "held_branches": list(found.held_branches),
         })
     lines = [f"guarded: {', '.join(found.paths)}, any git directory below the checkout, and any privileged "
              "file or device node the VM makes there"]
-    git = [f"git: {line}" for line in found.git]
+    git = [f"git: {line}" for line in (*found.held_branches, *found.git)]
     if not found.recorded:
         return "\n".join([*lines, "state: not recorded yet (the next run, shell or serve records it)", *git])
     if not vm_made:

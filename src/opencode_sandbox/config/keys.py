@@ -264,6 +264,10 @@ KEYS: tuple[Key, ...] = (
         ".opencode-sandbox, each in every folder; the host's core.hooksPath); any git directory below the "
         "checkout is guarded too",
         in_checkout=False),
+    Key("git-sync-branches", 200, _read_int(1, 100_000),
+        "the most of the VM's branches the git sync brings to the host as refs/sandbox/heads/* (the checked-out "
+        "branch first, then by name)", checkout_refusal=_not_higher,
+        checkout_note="a number no higher than your configuration's"),
     Key("releases-url", DEFAULT_RELEASES_URL, _read_url,
         "where the opencode update check looks for the latest release", in_checkout=False),
 )

@@ -39,6 +39,7 @@ class Settings(Record):
     ports: tuple[PublishedPort, ...]
     releases_url: str
     guarded_paths: tuple[str, ...]
+    git_sync_branches: int
     sources: dict[str, str]
     """Key name -> `default`, a file with its line, an environment variable or a flag."""
     agent_from_checkout: bool = False

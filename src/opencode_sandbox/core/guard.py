@@ -43,8 +43,12 @@ GUARDED_BELOW: Mapping[str, tuple[str, ...]] = {
 read them look in the folder they run in (and its parents), so a `packages/web/opencode.json` or
 `packages/web/.claude/settings.json` runs on the host as surely as the top's when the user starts
 the agent in `packages/web`."""
-REVIEW_FOLDER = ".opencode-sandbox/guard"
-"""Where the VM's versions of reverted files are kept for review; never guarded itself."""
+OLD_REVIEW_FOLDER = ".opencode-sandbox/guard"
+"""Where versions before 2026-12 kept what the guard took from the VM, inside the checkout, where
+the VM could read it and link to it. What is kept for review now lies in the project's private
+state folder (`state_layout.GUARD_REVIEW`); this folder, if an older version left it, is the
+user's to delete, and an ordinary part of the guarded `.opencode-sandbox/`. A link the VM makes
+into it still counts as leading into what was set aside."""
 COPY_LIMIT = 1024 * 1024
 """A guarded file larger than this is recorded by its identity alone (inode, size, times), never read: no
 copy is kept to revert to."""
@@ -217,8 +221,3 @@ def check_guarded_path(value: str) -> str:
     if normal == "." or normal == ".." or normal.startswith("../"):
         raise ValueError(f"'{value}' is not inside the checkout")
     return normal
-
-
-def is_reviewed(path: str) -> bool:
-    """Inside the review folder, which holds copies for people to read and is never guarded."""
-    return path == REVIEW_FOLDER or path.startswith(REVIEW_FOLDER + "/")

@@ -2,8 +2,9 @@
 
 `.dockerignore` in that folder is honoured. The folder's `config.yaml` configures the
 launcher, not the image, so it is never part of the build: changing a launcher setting
-does not rebuild the image. Nor is `guard/`, where the VM's versions of reverted files are
-kept for review.
+does not rebuild the image. Nor is `guard/`, where versions before 2026-12 kept what the guard
+took from the VM (`core.guard.OLD_REVIEW_FOLDER`; the guard keeps nothing in the checkout now): a
+folder an older version left there changes no image.
 """
 
 from __future__ import annotations
@@ -13,14 +14,14 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
-from opencode_sandbox.core.guard import REVIEW_FOLDER
+from opencode_sandbox.core.guard import OLD_REVIEW_FOLDER
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.errors import UsageError
 from opencode_sandbox.images.certificates import CONTEXT_FOLDER, CaCertificate
 from opencode_sandbox.images.dockerignore import is_ignored, parse_dockerignore
 
 LAUNCHER_FILES = frozenset({"config.yaml"})
-REVIEW_COPIES = REVIEW_FOLDER.split("/", 1)[1]
+OLD_REVIEW_COPIES = OLD_REVIEW_FOLDER.split("/", 1)[1]
 DOCKERFILE_NAME = "Dockerfile"
 
 
@@ -50,7 +51,7 @@ def context_files(folder: Path | None) -> list[ContextFile]:
         base = Path(directory)
         relative_dir = base.relative_to(folder).as_posix()
         if relative_dir == ".":
-            subdirectories[:] = [name for name in subdirectories if name != REVIEW_COPIES]
+            subdirectories[:] = [name for name in subdirectories if name != OLD_REVIEW_COPIES]
         for name in sorted(files) + [d for d in subdirectories if (base / d).is_symlink()]:
             path = base / name
             relative = name if relative_dir == "." else f"{relative_dir}/{name}"

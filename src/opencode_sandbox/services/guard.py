@@ -19,7 +19,6 @@ from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.guard import (
     DEFAULT_GUARDED,
     FILE,
-    REVIEW_FOLDER,
     Change,
     changes,
     diff_lines,
@@ -43,6 +42,7 @@ class Review(Record):
     by_vm: tuple[Change, ...] = ()
     reverted: bool = False
     review_folder: str = ""
+    """Where the VM's versions reverted are kept (an absolute path), when they were."""
 
     @property
     def touched_tool_folder(self) -> bool:
@@ -67,6 +67,8 @@ class GuardStatus(Record):
     """Privileged entries that appeared while a VM may write, not neutralised yet."""
     git: tuple[str, ...] = ()
     """How the host's branches and the VM's stand (docs/git.md)."""
+    held_branches: tuple[str, ...] = ()
+    """The VM's branches the host holds, each with why and how to take it (docs/git.md)."""
 
 
 def guarded_paths(settings: Settings, root: Path | None = None, hooks: Path | None = None) -> tuple[str, ...]:
@@ -162,7 +164,9 @@ def _tell_moved(app: App, store: GuardStore, privileged_now: Sequence[Privileged
         console.warn(f"{len(notes.moved)} git director(y/ies), or link(s) into what was set aside, that the VM made "
                      "below the checkout were moved aside while it ran, before git or another program on this host "
                      "could read them:",
-                     hint="look at them there; move one back only if you trust every file in it")
+                     hint="look at their files there, but run no git command in one (nor a shell whose prompt "
+                          "runs git): git would obey its configuration and hooks; move one back only if you "
+                          "trust every file in it")
         for line in notes.moved:
             console.note(f"  {shown(line)}")
     if notes.held:
@@ -201,7 +205,7 @@ def _decide(app: App, store: GuardStore, now: guard_files.Snapshot, by_vm: Seque
     console.warn(f"{len(by_vm)} file(s) the host runs changed while the VM ran:")
     for change in by_vm:
         show_change(console, store, now, change)
-    question = f"Revert them? The VM's versions are kept under {REVIEW_FOLDER}/"
+    question = f"Revert them? The VM's versions are kept under {shown(str(store.review))}/"
     if app.interactive:
         try:
             revert = ask(question)
@@ -213,11 +217,17 @@ def _decide(app: App, store: GuardStore, now: guard_files.Snapshot, by_vm: Seque
     if not revert:
         console.info("Kept the VM's versions; they are recorded as the current state.")
         return Review(tuple(by_vm))
-    folder = guard_moves.new_review_folder(app.project.root)
-    guard_moves.revert(app.project.root, store, now, by_vm, folder,
-                       lambda message, hint: console.warn(message, hint=hint))
-    console.warn(f"reverted {len(by_vm)} change(s); the VM's versions are kept in {folder}")
-    return Review(tuple(by_vm), True, folder)
+    folder = guard_moves.new_review_folder(store)
+    put_aside = guard_moves.revert(app.project.root, store, now, by_vm, folder,
+                                   lambda message, hint: console.warn(message, hint=hint))
+    console.warn(f"reverted {len(by_vm)} change(s); the VM's versions are kept in {shown(str(folder))}")
+    for path, aside in put_aside.items():
+        if aside.not_kept:
+            console.warn(f"{shown(path)}: the VM's version was removed, not kept: {aside.not_kept}",
+                         hint=f"the review folder lies on another file system than the checkout, so the VM's "
+                              f"version had to be copied there (at most {guard_files.MOVE_COPY_LIMIT >> 20} MiB "
+                              "of one), and could not be; nothing of it remains")
+    return Review(tuple(by_vm), True, str(folder))
 
 
 def show_change(console: Console, store: GuardStore, now: guard_files.Snapshot, change: Change) -> None:
@@ -249,8 +259,9 @@ def status(app: App) -> GuardStatus:
     paths = guarded_paths(app.settings, app.project.root, hooks_of(app))
     record = store.load()
     git = _git_lines(app)
+    held_branches = _held_branch_lines(app)
     if record is None or record.root != str(app.project.root):
-        return GuardStatus(False, paths, git=git)
+        return GuardStatus(False, paths, git=git, held_branches=held_branches)
     walked = guard_files.walk_checkout(app.project.root, app.project.is_git, store.kept_apart)
     found = walked.git_dirs
     below = (*walked.links_in, *walked.guarded_below, *record.links_in, *record.below)
@@ -260,7 +271,8 @@ def status(app: App) -> GuardStatus:
     notes = guard_moves.read_notes(store)
     told = GuardStatus(True, paths, record.vm_may_write, moved=notes.moved,
                        held=tuple(each.line() for each in notes.held), privileged=notes.privileged,
-                       unrecorded=_unrecorded(record, walked, notes.privileged), git=git)
+                       unrecorded=_unrecorded(record, walked, notes.privileged), git=git,
+                       held_branches=held_branches)
     if not record.vm_may_write and record.at_stop is None:
         return told._replace(on_host=tuple(changes(baseline, current)))
     at_stop = None if record.at_stop is None else covered(record.at_stop, common)
@@ -283,6 +295,12 @@ def _git_lines(app: App) -> tuple[str, ...]:
     from opencode_sandbox.services.vm_git import standing
 
     return tuple(standing(app.project.root))
+
+
+def _held_branch_lines(app: App) -> tuple[str, ...]:
+    from opencode_sandbox.services.vm_git import held_lines
+
+    return tuple(held_lines(app.state.project_dir(app.project.slug))) if app.project.is_git else ()
 
 
 

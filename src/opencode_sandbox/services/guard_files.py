@@ -3,7 +3,8 @@
 Every path is walked one component at a time from an open descriptor of the checkout, never
 following a symlink (`O_NOFOLLOW`, `dir_fd`): a guarded path that is a link, or lies under one,
 is recorded as the link itself, and a restore replaces a link in its way instead of writing
-through it, so nothing here ever reads or writes outside the checkout.
+through it, so nothing here reads or writes outside the checkout but the review folder, in the
+project's private state folder, where what is moved aside is kept (`move_aside`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from opencode_sandbox.core.digest import sha256
-from opencode_sandbox.core.guard import COPY_LIMIT, FILE, GUARDED_BELOW, LINK, REVIEW_FOLDER, Entry, is_reviewed
+from opencode_sandbox.core.guard import COPY_LIMIT, FILE, GUARDED_BELOW, LINK, OLD_REVIEW_FOLDER, Entry
 from opencode_sandbox.core.guard_privileged import (
     CAPABILITY_ATTRIBUTE,
     Privileged,
@@ -24,6 +25,8 @@ from opencode_sandbox.core.guard_privileged import (
     privileged_kind,
 )
 from opencode_sandbox.core.guard_privileged import FILE as PRIVILEGED_FILE
+from opencode_sandbox.core.records import Record
+from opencode_sandbox.state.files import ensure_private_dir
 
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NOT_A_FOLDER = (errno.ELOOP, errno.ENOTDIR)
@@ -111,8 +114,6 @@ def _descend(root_fd: int, parts: Sequence[str], snapshot: Snapshot | None) -> I
 def _record_folder(parent: int, name: str, path: str, snapshot: Snapshot) -> None:
     """Everything in the folder, however deep; a folder this user cannot read is left out (the walk
     names it), as what is in it cannot reach them."""
-    if is_reviewed(path):
-        return
     try:
         first = os.open(name, _DIRECTORY, dir_fd=parent)
     except PermissionError:
@@ -128,8 +129,6 @@ def _record_folder(parent: int, name: str, path: str, snapshot: Snapshot) -> Non
                 os.close(stack.pop()[0])
                 continue
             child = f"{here}/{item}"
-            if is_reviewed(child):
-                continue  # whatever is there, a folder, a file or a link: the tool never reads it back
             try:
                 found = os.stat(item, dir_fd=folder, follow_symlinks=False)
             except (FileNotFoundError, PermissionError):
@@ -209,56 +208,214 @@ def restore(root: Path, path: str, entry: Entry | None, content: bytes | None) -
         os.close(root_fd)
 
 
-def move_aside(root: Path, path: str, review: str) -> str | None:
-    """Move what is at `path` to the same path under the folder `review` (both relative to the
-    checkout), stripped of execute bits; the new path, or None when nothing was there."""
+MOVE_COPY_LIMIT = 64 * 1024 * 1024
+"""The most one move keeps when the review folder lies on another file system than the checkout
+and what is moved must be copied: the VM picks the size (a sparse file of terabytes takes no disk),
+and the state folder may be on a smaller disk. Beyond it nothing is kept, and the VM's entry is
+removed all the same."""
+ENTRY_COST = 4096
+"""What each file, folder or link copied counts for against `MOVE_COPY_LIMIT` besides its content:
+a million empty files cost no bytes, but time and inodes."""
+
+
+class Aside(Record):
+    """What `move_aside` did with what the VM made."""
+
+    kept: str = ""
+    """Where it is now, an absolute path in the review folder; "" when nothing of it could be kept."""
+    not_kept: str = ""
+    """Why nothing of it was kept ("larger than 64 MiB"), when so: it was removed all the same."""
+
+    def where(self) -> str:
+        return self.kept or f"removed (not kept: {self.not_kept})"
+
+
+def move_aside(root: Path, path: str, review: Path) -> Aside | None:
+    """Move what is at `path` (relative to the checkout) out of the checkout, to the same path
+    below the folder `review` (the project's private state folder's, out of the VM's reach),
+    stripped of execute bits. None when nothing was there.
+
+    A rename from folder descriptor to folder descriptor, never following a link; where the
+    review folder lies on another file system, a copy that follows no link either, up to
+    `MOVE_COPY_LIMIT`, then the original removed. What cannot be copied (too large, unreadable)
+    leaves no part of a copy behind and is removed all the same: nothing the guard takes from the
+    VM stays where the host runs it."""
+    _allow_descriptors()
     parts = path.split("/")
     root_fd = os.open(root, _DIRECTORY)
+    source: int | None = None
+    opened: set[int] = set()
     try:
         source = _open_folders(root_fd, parts[:-1])
         if source is None:
             return None
+        opened.add(source)
         try:
             os.stat(parts[-1], dir_fd=source, follow_symlinks=False)
         except FileNotFoundError:
             return None
-        target_parts = [*review.split("/"), *parts]
-        target = _make_folders(root_fd, target_parts[:-1])
+        review_fd = os.open(review, _DIRECTORY)
+        opened.add(review_fd)
+        target = _make_folders(review_fd, parts[:-1])
+        opened.add(target)
         try:
-            os.rename(parts[-1], target_parts[-1], src_dir_fd=source, dst_dir_fd=target)
-            _without_execute_bits(target, target_parts[-1])
-        finally:
-            for descriptor in {source, target} - {root_fd}:
-                os.close(descriptor)
-        return "/".join(target_parts)
+            os.rename(parts[-1], parts[-1], src_dir_fd=source, dst_dir_fd=target)
+        except OSError as error:
+            if error.errno != errno.EXDEV:
+                raise
+            not_kept = _copy_then_remove(source, parts[-1], target)
+            if not_kept:
+                _remove_empty_folders(review_fd, parts[:-1])
+                return Aside("", not_kept)
+        else:
+            _without_execute_bits(target, parts[-1])
+        return Aside(os.path.join(review, *parts))
     finally:
+        for descriptor in opened - {root_fd}:
+            os.close(descriptor)
         os.close(root_fd)
 
 
-def new_review_folder(root: Path, parent: str, stamp: str) -> str:
-    """A folder under `parent` named by `stamp`, made now and so never one already used."""
-    root_fd = os.open(root, _DIRECTORY)
+def _remove_empty_folders(review: int, parts: Sequence[str]) -> None:
+    """The folders made in `review` for what could not be kept, those left empty."""
+    for end in range(len(parts), 0, -1):
+        try:
+            os.rmdir("/".join(parts[:end]), dir_fd=review)
+        except OSError:
+            return
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Budget:
+    def __init__(self, limit: int) -> None:
+        self.left = limit
+
+    def take(self, amount: int) -> None:
+        if amount > self.left:
+            raise _TooLarge
+        self.left -= amount
+
+
+def _copy_then_remove(source: int, name: str, target: int) -> str:
+    """`name` copied from the folder `source` into the folder `target` (`_copy`), then removed
+    from `source`; why nothing was kept, or "". A copy that fails is removed again, and so is one
+    whose original cannot be removed: the next round would copy it once more."""
     try:
-        folder = _make_folders(root_fd, parent.split("/"))
-        try:
-            with contextlib.suppress(FileExistsError):
-                ignore = os.open(".gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644,
-                                 dir_fd=folder)
-                os.write(ignore, b"# copies kept for review by opencode-sandbox\n*\n")
-                os.close(ignore)
-            for attempt in range(1, 1000):
-                name = stamp if attempt == 1 else f"{stamp}-{attempt}"
-                try:
-                    os.mkdir(name, 0o755, dir_fd=folder)
-                except FileExistsError:
-                    continue
-                return f"{parent}/{name}"
-            raise FileExistsError(f"{parent}/{stamp}")
-        finally:
-            if folder != root_fd:
-                os.close(folder)
+        _copy(source, name, target, _Budget(MOVE_COPY_LIMIT))
+        not_kept = ""
+    except _TooLarge:
+        not_kept = f"larger than {MOVE_COPY_LIMIT >> 20} MiB"
+    except OSError as error:
+        not_kept = error.strerror or str(error)
+    if not_kept:
+        _remove(target, name)
+    try:
+        _remove(source, name)
+    except OSError:
+        if not not_kept:
+            _remove(target, name)
+        raise
+    return not_kept
+
+
+def _copy(source: int, name: str, target: int, budget: _Budget) -> None:
+    """`name` in the folder `source` copied to the same name in `target` without following a link,
+    however deep (a list, not recursion: the VM picks the depth): folders private to the user,
+    files without execute, set-user-ID or set-group-ID bits, links as they are, anything else (a
+    FIFO, a socket) left out. Raises `_TooLarge` past `budget`."""
+    found = os.stat(name, dir_fd=source, follow_symlinks=False)
+    if not stat.S_ISDIR(found.st_mode):
+        _copy_entry(source, name, target, found, budget)
+        return
+    stack: list[tuple[int, int, Iterator[os.DirEntry[str]]]] = []
+    try:
+        stack.append(_copy_folder(source, name, target, budget))
+        while stack:
+            inner_source, inner_target, listing = stack[-1]
+            entry = next(listing, None)
+            if entry is None:
+                os.close(stack.pop()[0])
+                os.close(inner_target)
+                continue
+            found = entry.stat(follow_symlinks=False)
+            if stat.S_ISDIR(found.st_mode):
+                stack.append(_copy_folder(inner_source, entry.name, inner_target, budget))
+            else:
+                _copy_entry(inner_source, entry.name, inner_target, found, budget)
     finally:
-        os.close(root_fd)
+        for inner_source, inner_target, listing in stack:
+            os.close(inner_source)
+            os.close(inner_target)
+            close = getattr(listing, "close", None)
+            if close is not None:
+                close()
+
+
+def _copy_folder(source: int, name: str, target: int, budget: _Budget
+                 ) -> tuple[int, int, Iterator[os.DirEntry[str]]]:
+    budget.take(ENTRY_COST)
+    opened = os.open(name, _DIRECTORY, dir_fd=source)
+    made = -1
+    try:
+        os.mkdir(name, 0o700, dir_fd=target)
+        made = os.open(name, _DIRECTORY, dir_fd=target)
+        return opened, made, os.scandir(opened)
+    except BaseException:
+        os.close(opened)
+        if made >= 0:
+            os.close(made)
+        raise
+
+
+def _copy_entry(source: int, name: str, target: int, found: os.stat_result, budget: _Budget) -> None:
+    if stat.S_ISLNK(found.st_mode):
+        link = os.readlink(name, dir_fd=source)
+        budget.take(ENTRY_COST + len(os.fsencode(link)))
+        os.symlink(link, name, dir_fd=target)
+    elif stat.S_ISREG(found.st_mode):
+        _copy_file(source, name, target, budget)
+
+
+def _copy_file(source: int, name: str, target: int, budget: _Budget) -> None:
+    descriptor = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=source)
+    try:
+        opened = os.fstat(descriptor)
+        if not stat.S_ISREG(opened.st_mode):
+            return  # replaced meanwhile by what holds nothing to keep
+        budget.take(ENTRY_COST)
+        if opened.st_size > budget.left:
+            raise _TooLarge  # never read: a sparse file of terabytes takes no disk
+        mode = opened.st_mode & 0o666
+        copy = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                       dir_fd=target)
+        try:
+            while chunk := os.read(descriptor, 1 << 16):
+                budget.take(len(chunk))  # the VM may make it grow while it is read
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(copy, view):]
+            os.fchmod(copy, mode)
+        finally:
+            os.close(copy)
+    finally:
+        os.close(descriptor)
+
+
+def new_review_folder(parent: Path, stamp: str) -> Path:
+    """A folder in `parent` (made private to the user where missing) named by `stamp`, made now
+    and so never one already used."""
+    ensure_private_dir(parent)
+    for attempt in range(1, 1000):
+        folder = parent / (stamp if attempt == 1 else f"{stamp}-{attempt}")
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            continue
+        return folder
+    raise FileExistsError(str(parent / stamp))
 
 
 @contextlib.contextmanager
@@ -333,16 +490,70 @@ def _put(folder: int, name: str, entry: Entry | None, content: bytes | None) -> 
 
 
 def _remove(folder: int, name: str) -> None:
-    import shutil
-
+    """`name` in the open `folder` removed, however deep (a list, not recursion: the VM picks the
+    depth), never following a link; a folder of the user's that the VM closed is opened again."""
     try:
         found = os.stat(name, dir_fd=folder, follow_symlinks=False)
     except FileNotFoundError:
         return
-    if stat.S_ISDIR(found.st_mode):
-        shutil.rmtree(name, dir_fd=folder)
-    else:
+    if not stat.S_ISDIR(found.st_mode):
         os.unlink(name, dir_fd=folder)
+        return
+    stack: list[tuple[int, str, int, Iterator[os.DirEntry[str]]]] = []
+    retries = _REMOVE_RETRIES
+    try:
+        stack.append((folder, name, *_opened_to_empty(folder, name)))
+        while stack:
+            parent, here, inner, listing = stack[-1]
+            entry = next(listing, None)
+            if entry is None:
+                stack.pop()
+                _close_listing(listing)
+                os.close(inner)
+                try:
+                    os.rmdir(here, dir_fd=parent)
+                except OSError as error:
+                    if error.errno != errno.ENOTEMPTY or not retries:
+                        raise
+                    retries -= 1  # the VM wrote in it meanwhile: once more
+                    stack.append((parent, here, *_opened_to_empty(parent, here)))
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                try:
+                    stack.append((inner, entry.name, *_opened_to_empty(inner, entry.name)))
+                    continue
+                except OSError as error:
+                    if error.errno not in _NOT_A_FOLDER:
+                        raise  # replaced by a link or a file meanwhile: unlinked below
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.name, dir_fd=inner)
+    finally:
+        for _, _, inner, listing in stack:
+            _close_listing(listing)
+            os.close(inner)
+
+
+_REMOVE_RETRIES = 16
+"""How often a removal lists a folder again that the VM wrote in while it was emptied."""
+
+
+def _opened_to_empty(parent: int, name: str) -> tuple[int, Iterator[os.DirEntry[str]]]:
+    opened = os.open(name, _DIRECTORY, dir_fd=parent)
+    try:
+        found = os.fstat(opened)
+        wanted = stat.S_IRWXU
+        if found.st_uid == os.geteuid() and found.st_mode & wanted != wanted:
+            os.fchmod(opened, stat.S_IMODE(found.st_mode) | wanted)
+        return opened, os.scandir(opened)
+    except BaseException:
+        os.close(opened)
+        raise
+
+
+def _close_listing(listing: Iterator[os.DirEntry[str]]) -> None:
+    close = getattr(listing, "close", None)
+    if close is not None:
+        close()
 
 
 def _without_execute_bits(folder: int, name: str, depth: int = 0) -> None:
@@ -401,23 +612,26 @@ def walk_checkout(root: Path, host_git: bool, kept_apart: Sequence[Path] = ()) -
     `git_dirs`: every place below it that git run there would take as a git directory: a `.git`
     folder, file or link anywhere (but the checkout's own when `host_git`: the VM never reaches
     it, and it is not walked), and any folder shaped like a bare repository (HEAD, objects, refs).
-    The review folder and the inside of a git directory are not looked at for these.
+    The inside of a git directory is not looked at for these; every other folder is, the one older
+    versions kept copies in (`OLD_REVIEW_FOLDER`) too.
 
     `privileged`: every privileged entry (`core.guard_privileged`) anywhere below, in git
-    directories and the review folder too: a move keeps a file's privileges.
+    directories too: a move keeps a file's privileges.
 
     `guarded_below`: the default guarded paths in every folder below the top, where the walk
     looks for git directories.
 
-    `links_in`: the links there that lead, as a program on the host follows them, into the review
-    folder or a folder of `kept_apart` (the project's state folder, which holds the VM's git
-    directory): what the VM wrote and the tool set aside from the host, reached again by a path of
-    the checkout that nothing else judges.
+    `links_in`: the links there that lead, as a program on the host follows them, into a folder of
+    `kept_apart` (the project's state folder, which holds the VM's git directory and the review
+    folder) or the folder older versions kept copies in (`OLD_REVIEW_FOLDER`): what the VM wrote
+    and the tool set aside from the host, reached again by a path of the checkout that nothing else
+    judges.
     """
     _allow_descriptors()
     walk = Walk()
     real_root = os.path.realpath(root)
-    apart = tuple(os.path.realpath(folder) for folder in (root / REVIEW_FOLDER, *kept_apart))
+    # the old folder as it lies in the checkout: a link the VM puts there leads nowhere it set apart
+    apart = (os.path.join(real_root, OLD_REVIEW_FOLDER), *(os.path.realpath(folder) for folder in kept_apart))
     root_fd = os.open(root, _DIRECTORY)
     try:
         _walk_tree(root_fd, walk, host_git, _LinkJudge(real_root, apart))
@@ -538,12 +752,11 @@ def _walk_folder(folder: _Open, path: str, walk: Walk, host_git: bool, looking_f
         if looking_for_git and path and name in GUARDED_BELOW:
             walk.guarded_below.extend(prefix + guarded for guarded in GUARDED_BELOW[name])
         inner_looking = looking_for_git
-        if looking_for_git and (name == ".git" or prefix + name == REVIEW_FOLDER):
+        if looking_for_git and name == ".git":
             inner_looking = False
-            if name == ".git":
-                if host_git and not path:
-                    continue
-                walk.git_dirs.append(prefix + name)
+            if host_git and not path:
+                continue
+            walk.git_dirs.append(prefix + name)
         if entry.is_dir(follow_symlinks=False):
             folder.holds += 1
             waiting.append((folder, name, prefix + name, inner_looking))

@@ -1,8 +1,9 @@
 """Moving what the VM changed out of the host's way: while it runs (`catch_while_running`, every
 few seconds from the idle reaper) and when a review reverts.
 
-What is moved goes into a new folder under the checkout's review folder; a privileged entry the
-VM made (`core.guard_privileged`) loses its privileges where it is. Each is noted in the
+What is moved goes into a new folder of the review folder, in the project's private state folder
+(`GuardStore.review`), out of the VM's reach; a privileged entry the VM made
+(`core.guard_privileged`) loses its privileges where it is. Each is noted in the
 project's private `guard/moved.yaml` until the next review tells it (`read_notes`).
 """
 
@@ -12,7 +13,7 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from opencode_sandbox.core.guard import FILE, REVIEW_FOLDER, Change, changes, diff_lines, shown
+from opencode_sandbox.core.guard import FILE, Change, changes, diff_lines, shown
 from opencode_sandbox.core.guard_privileged import Caught, Privileged, caught_from_mapping
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.services import guard_files, guard_mounts, guard_privileged
@@ -30,16 +31,21 @@ class Held(Record):
     change: str
     """The change's headline (`Change.headline`), escaped."""
     kept: str
-    """Where the VM's version is now, relative to the checkout ("" when there was none)."""
+    """Where the VM's version is now, an absolute path in the review folder ("" when there was none,
+    or none could be kept; notes of older versions: relative to the checkout)."""
     diff: tuple[str, ...] = ()
+    not_kept: str = ""
+    """Why the VM's version was removed without a copy (`guard_files.Aside.not_kept`), when so."""
 
     def line(self) -> str:
+        if self.not_kept:
+            return f"{self.change}, the VM's version removed (not kept: {self.not_kept})"
         return self.change + (f", the VM's version now in {self.kept}" if self.kept else "")
 
 
 class Notes(Record):
     moved: tuple[str, ...] = ()
-    """Git directories moved aside: `path -> where`."""
+    """Git directories moved aside: `path -> where` (`guard_files.Aside.where`)."""
     held: tuple[Held, ...] = ()
     privileged: tuple[Caught, ...] = ()
     """Privileged entries the VM made, and what was done about each."""
@@ -114,18 +120,21 @@ def move_new_git_dirs(store: GuardStore, record: GuardRecord, walked: guard_file
             for path in walked.links_in if path not in record.links_in]
     if not new:
         return []
-    folder = new_review_folder(root)
+    folder = new_review_folder(store)
     moved: list[str] = []
     for path, found, what in new:
         try:
-            kept = guard_files.move_aside(root, path, folder)
+            aside = guard_files.move_aside(root, path, folder)
         except OSError as error:
             log(f"cannot move the VM's {what} {shown(path)} aside: {error}")
             continue
-        if kept is not None:
-            moved.append(f"{path} -> {kept}")
+        if aside is not None:
+            moved.append(f"{path} -> {aside.where()}")
             found.remove(path)
-            log(f"moved the {what} the VM made at {shown(path)} to {shown(kept)}")
+            if aside.kept:
+                log(f"moved the {what} the VM made at {shown(path)} to {shown(aside.kept)}")
+            else:
+                log(f"removed the {what} the VM made at {shown(path)} (not kept: {aside.not_kept})")
     if moved:
         _note(store, moved=moved)
     return moved
@@ -141,13 +150,13 @@ def _hold_changed_files(store: GuardStore, record: GuardRecord, walked: guard_fi
     revertible = [change for change in found if not _needs_missing_copy(store, change)]
     if not revertible:
         return []
-    folder = new_review_folder(root)
-    held = [Held(change.headline(), _kept_at(folder, change),
-                 tuple(diff_lines(change, _before(store, change), now.contents.get(change.path))))
-            for change in revertible]
-    revert(root, store, now, revertible, folder, lambda message, hint: log(f"{message} ({hint})"))
+    folder = new_review_folder(store)
+    diffs = [tuple(diff_lines(change, _before(store, change), now.contents.get(change.path))) for change in revertible]
+    put_aside = revert(root, store, now, revertible, folder, lambda message, hint: log(f"{message} ({hint})"))
+    held = [_held(change, put_aside.get(change.path), diff) for change, diff in zip(revertible, diffs, strict=True)]
     for each in held:
-        log(f"put back as recorded: {each.change}; the VM's version is in {each.kept or '(none)'}")
+        where = f"removed (not kept: {each.not_kept})" if each.not_kept else f"in {shown(each.kept or '(none)')}"
+        log(f"put back as recorded: {each.change}; the VM's version is {where}")
     _note(store, held=held)
     return held
 
@@ -160,35 +169,46 @@ def _before(store: GuardStore, change: Change) -> bytes | None:
     return store.copy_of(change.before) if change.before is not None and change.before.kind == FILE else None
 
 
-def _kept_at(folder: str, change: Change) -> str:
-    return f"{folder}/{change.path}" if change.after is not None else ""
+def _held(change: Change, aside: guard_files.Aside | None, diff: tuple[str, ...]) -> Held:
+    """What is told of a change put back, the VM's version moved aside as `aside` (None: there was none)."""
+    if aside is None:
+        return Held(change.headline(), "", diff)
+    return Held(change.headline(), aside.kept, diff, aside.not_kept)
 
 
-def new_review_folder(root: Path) -> str:
+def new_review_folder(store: GuardStore) -> Path:
+    """A new folder of the project's review folder, named by the time (UTC)."""
     from datetime import UTC, datetime
 
-    return guard_files.new_review_folder(root, REVIEW_FOLDER, datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"))
+    return guard_files.new_review_folder(store.review, datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"))
 
 
-def revert(root: Path, store: GuardStore, now: guard_files.Snapshot, by_vm: Sequence[Change], folder: str,
-           warn: Warn) -> None:
+def revert(root: Path, store: GuardStore, now: guard_files.Snapshot, by_vm: Sequence[Change], folder: Path,
+           warn: Warn) -> dict[str, guard_files.Aside]:
     """Each change's path back as the record holds it, the VM's version moved into `folder`;
-    `now` updated to what the checkout holds afterwards."""
+    `now` updated to what the checkout holds afterwards. What became of each VM's version moved,
+    by path."""
+    put_aside: dict[str, guard_files.Aside] = {}
     for change in by_vm:
         before = change.before
         content = _before(store, change)
         try:
             if change.after is not None:
-                guard_files.move_aside(root, change.path, folder)
+                aside = guard_files.move_aside(root, change.path, folder)
+                if aside is not None:
+                    put_aside[change.path] = aside
             if before is not None and before.kind == FILE and content is None:
+                aside = put_aside.get(change.path)
+                fate = (f"the VM's version is removed (not kept: {aside.not_kept})" if aside and aside.not_kept else
+                        f"the VM's version is moved to {shown(aside.kept if aside else str(folder))}")
                 warn(f"{shown(change.path)}: its earlier version was not kept (over 1 MiB, or the record was lost); "
-                     f"the VM's version is moved to {folder}", "restore it from version control or a backup")
+                     f"{fate}", "restore it from version control or a backup")
                 now.entries.pop(change.path, None)
                 continue
             guard_files.restore(root, change.path, before, content)
         except OSError as error:
             warn(f"cannot revert {shown(change.path)}: {error.strerror or error}",
-                 f"put it back by hand (the VM's version may be in {folder}); "
+                 f"put it back by hand (the VM's version may be in {shown(str(folder))}); "
                  "it is reported again until it matches the record")
         if before is None:
             now.entries.pop(change.path, None)
@@ -197,6 +217,7 @@ def revert(root: Path, store: GuardStore, now: guard_files.Snapshot, by_vm: Sequ
             now.entries[change.path] = before
             if content is not None:
                 now.contents[change.path] = content
+    return put_aside
 
 
 def read_notes(store: GuardStore) -> Notes:
@@ -208,7 +229,7 @@ def read_notes(store: GuardStore) -> Notes:
     return Notes(
         tuple(str(item) for item in moved) if isinstance(moved, list) else (),
         tuple(Held(str(item.get("change", "")), str(item.get("kept", "")),
-                   tuple(str(line) for line in item.get("diff") or ()))
+                   tuple(str(line) for line in item.get("diff") or ()), str(item.get("not_kept") or ""))
               for item in held if isinstance(item, dict)) if isinstance(held, list) else (),
         tuple(_caught(privileged) if isinstance(privileged, list) else ()),
     )
@@ -238,7 +259,7 @@ def _note(store: GuardStore, moved: Sequence[str] = (), held: Sequence[Held] = (
         return []
     write_yaml(store.moved_path, {
         "moved": [*earlier.moved, *moved],
-        "held": [{"change": each.change, "kept": each.kept, "diff": list(each.diff)}
+        "held": [{"change": each.change, "kept": each.kept, "diff": list(each.diff), "not_kept": each.not_kept}
                  for each in (*earlier.held, *held)],
         "privileged": [each.as_mapping() for each in (*earlier.privileged, *fresh)],
     })

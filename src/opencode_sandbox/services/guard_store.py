@@ -56,12 +56,16 @@ class GuardStore:
         self.record_path = project[GUARD_RECORD]
         self.copies = project[GUARD_COPIES]
         self.moved_path = project[GUARD_MOVED]
+        self.review = project.guard_review
+        """Where what the guard takes from the checkout is kept for the user, each time in a new
+        folder named by the time (`guard_moves.new_review_folder`): out of the VM's reach."""
         self._lock_path = project[GUARD_LOCK]
 
     @property
     def kept_apart(self) -> tuple[Path, ...]:
         """What of the project's lies apart from the checkout and must not be reached from it: its
-        private state folder, which holds the VM's git directory (`Walk.links_in`)."""
+        private state folder, which holds the VM's git directory and the review folder
+        (`Walk.links_in`)."""
         return (self.folder.parent,)
 
     @contextlib.contextmanager

@@ -47,7 +47,7 @@ class LiveWatch:
         if settings.project_root:
             root = Path(settings.project_root)
             sync_project(self._runtime(settings.runtime_kind), settings.vm_name, root, settings.project().folder,
-                         self._log, git_paths(root))
+                         self._log, git_paths(root), settings.git_branches)
         ended = self._clock()
         self._next = ended + max(WATCH_INTERVAL_S, WALK_COST_FACTOR * (walked - began),
                                  SYNC_COST_FACTOR * (ended - walked))

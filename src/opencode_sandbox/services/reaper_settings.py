@@ -48,6 +48,8 @@ class ReaperSettings(Record):
     agent: str = "opencode"
     """The agent's profile: opencode's server is asked about its sessions, a terminal agent's hooks
     are read in the VM."""
+    git_branches: int = 200
+    """`git-sync-branches`: the most of the VM's branches the sync brings to the host."""
 
     def __repr__(self) -> str:
         shown = self._asdict() | {"password": "***" if self.password else None}
@@ -80,6 +82,7 @@ def save_settings(settings: ReaperSettings) -> None:
             "project_root": settings.project_root,
             "agent": settings.agent,
             "notify": settings.notify,
+            "git_branches": settings.git_branches,
         },
         durable=False,  # rewritten at every detach; a crash that could tear it ends the reaper too
     )
@@ -106,6 +109,7 @@ def load_settings(state_root: Path, slug: str) -> ReaperSettings | None:
             project_root=str(data.get("project_root") or ""),
             agent=str(data.get("agent") or "opencode"),
             notify=data.get("notify", True) is not False,
+            git_branches=int(data.get("git_branches", 200)),
         )
     except (KeyError, TypeError, ValueError) as error:
         raise UnreadableState(f"{settings_path(state_root, slug)}: {error}") from None

@@ -62,11 +62,13 @@ def sync_git(app: App) -> None:
     """The VM's last commits to the host (and the host's to the VM) while it still runs."""
     if not app.project.is_git:
         return
-    from opencode_sandbox.services.vm_git import sync_project
+    from opencode_sandbox.services.vm_git import sync_project, tell_held
 
-    report = sync_project(app.runtime, vm_name(app.project.slug), app.project.root,
-                          app.state.project_dir(app.project.slug), lambda line: app.console.verbose(f"git: {line}"),
-                          app.git_paths)
+    project_dir = app.state.project_dir(app.project.slug)
+    report = sync_project(app.runtime, vm_name(app.project.slug), app.project.root, project_dir,
+                          lambda line: app.console.verbose(f"git: {line}"), app.git_paths,
+                          app.settings.git_sync_branches)
+    tell_held(app.console, project_dir)
     what, _, branch = report.host.partition(" ")
     if what in ("diverged", "differs", "staged", "busy"):
         from opencode_sandbox.core.vm_git import SANDBOX_PREFIX

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.records import Record
+from opencode_sandbox.core.vm_commits import HeldBranch, capped, held_line, held_reasons, summary
 from opencode_sandbox.core.vm_git import (
     HOST_OBJECTS,
     HOST_PREFIX,
@@ -35,16 +36,22 @@ from opencode_sandbox.core.vm_git import (
     valid_ref,
 )
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxStatus
+from opencode_sandbox.services.git_sync import held as held_store
+from opencode_sandbox.services.git_sync import host_git
+from opencode_sandbox.services.git_sync.host_git import SYNC_TIMEOUT_S, GitSyncError
 from opencode_sandbox.state.files import FILE_MODE, ensure_private_dir, write_atomic
 from opencode_sandbox.state_layout import ProjectLayout
 
 if TYPE_CHECKING:
     from opencode_sandbox.project import GitPaths
     from opencode_sandbox.runtime.base import Runtime
+    from opencode_sandbox.ui.console import Console
 
-SYNC_TIMEOUT_S = 120.0
+__all__ = ["SYNC_TIMEOUT_S", "GitSyncError"]  # known to the callers by this module
+
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_QUIET_GIT = {"GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
+BRANCH_LIMIT = 200
+"""The most VM branches one project's sync brings to the host (`git-sync-branches`)."""
 
 FAST_FORWARD = r"""
 set -eu
@@ -68,8 +75,9 @@ git update-ref -m "$message" "refs/heads/$branch" "$new" "$old"
 git reset -q
 echo "moved $branch"
 """
-"""Moves the checked-out branch to `$1<branch>` when that only adds commits, nothing is
-staged, and the work tree already holds the new commit; says what it did or why not."""
+"""In the VM: moves its checked-out branch to `$1<branch>` when that only adds commits, nothing
+is staged, and the work tree already holds the new commit; says what it did or why not. The host
+moves its own branch by comparing object data instead (`git_sync/fast_forward.py`)."""
 
 VM_REFS = ('sh -c "$1" fast-forward "$2" "$3"; '
            "git for-each-ref --format='%(objectname) %(refname)' refs/heads refs/remotes/host")
@@ -110,33 +118,16 @@ class Layout(Record):
 class SyncReport(Record):
     fetched: tuple[str, ...] = ()
     """The VM's branches now on the host (full `refs/sandbox/heads/` names)."""
+    held: tuple[str, ...] = ()
+    """The VM's branches this sync held (names without `refs/heads/`)."""
+    left_out: int = 0
+    """The VM's branches past `git-sync-branches`, not brought in."""
     host: str = ""
     """What became of the host's checked-out branch: `moved B`, `diverged B`, ... or nothing."""
     vm: str = ""
     """The same for the VM's checked-out branch."""
     settled: bool = False
     """Nothing waits for a later sync (see `nothing_pending`)."""
-
-
-class GitSyncError(Exception):
-    pass
-
-
-def _environment() -> dict[str, str]:
-    """The user's environment without the variables that would point git elsewhere."""
-    return {**{key: value for key, value in os.environ.items() if not key.startswith("GIT_")}, **_QUIET_GIT}
-
-
-def _host_git(root: Path, *args: str, stdin: bytes | None = None, check: bool = True,
-              ) -> subprocess.CompletedProcess[bytes]:
-    try:
-        done = subprocess.run(["git", *args], cwd=root, input=stdin, capture_output=True, env=_environment(),
-                              check=False, timeout=SYNC_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise GitSyncError(f"git {args[0]}: {error}") from None
-    if check and done.returncode != 0:
-        raise GitSyncError(f"git {args[0]}: {done.stderr.decode(errors='replace').strip()}")
-    return done
 
 
 def layout(root: Path, project_dir: Path, paths: GitPaths | None) -> Layout | None:
@@ -163,16 +154,16 @@ def mounts(found: Layout) -> list[Mount]:
 def host_facts(found: Layout) -> HostFacts:
     git = found.root
     object_format = found.object_format
-    head_ref = _host_git(git, "symbolic-ref", "-q", "HEAD", check=False).stdout.decode(errors="replace").strip()
+    head_ref = host_git.run(git, "symbolic-ref", "-q", "HEAD", check=False).stdout.decode(errors="replace").strip()
     if head_ref.startswith("refs/heads/") and valid_ref(head_ref):
         head = f"ref: {head_ref}"
     else:
-        head = _host_git(git, "rev-parse", "-q", "--verify", "HEAD", check=False).stdout.decode().strip()
+        head = host_git.run(git, "rev-parse", "-q", "--verify", "HEAD", check=False).stdout.decode().strip()
         head = head or "ref: refs/heads/main"
-    refs_text = _host_git(git, "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags")
+    refs_text = host_git.run(git, "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags")
     refs = {**parse_refs(refs_text.stdout.decode(errors="replace"), object_format, "refs/heads/"),
             **parse_refs(refs_text.stdout.decode(errors="replace"), object_format, "refs/tags/")}
-    listed = _host_git(git, "config", "--local", "-z", "--list", check=False).stdout.decode(errors="replace")
+    listed = host_git.run(git, "config", "--local", "-z", "--list", check=False).stdout.decode(errors="replace")
     config = tuple((key, value) for key, _, value in (item.partition("\n") for item in listed.split("\0") if item))
     return HostFacts(head=head, object_format=object_format, refs=refs, config=config,
                      shallow=_read_text(found.common_dir / "shallow"),
@@ -242,33 +233,53 @@ def finish_seed(runtime: Runtime, vm: str, found: Layout) -> None:
 
 
 class Syncer:
-    """One project's sync, in both directions; `log` hears every move it makes."""
+    """One project's sync, in both directions; `log` hears every move it makes. `guarded`: the
+    paths the host runs (the guard's record), whose change holds a VM branch; `branch_limit`: the
+    most VM branches brought in."""
 
-    def __init__(self, runtime: Runtime, vm: str, found: Layout, log: Callable[[str], None]) -> None:
+    def __init__(self, runtime: Runtime, vm: str, found: Layout, log: Callable[[str], None],
+                 guarded: Sequence[str] = (), branch_limit: int = BRANCH_LIMIT) -> None:
         self.runtime = runtime
         self.vm = vm
         self.found = found
         self.log = log
+        self.guarded = tuple(guarded)
+        self.branch_limit = branch_limit
+        self.project_dir = found.state.parent
         self._object_format = found.object_format
 
     def sync(self) -> SyncReport:
         vm_refs, vm_caught_up = self._vm_refs()
-        vm_heads = {name: object_id for name, object_id in vm_refs.items() if name.startswith("refs/heads/")}
+        every_head = {name: object_id for name, object_id in vm_refs.items() if name.startswith("refs/heads/")}
+        checked_out = host_git.text(self.found.root, "symbolic-ref", "-q", "HEAD")
+        vm_heads, left_out = capped(every_head, [checked_out], self.branch_limit)
+        if left_out:
+            self.log(f"the VM has {len(every_head)} branches; {left_out} past the first {self.branch_limit} "
+                     "are not brought to the host (`git-sync-branches` sets how many are)")
+        held = {branch: each for branch, each in held_store.load(self.project_dir).items()
+                if vm_heads.get(f"refs/heads/{branch}") == each.commit}
+        fetchable = {name: object_id for name, object_id in vm_heads.items()
+                     if name.removeprefix("refs/heads/") not in held}
         sandbox = self._host_refs(SANDBOX_PREFIX)
         host_heads = self._host_refs("refs/heads/")
-        plan = plan_sync(vm_heads, sandbox)
+        plan = plan_sync(fetchable, sandbox)
         fetched: list[str] = []
+        newly_held: dict[str, HeldBranch] = {}
         if plan.fetch:
-            fetched = self._bring_in(plan.fetch, vm_heads, [*host_heads.values(), *sandbox.values()])
-        for name in plan.drop:
-            _host_git(self.found.root, "update-ref", "-d", name, sandbox[name])
-            self.log(f"{name}: the VM's branch is gone")
+            fetched, newly_held = self._bring_in(plan.fetch, fetchable, [*host_heads.values(), *sandbox.values()])
+        held.update(newly_held)
+        held_store.save(self.project_dir, held)
+        for name in plan_sync({name: object_id for name, object_id in fetchable.items()
+                               if name.removeprefix("refs/heads/") not in newly_held}, sandbox).drop:
+            host_git.run(self.found.root, "update-ref", "-d", name, sandbox[name])
+            self.log(f"{name}: the VM's branch is gone" if name.removeprefix(SANDBOX_PREFIX) not in held
+                     else f"{name}: removed, the VM's branch is held")
         host_moved = self._fast_forward_host()
         if host_moved.startswith("moved"):
             host_heads = self._host_refs("refs/heads/")
         vm_moved = self._send_host_heads(host_heads, vm_refs) or vm_caught_up
-        return SyncReport(tuple(fetched), host_moved, vm_moved,
-                          nothing_pending((host_moved, vm_moved), len(plan.fetch), len(fetched)))
+        return SyncReport(tuple(fetched), tuple(newly_held), left_out, host_moved, vm_moved,
+                          nothing_pending((host_moved, vm_moved), len(plan.fetch), len(fetched) + len(newly_held)))
 
     def _vm_refs(self) -> tuple[dict[str, str], str]:
         result = self.runtime.exec(self.vm, ["sh", "-c", VM_REFS, "refs", FAST_FORWARD, HOST_PREFIX,
@@ -280,35 +291,57 @@ class Syncer:
                  **parse_refs(result.stdout, self._object_format, HOST_PREFIX)}, fast_forward_outcome(result.stdout))
 
     def _host_refs(self, prefix: str) -> dict[str, str]:
-        listed = _host_git(self.found.root, "for-each-ref", "--format=%(objectname) %(refname)", prefix)
+        listed = host_git.run(self.found.root, "for-each-ref", "--format=%(objectname) %(refname)", prefix)
         return parse_refs(listed.stdout.decode(errors="replace"), self._object_format, prefix)
 
-    def _bring_in(self, branches: Sequence[str], vm_heads: Mapping[str, str], known: Sequence[str]) -> list[str]:
+    def _bring_in(self, branches: Sequence[str], vm_heads: Mapping[str, str],
+                  known: Sequence[str]) -> tuple[list[str], dict[str, HeldBranch]]:
         """The VM's new branch tips as `refs/sandbox/heads/*`: those whose commits the host has
-        are pointed at directly, the rest come in a bundle whose objects are checked first."""
+        are pointed at directly, the rest come in a bundle whose objects are checked first. A tip
+        whose changes the host must not take as they are is held instead (`core/vm_commits.py`)."""
         have = self._host_has([vm_heads[name] for name in branches])
         tips = {name: vm_heads[name] for name in branches if vm_heads[name] in have}
         missing = [name for name in branches if name not in tips]
         if missing:
             tips.update(self._fetch_bundle(missing, known))  # a branch the bundle lacks waits for the next sync
+        held: dict[str, HeldBranch] = {}
+        for name, object_id in list(tips.items()):
+            branch = name.removeprefix("refs/heads/")
+            judged = self._judged(branch, object_id)
+            if judged is not None:
+                held[branch] = judged
+                del tips[name]
+                self.log(f"held the VM's branch {branch} at {object_id[:12]}: it changes {summary(judged.reasons)}")
         updates = "".join(f"update {SANDBOX_PREFIX}{name.removeprefix('refs/heads/')} {object_id}\n"
                           for name, object_id in tips.items())
-        _host_git(self.found.root, "update-ref", "-m", "opencode-sandbox: the VM's branch", "--stdin",
-                  stdin=updates.encode())
+        if updates:
+            host_git.run(self.found.root, "update-ref", "-m", "opencode-sandbox: the VM's branch", "--stdin",
+                         stdin=updates.encode())
         for name, object_id in tips.items():
             self.log(f"{SANDBOX_PREFIX}{name.removeprefix('refs/heads/')} is now {object_id[:12]}")
-        return [SANDBOX_PREFIX + name.removeprefix("refs/heads/") for name in tips]
+        return [SANDBOX_PREFIX + name.removeprefix("refs/heads/") for name in tips], held
+
+    def _judged(self, branch: str, tip: str) -> HeldBranch | None:
+        """The tip as held, with why, when its changes against the host's history are ones the host
+        must not take as they are; None when it may."""
+        from opencode_sandbox.services.git_sync.trees import changes_between, judged_base
+
+        base = judged_base(self.found.root, tip, branch, self._object_format)
+        reasons = held_reasons(changes_between(self.found.root, base, tip), self.guarded)
+        return HeldBranch(tip, base, tuple(reasons)) if reasons else None
 
     def _host_has(self, object_ids: Sequence[str]) -> set[str]:
         if not object_ids:
             return set()
-        checked = _host_git(self.found.root, "cat-file", "--batch-check=%(objectname) %(objecttype)",
-                            stdin="".join(f"{object_id}\n" for object_id in object_ids).encode())
+        checked = host_git.run(self.found.root, "cat-file", "--batch-check=%(objectname) %(objecttype)",
+                               stdin="".join(f"{object_id}\n" for object_id in object_ids).encode())
         return {line.split()[0] for line in checked.stdout.decode(errors="replace").splitlines()
                 if line.endswith(" commit")}
 
     def _fetch_bundle(self, branches: Sequence[str], known: Sequence[str]) -> dict[str, str]:
         """The branches' tips as the VM bundled them, their objects now in the host's store."""
+        from opencode_sandbox.services.git_sync.bundle_copy import copy_bundle
+
         name = f"bundle.opencode-sandbox.{os.urandom(8).hex()}"
         wanted = "".join(f"{branch}\n" for branch in branches)
         negatives = "".join(f"{line}\n" for line in bundle_exclusions(known))
@@ -319,7 +352,7 @@ class Syncer:
         try:
             if made.exit_code != 0:
                 raise GitSyncError(f"the VM could not bundle its commits: {made.stderr.strip()[-300:]}")
-            copy = self._copy_out(name)
+            copy = copy_bundle(self.found.state, name, ProjectLayout(self.project_dir).incoming_bundle())
         finally:
             self._remove_in_state(name)
         try:
@@ -334,33 +367,14 @@ class Syncer:
             header = read_bundle_header(handle, self._object_format)
             os.lseek(handle.fileno(), handle.tell(), os.SEEK_SET)  # past the read-ahead: the pack starts here
             tips = {name: object_id for name, object_id in header.items() if name in branches}
-            indexed = subprocess.run(["git", "index-pack", "--stdin", "--fix-thin", "--strict"], cwd=self.found.root,
-                                     stdin=handle, capture_output=True, check=False, timeout=SYNC_TIMEOUT_S,
-                                     env=_environment())
+            indexed = subprocess.run(host_git.argv("index-pack", "--stdin", "--fix-thin", "--strict"),
+                                     cwd=self.found.root, stdin=handle, capture_output=True, check=False,
+                                     timeout=SYNC_TIMEOUT_S, env=host_git.environment())
         if indexed.returncode != 0:
             raise GitSyncError(f"the VM's bundle failed the object checks: "
                                f"{indexed.stderr.decode(errors='replace').strip()[-300:]}")
         have = self._host_has(list(tips.values()))
         return {name: object_id for name, object_id in tips.items() if object_id in have}
-
-    def _copy_out(self, name: str) -> Path:
-        """The VM's bundle, copied to a private file: opened without following a link, and
-        read only when it is a regular file."""
-        folder = os.open(self.found.state, _DIRECTORY)
-        try:
-            descriptor = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
-        finally:
-            os.close(folder)
-        with os.fdopen(descriptor, "rb") as source:
-            if not stat.S_ISREG(os.fstat(source.fileno()).st_mode):
-                raise GitSyncError("the VM's bundle is not a regular file")
-            target = ProjectLayout(self.found.state.parent).incoming_bundle()
-            out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
-            import shutil
-
-            with os.fdopen(out, "wb") as copy:
-                shutil.copyfileobj(source, copy)
-        return target
 
     def _remove_in_state(self, name: str) -> None:
         with contextlib.suppress(OSError):
@@ -371,11 +385,10 @@ class Syncer:
                 os.close(folder)
 
     def _fast_forward_host(self) -> str:
-        moved = subprocess.run(["sh", "-c", FAST_FORWARD, "fast-forward", SANDBOX_PREFIX,
-                                "opencode-sandbox: fast-forward to the VM's commits"],
-                               cwd=self.found.root, capture_output=True, text=True, check=False,
-                               timeout=SYNC_TIMEOUT_S, env=_environment())
-        said = moved.stdout.strip()
+        from opencode_sandbox.services.git_sync.fast_forward import fast_forward
+
+        said = fast_forward(self.found.root, self.found.git_dir, SANDBOX_PREFIX,
+                            "opencode-sandbox: fast-forward to the VM's commits", self.guarded, self._object_format)
         if said.startswith("moved"):
             self.log(f"host: {said}")
         return said
@@ -400,8 +413,18 @@ class Syncer:
         return said[0] if said else ""
 
 
+def guarded_for_sync(project_dir: Path) -> tuple[str, ...]:
+    """The paths the host runs, as the guard last recorded them for the project (its defaults
+    before any record: every default name counts in every folder all the same)."""
+    from opencode_sandbox.core.guard import DEFAULT_GUARDED
+    from opencode_sandbox.services.guard_store import GuardStore
+
+    record = GuardStore(project_dir).load()
+    return tuple(dict.fromkeys((*DEFAULT_GUARDED, *(record.paths if record is not None else ()))))
+
+
 def sync_project(runtime: Runtime, vm: str, root: Path, project_dir: Path, log: Callable[[str], None],
-                 paths: GitPaths | None) -> SyncReport:
+                 paths: GitPaths | None, branch_limit: int = BRANCH_LIMIT) -> SyncReport:
     """Both directions once, for a running VM that works on its own git directory; an empty
     report for any other (an older VM still on the checkout's `.git`: nothing of it is read).
     A failure is logged and leaves both sides as they were. `paths`: git's answer, as `layout`."""
@@ -420,7 +443,7 @@ def sync_project(runtime: Runtime, vm: str, root: Path, project_dir: Path, log: 
             info = runtime.get_sandbox(vm)
             if info is None or info.status is not SandboxStatus.RUNNING or info.labels.get(LABEL_GIT) != GIT_OWN:
                 return SyncReport()
-            report = Syncer(runtime, vm, found, log).sync()
+            report = Syncer(runtime, vm, found, log, guarded_for_sync(project_dir), branch_limit).sync()
             if stamp is not None and report.settled:
                 write_atomic(recorded, stamp, durable=False)
             return report
@@ -498,14 +521,14 @@ def standing(root: Path) -> list[str]:
     """How each of the VM's branches stands against the host's branch of the same name, with
     what to run where they differ."""
     try:
-        listed = _host_git(root, "for-each-ref", "--format=%(refname)", SANDBOX_PREFIX)
+        listed = host_git.run(root, "for-each-ref", "--format=%(refname)", SANDBOX_PREFIX)
     except GitSyncError:
         return []
     lines: list[str] = []
     for ref in listed.stdout.decode(errors="replace").split():
         branch = ref.removeprefix(SANDBOX_PREFIX)
         host = f"refs/heads/{branch}"
-        counted = _host_git(root, "rev-list", "--left-right", "--count", f"{host}...{ref}", "--", check=False)
+        counted = host_git.run(root, "rev-list", "--left-right", "--count", f"{host}...{ref}", "--", check=False)
         numbers = counted.stdout.decode().split()
         if counted.returncode != 0 or len(numbers) != 2:
             lines.append(f"{branch}: only in the VM, kept as {ref} (`git branch {branch} {ref}` makes it yours)")
@@ -522,3 +545,15 @@ def standing(root: Path) -> list[str]:
             lines.append(f"{branch}: both moved ({host_only} commit(s) here, {vm_only} in the VM): "
                          f"`git merge {ref}` brings them together")
     return lines
+
+
+def tell_held(console: Console, project_dir: Path) -> None:
+    """Each branch the host holds, told at every start, detach and stop until the user takes it or
+    the VM drops the change."""
+    for line in held_lines(project_dir):
+        console.warn(f"git: {line}")
+
+
+def held_lines(project_dir: Path) -> list[str]:
+    """What the host holds of the VM's branches, and how to look at each and take it."""
+    return [held_line(branch, each) for branch, each in sorted(held_store.load(project_dir).items())]

@@ -150,6 +150,7 @@ def _hand_to_reaper(app: App, ready: ReadyVm, leaving: bool = False) -> None:
         project_root=str(app.project.root) if app.project.is_git else "",
         agent=settings.agent,
         notify=settings.notify,
+        git_branches=settings.git_sync_branches,
     )
     try:
         spawn_reaper(reaper)

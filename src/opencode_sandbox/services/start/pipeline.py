@@ -245,7 +245,9 @@ class Start:
                 self.console.warn(str(getattr(error, "message", error)),
                                   hint="run `git reset` in `opencode-sandbox shell` to rebuild it")
         vm_git.sync_project(self.app.runtime, self.vm, self.app.project.root, self.project_dir,
-                            lambda line: self.console.verbose(f"git: {line}"), self.app.git_paths)
+                            lambda line: self.console.verbose(f"git: {line}"), self.app.git_paths,
+                            self.app.settings.git_sync_branches)
+        vm_git.tell_held(self.console, self.project_dir)
 
     def _start_inner_docker(self) -> None:
         result = self.app.guest(self.vm).start_inner_docker()

@@ -1,0 +1,122 @@
+"""Which of the VM's commits the host takes as they are, and which it holds for the user to look at.
+
+A VM branch is judged by what its commits change against the history the host already has
+(`git diff-tree` between the merge base and its tip): object data alone, never the work tree.
+It is held when that change could make the host run something the moment git or a tool on the
+host reads the tree: a gitlink (git enters the folder and reads that repository's configuration,
+its `core.fsmonitor` included), a `.gitmodules` (submodule URLs and commands), anything under
+`.opencode-sandbox/` (the tool's own configuration), or a file the host runs (the guard's paths).
+A held branch reaches neither `refs/sandbox/heads/` nor the host's checked-out branch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from opencode_sandbox.core.guard import GUARDED_BELOW, shown
+from opencode_sandbox.core.records import Record
+
+GITLINK = "160000"
+SYMLINK = "120000"
+ABSENT = "000000"
+EXECUTABLE = "100755"
+REGULAR = "100644"
+EMPTY_TREE = {"sha1": "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+              "sha256": "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321"}
+TOOL_FOLDER = ".opencode-sandbox"
+SHOWN_REASONS = 5
+"""A held branch's message names this many of its reasons, and counts the rest."""
+
+
+class TreeChange(Record):
+    """One path `git diff-tree -r` reports between two commits."""
+
+    path: str
+    old_mode: str
+    new_mode: str
+    new_id: str
+    """The object at `path` in the newer commit (zeros where the path is gone)."""
+
+
+def parse_diff_tree(raw: bytes) -> list[TreeChange]:
+    """The changes of `git diff-tree -r -z --no-renames A B`: `:<mode> <mode> <id> <id> <status>`
+    then the path, each ended by NUL. A path is any bytes; undecodable ones keep their bytes as
+    surrogates, so they are shown escaped and never matched by accident."""
+    fields = raw.split(b"\0")
+    found: list[TreeChange] = []
+    for index in range(0, len(fields) - 1, 2):
+        head, path = fields[index], fields[index + 1]
+        words = head.decode("ascii", errors="replace").lstrip(":").split()
+        if len(words) != 5:
+            raise ValueError(f"not a line of git diff-tree: {head[:80]!r}")
+        found.append(TreeChange(path.decode("utf-8", errors="surrogateescape"), words[0], words[1], words[3]))
+    return found
+
+
+def runs_on_host(path: str, guarded: Sequence[str]) -> bool:
+    """`path` is, or lies in, a guarded path: one of `guarded` from the checkout's top, or a default
+    guarded name in any folder below it (the tools that read them look in the folder they run in)."""
+    parts = path.split("/")
+    for start, first in enumerate(parts):
+        candidates = guarded if start == 0 else GUARDED_BELOW.get(first, ())
+        rest = "/".join(parts[start:])
+        if any(rest == each or rest.startswith(each.rstrip("/") + "/") for each in candidates):
+            return True
+    return False
+
+
+def held_reasons(changes: Iterable[TreeChange], guarded: Sequence[str]) -> list[str]:
+    """Why the host must not take these changes as they are; empty when it may."""
+    reasons: list[str] = []
+    for change in changes:
+        name = change.path.rsplit("/", 1)[-1]
+        if GITLINK in (change.old_mode, change.new_mode):
+            reasons.append(f"a gitlink (submodule) at {shown(change.path)}")
+        elif name == ".gitmodules":
+            reasons.append(f"{shown(change.path)} (submodule settings)")
+        elif change.path == TOOL_FOLDER or change.path.startswith(TOOL_FOLDER + "/"):
+            reasons.append(f"{shown(change.path)} (this tool's configuration)")
+        elif runs_on_host(change.path, guarded):
+            reasons.append(f"{shown(change.path)} (a file the host runs)")
+    return reasons
+
+
+def summary(reasons: Sequence[str]) -> str:
+    """The reasons in one line, the first few named."""
+    named = ", ".join(reasons[:SHOWN_REASONS])
+    more = len(reasons) - SHOWN_REASONS
+    return named + (f" and {more} more" if more > 0 else "")
+
+
+class HeldBranch(Record):
+    """A VM branch tip the host keeps out of its refs until the user takes it."""
+
+    commit: str
+    base: str
+    """The commit its changes were judged against (the merge base with the host), or the empty tree."""
+    reasons: tuple[str, ...]
+
+
+def held_from_mapping(data: Mapping[str, object]) -> HeldBranch:
+    commit, base, reasons = data.get("commit"), data.get("base"), data.get("reasons")
+    if not isinstance(commit, str) or not isinstance(base, str) or not isinstance(reasons, list):
+        raise ValueError(f"not a held branch: {data!r}")
+    return HeldBranch(commit, base, tuple(str(reason) for reason in reasons))
+
+
+def held_line(branch: str, held: HeldBranch) -> str:
+    """What `guard status`, a start and a detach say of a held branch."""
+    commit = held.commit
+    return (f"{shown(branch)}: held, the VM's commit {commit[:12]} changes {summary(held.reasons)}; it is not "
+            f"in refs/sandbox/heads/. Look at it with `git diff --stat --submodule=short {held.base[:12]} "
+            f"{commit[:12]}` (reads only git's objects), and take it only once you have: "
+            f"`git merge {commit[:12]}` (docs/git.md#commits-the-host-holds)")
+
+
+def capped(vm_heads: Mapping[str, str], first: Sequence[str], limit: int) -> tuple[dict[str, str], int]:
+    """At most `limit` of the VM's branches, those named in `first` (the checked-out ones) before the
+    rest in name order; and how many were left out."""
+    order = [name for name in first if name in vm_heads]
+    order += [name for name in sorted(vm_heads) if name not in order]
+    kept = {name: vm_heads[name] for name in order[:limit]}
+    return kept, len(vm_heads) - len(kept)

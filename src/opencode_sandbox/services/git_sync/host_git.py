@@ -1,0 +1,61 @@
+"""The one way the tool runs git on the host, over a repository whose work tree the VM writes.
+
+Git reads configuration from more places than the repository's own `.git`: a gitlink's folder
+(whose repository's `core.fsmonitor` runs when git looks whether that submodule changed), hooks
+from `core.hooksPath` (often a folder of the checkout, such as `.husky`, and `update-ref` runs the
+`reference-transaction` hook), and the user's own fsmonitor. Every git the tool runs turns those
+off, so what the VM wrote is only ever read as data."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+SYNC_TIMEOUT_S = 120.0
+_QUIET_GIT = {"GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
+NOTHING_RUNS = (
+    "-c", "core.fsmonitor=false",
+    "-c", "core.hooksPath=/dev/null",
+    "-c", "submodule.recurse=false",
+    "-c", "diff.ignoreSubmodules=all",
+    "-c", "protocol.allow=never",
+)
+"""Settings that keep git from entering a submodule's folder, running a hook or an fsmonitor, or
+reaching any remote."""
+
+
+class GitSyncError(Exception):
+    pass
+
+
+def environment() -> dict[str, str]:
+    """The user's environment without the variables that would point git elsewhere."""
+    return {**{key: value for key, value in os.environ.items() if not key.startswith("GIT_")}, **_QUIET_GIT}
+
+
+def argv(*args: str) -> list[str]:
+    return ["git", *NOTHING_RUNS, *args]
+
+
+def run(root: Path, *args: str, stdin: bytes | None = None, check: bool = True,
+        ) -> subprocess.CompletedProcess[bytes]:
+    """`git ARGS` in `root`, hardened as `NOTHING_RUNS` says; a failure raises `GitSyncError` when `check`."""
+    try:
+        done = subprocess.run(argv(*args), cwd=root, input=stdin, capture_output=True, env=environment(),
+                              check=False, timeout=SYNC_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise GitSyncError(f"git {args[0]}: {error}") from None
+    if check and done.returncode != 0:
+        raise GitSyncError(f"git {args[0]}: {done.stderr.decode(errors='replace').strip()}")
+    return done
+
+
+def text(root: Path, *args: str) -> str:
+    """What `git ARGS` printed, stripped; empty when it failed."""
+    done = run(root, *args, check=False)
+    return done.stdout.decode(errors="replace").strip() if done.returncode == 0 else ""
+
+
+def succeeds(root: Path, *args: str) -> bool:
+    return run(root, *args, check=False).returncode == 0

@@ -1,0 +1,280 @@
+"""The host's side of the git sync, with real git on both sides: the VM's git directory is a
+folder here, and a fake runtime runs the VM's commands on it as git in the VM would. The attacks
+of the 2026-12-05 trial that made the tool's own sync run the VM's code are kept here: a gitlink
+to a folder holding a repository whose `core.fsmonitor` runs, a hook in a `core.hooksPath` inside
+the checkout, and a bundle swollen to gigabytes."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from opencode_sandbox.core.naming import GIT_OWN, LABEL_GIT, vm_name
+from opencode_sandbox.project import git_paths
+from opencode_sandbox.runtime.types import ExecResult, RuntimeKind, SandboxSpec
+from opencode_sandbox.services import vm_git
+from opencode_sandbox.services.git_sync import bundle_copy, held
+from opencode_sandbox.services.git_sync.fast_forward import fast_forward
+from opencode_sandbox.services.git_sync.host_git import GitSyncError
+from opencode_sandbox.state_layout import ProjectLayout
+from tests.fakes.runtime import ExecCall, FakeRuntime
+
+VM = vm_name("git-sync-0123456789abcd")
+
+
+def git(cwd: Path, *args: str, env: dict[str, str] | None = None, check: bool = True) -> str:
+    done = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=cwd,
+                          capture_output=True, text=True, check=False, env={**os.environ, **(env or {})})
+    if check and done.returncode != 0:
+        raise AssertionError(done.stderr)
+    return done.stdout.strip()
+
+
+class TwoSides:
+    """A host checkout and the VM's own git directory beside it, seeded as a start seeds it."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.root = tmp_path / "checkout"
+        self.root.mkdir()
+        git(self.root, "init", "-q", "-b", "main")
+        (self.root / "a.txt").write_text("a\n")
+        git(self.root, "add", "a.txt")
+        git(self.root, "commit", "-q", "-m", "one")
+        self.marker = tmp_path / "pwned"
+        self.project_dir = tmp_path / "state"
+        found = vm_git.layout(self.root, self.project_dir, git_paths(self.root))
+        assert found is not None
+        self.found = found
+        assert vm_git.ensure_seeded(found)
+        self.vm("git reset -q")
+        self.runtime = FakeRuntime(RuntimeKind.DOCKER)
+        self.runtime.add_docker_image("runner")
+        self.runtime.create_sandbox(SandboxSpec(name=VM, image="runner", cpus=1, memory_mib=512,
+                                                labels={LABEL_GIT: GIT_OWN}))
+        self.runtime.on_exec("sh", self._in_vm)
+        self.log: list[str] = []
+
+    def vm_env(self) -> dict[str, str]:
+        return {**{key: value for key, value in os.environ.items() if not key.startswith("GIT_")},
+                "GIT_DIR": str(self.found.state), "GIT_WORK_TREE": str(self.root),
+                "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(self.found.common_dir / "objects"),
+                "GIT_AUTHOR_NAME": "agent", "GIT_AUTHOR_EMAIL": "agent@example.org",
+                "GIT_COMMITTER_NAME": "agent", "GIT_COMMITTER_EMAIL": "agent@example.org", "IN_THE_VM": "1"}
+
+    def vm(self, script: str) -> str:
+        """`script` as the agent runs it in the VM's checkout."""
+        done = subprocess.run(["sh", "-c", script], cwd=self.root, env=self.vm_env(), capture_output=True, text=True,
+                              check=False)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    def _in_vm(self, call: ExecCall) -> ExecResult:
+        argv = [part.replace(self.found.vm_git_dir, str(self.found.state)) for part in call.argv]
+        done = subprocess.run(argv, cwd=self.root, env=self.vm_env(), input=call.stdin, capture_output=True,
+                              check=False)
+        return ExecResult(done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace"))
+
+    def sync(self, branch_limit: int = vm_git.BRANCH_LIMIT) -> vm_git.SyncReport:
+        return vm_git.Syncer(self.runtime, VM, self.found, self.log.append, vm_git.guarded_for_sync(self.project_dir),
+                             branch_limit).sync()
+
+    def plant_repository(self, folder: str) -> None:
+        """A repository in the checkout whose configuration runs a command wherever git looks into it
+        (git in the VM may run it: that is the VM's own business, so it leaves no mark)."""
+        alone = "env -u GIT_DIR -u GIT_WORK_TREE git"
+        self.vm(f"{alone} init -q {folder} && "
+                f"{alone} -C {folder} config core.fsmonitor '[ -n \"$IN_THE_VM\" ] || touch {self.marker}; false'")
+        assert (self.root / folder / ".git" / "config").read_text().count("fsmonitor") == 1
+
+    def agent_commit(self, script: str, *index_args: str) -> str:
+        """What the agent's commit puts under `refs/sandbox/heads/main` once its objects came in: the
+        work tree after `script`, staged whole (and `index_args` on top) on the last such commit."""
+        scratch = {"GIT_INDEX_FILE": str(self.root / ".git" / "scratch-index")}
+        parent = self.sandbox_ref("main") or git(self.root, "rev-parse", "HEAD")
+        git(self.root, "read-tree", parent, env=scratch)
+        self.vm(script)
+        git(self.root, "add", "-A", env=scratch)
+        if index_args:
+            git(self.root, "update-index", *index_args, env=scratch)
+        commit = git(self.root, "commit-tree", "-p", parent, "-m", "agent", git(self.root, "write-tree", env=scratch))
+        git(self.root, "update-ref", "refs/sandbox/heads/main", commit)
+        return commit
+
+    def sandbox_ref(self, branch: str) -> str:
+        return git(self.root, "rev-parse", "-q", "--verify", f"refs/sandbox/heads/{branch}", check=False)
+
+
+@pytest.fixture
+def sides(tmp_path: Path) -> TwoSides:
+    return TwoSides(tmp_path)
+
+
+def test_a_clean_commit_reaches_the_host_and_moves_its_branch(sides: TwoSides) -> None:
+    sides.vm("echo b > b.txt && git add b.txt && git commit -q -m agent")
+    agent = sides.vm("git rev-parse HEAD")
+    report = sides.sync()
+    assert report.fetched == ("refs/sandbox/heads/main",) and report.held == ()
+    assert report.host == "moved main" and git(sides.root, "rev-parse", "main") == agent
+    assert git(sides.root, "status", "--porcelain") == "", "the index follows the branch; the work tree held it"
+    assert held.load(sides.project_dir) == {}
+
+
+def test_a_gitlink_to_a_planted_repository_is_held_and_runs_nothing(sides: TwoSides) -> None:
+    """N1: the VM commits a gitlink whose folder holds a repository with `core.fsmonitor`. The
+    sync used to fast-forward over it with `git diff-files`, which ran the fsmonitor on the host."""
+    before = git(sides.root, "rev-parse", "main")
+    sides.plant_repository("sub")
+    sides.vm(f"git update-index --add --cacheinfo 160000,{before},sub && git commit -q -m 'vendor a module'")
+    agent = sides.vm("git rev-parse HEAD")
+
+    report = sides.sync()
+    assert not sides.marker.exists(), "the sync ran the planted repository's fsmonitor"
+    assert report.held == ("main",) and report.fetched == () and report.host == ""
+    assert git(sides.root, "rev-parse", "main") == before, "the host's branch stays"
+    assert sides.sandbox_ref("main") == "", "a held branch is not under refs/sandbox/heads/"
+    kept = held.load(sides.project_dir)["main"]
+    assert kept.commit == agent and kept.base == before and kept.reasons == ("a gitlink (submodule) at sub",)
+    assert [line.split(":")[0] for line in vm_git.held_lines(sides.project_dir)] == ["main"]
+    assert any("held the VM's branch main" in line for line in sides.log)
+
+    git(sides.root, "status")
+    git(sides.root, "merge", "--ff-only", "refs/sandbox/heads/main", check=False)  # the advice, followed blindly
+    assert not sides.marker.exists(), "the user's own git ran the planted repository's fsmonitor"
+    assert sides.sync().settled is False or True  # a second sync with nothing new
+    assert len(sides.runtime.exec_calls) > 0 and sides.sandbox_ref("main") == ""
+    bundles = [call for call in sides.runtime.exec_calls if "bundle" in call.argv]
+    assert len(bundles) == 1, "the held tip is not bundled and judged again while it stays the VM's tip"
+
+    sides.vm("git rm -q --cached sub && git commit -q -m 'no module after all'")
+    dropped = sides.sync()
+    assert dropped.fetched == ("refs/sandbox/heads/main",), "once the VM's changes hold nothing, they come in"
+    assert held.load(sides.project_dir) == {}
+
+
+def test_the_held_changes_are_judged_against_what_the_host_has(sides: TwoSides) -> None:
+    sides.vm("mkdir -p packages/web && echo 'touch ~/pwned' > packages/web/.envrc && echo x > ok.txt && "
+             "git add -A && git commit -q -m 'set up direnv'")
+    sides.vm("git switch -q -c feature && mkdir -p .opencode-sandbox && echo 'network: all' "
+             "> .opencode-sandbox/config.yaml && git add -A && git commit -q -m 'widen' && git switch -q main")
+    sides.vm("git switch -q -c docs main~1 && echo d > docs.txt && git add docs.txt && git commit -q -m docs "
+             "&& git switch -q main")
+    report = sides.sync()
+    assert set(report.held) == {"main", "feature"} and report.fetched == ("refs/sandbox/heads/docs",)
+    reasons = {branch: each.reasons for branch, each in held.load(sides.project_dir).items()}
+    assert reasons["main"] == ("packages/web/.envrc (a file the host runs)",)
+    assert set(reasons["feature"]) == {"packages/web/.envrc (a file the host runs)",
+                                       ".opencode-sandbox/config.yaml (this tool's configuration)"}
+
+
+def test_the_tools_own_git_runs_no_hook_from_the_checkout(sides: TwoSides) -> None:
+    """`core.hooksPath` often names a folder of the checkout (`.husky`), which the VM writes; the
+    ref updates of the sync would run its `reference-transaction` hook."""
+    git(sides.root, "config", "core.hooksPath", ".husky")
+    sides.vm(f"mkdir -p .husky && printf '#!/bin/sh\\n[ -n \"$IN_THE_VM\" ] || touch {sides.marker}\\n' "
+             "> .husky/reference-transaction && "
+             "chmod +x .husky/reference-transaction && echo b > b.txt && git add b.txt && "
+             "git -c core.hooksPath=/dev/null commit -q -m agent")
+    report = sides.sync()
+    assert report.fetched == ("refs/sandbox/heads/main",) and report.host == "moved main", \
+        "two refs were set on the host, each a reference transaction"
+    assert not sides.marker.exists(), "the sync ran a hook the VM wrote"
+
+
+def test_the_fast_forward_compares_the_changed_files_by_their_content_alone(sides: TwoSides) -> None:
+    root = sides.root
+    start = git(root, "rev-parse", "HEAD")
+
+    def moves() -> str:
+        return fast_forward(root, sides.found.git_dir, "refs/sandbox/heads/", "test", (), "sha1")
+
+    agent_commit = sides.agent_commit
+    exe = agent_commit("printf '#!/bin/sh\\n' > run.sh && chmod +x run.sh && ln -s a.txt link && rm a.txt")
+    assert moves() == "moved main" and git(root, "rev-parse", "main") == exe
+    assert git(root, "status", "--porcelain") == ""
+
+    other = agent_commit("echo c > c.txt")
+    (root / "c.txt").write_text("changed on the host\n")
+    assert moves() == "differs main"
+    (root / "c.txt").write_text("c\n")
+    os.chmod(root / "c.txt", 0o755)
+    assert moves() == "differs main", "the executable bit is part of the commit"
+    os.chmod(root / "c.txt", 0o644)
+    (root / ".git" / "MERGE_HEAD").write_text(exe + "\n")
+    assert moves() == "busy main"
+    (root / ".git" / "MERGE_HEAD").unlink()
+    (root / "d.txt").write_text("d\n")
+    git(root, "add", "d.txt")
+    assert moves() == "staged main"
+    git(root, "reset", "-q", "d.txt")
+    assert moves() == "moved main" and git(root, "rev-parse", "main") == other
+    assert git(root, "status", "--porcelain") == "?? d.txt", "the user's own files stay as they were"
+    git(root, "commit", "-q", "--allow-empty", "-m", "host side")
+    agent_commit("echo e > e.txt")
+    assert moves() == "diverged main"
+    assert start != exe
+
+
+def test_a_gitlink_on_the_host_branch_is_never_fast_forwarded(sides: TwoSides) -> None:
+    """However a commit with a gitlink came under refs/sandbox/heads/, the move judges it again."""
+    head = git(sides.root, "rev-parse", "HEAD")
+    sides.agent_commit("true", "--add", "--cacheinfo", f"160000,{head},sub")
+    sides.plant_repository("sub")
+    assert fast_forward(sides.root, sides.found.git_dir, "refs/sandbox/heads/", "test", (), "sha1") == "held main"
+    assert not sides.marker.exists()
+
+
+def test_the_branches_brought_in_are_capped_with_the_checked_out_one_first(sides: TwoSides) -> None:
+    sides.vm("for n in $(seq 1 30); do git branch b$n; done && echo b > b.txt && git add b.txt && "
+             "git commit -q -m agent")
+    report = sides.sync(branch_limit=5)
+    assert report.left_out == 26 and "refs/sandbox/heads/main" in report.fetched and len(report.fetched) == 5
+    assert any("past the first 5" in line for line in sides.log)
+    listed = git(sides.root, "for-each-ref", "--format=%(refname)", "refs/sandbox/heads/").split()
+    assert len(listed) == 5
+    started = __import__("time").monotonic()
+    assert vm_git.standing(sides.root)
+    assert __import__("time").monotonic() - started < 1.0
+
+
+def test_a_bundle_larger_than_the_bound_is_refused_by_its_size_and_leaves_nothing(tmp_path: Path) -> None:
+    folder = tmp_path / "vm-git"
+    folder.mkdir()
+    with open(folder / "swollen", "wb") as handle:
+        handle.truncate(3 * 1024**3)  # sparse: the VM's cost is nothing
+    target = tmp_path / "copy"
+    with pytest.raises(GitSyncError, match="more than the 1048576 the host copies"):
+        bundle_copy.copy_bundle(folder, "swollen", target, limit=1024 * 1024)
+    assert not target.exists()
+    os.symlink("/etc/passwd", folder / "link")
+    with pytest.raises(OSError):
+        bundle_copy.copy_bundle(folder, "link", target)
+    os.mkfifo(folder / "pipe")
+    with pytest.raises(GitSyncError, match="not a regular file"):
+        bundle_copy.copy_bundle(folder, "pipe", target)
+    (folder / "small").write_bytes(b"# v2 git bundle\n")
+    assert bundle_copy.copy_bundle(folder, "small", target).read_bytes() == b"# v2 git bundle\n"
+
+
+def test_a_bundle_that_grows_while_copied_is_cut_off_at_the_bound() -> None:
+    copy = io.BytesIO()
+    with pytest.raises(GitSyncError, match="grew past"):
+        bundle_copy._copy_within(io.BytesIO(b"x" * 5000), copy, 4096)
+    assert len(copy.getvalue()) <= 4096
+
+
+def test_a_failed_bundle_copy_leaves_no_file_in_the_state_folder(sides: TwoSides,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bundle_copy, "BUNDLE_LIMIT", 10)
+    monkeypatch.setattr(bundle_copy.copy_bundle, "__defaults__", (10,))
+    sides.vm("echo b > b.txt && git add b.txt && git commit -q -m agent")
+    report = vm_git.sync_project(sides.runtime, VM, sides.root, sides.project_dir, sides.log.append,
+                                 git_paths(sides.root))
+    assert report.fetched == ()
+    assert any("more than the 10 the host copies" in line for line in sides.log), sides.log
+    assert not list(sides.project_dir.glob("incoming-*")), "nothing of the copy is left"
+    assert not list(sides.found.state.glob("bundle.opencode-sandbox.*")), "nor of the VM's bundle"
+    assert ProjectLayout(sides.project_dir).git_held.exists() is False
