@@ -22,6 +22,7 @@ from urllib.parse import unquote
 
 import pytest
 
+from opencode_sandbox import plain_http
 from opencode_sandbox.app import App
 from opencode_sandbox.cli.actions import apply_global_flags, shell_in_project
 from opencode_sandbox.core.naming import (
@@ -84,6 +85,14 @@ class ShellStart:
         self.volume = home_volume_name(self.slug, datetime(2030, 1, 1, tzinfo=UTC))
         self.engine = ScriptedEngine(folder / "docker.sock", self._engine_answer)
         monkeypatch.setenv("DOCKER_HOST", f"unix://{self.engine.path}")
+        self.connections_made = 0
+        connect = plain_http.unix_connect
+
+        def counted(socket_path: str, timeout_s: float | None) -> socket.socket:
+            self.connections_made += socket_path == self.engine.path
+            return connect(socket_path, timeout_s)
+
+        monkeypatch.setattr(plain_http, "unix_connect", counted)
         self.docker_log = folder / "docker-calls.jsonl"
         self.git_log = folder / "git-calls.txt"
         self._put_recording_docker_on_path()
@@ -230,7 +239,9 @@ class ShellStart:
         except SandboxError as error:
             pytest.fail(f"{error.message}; the engine was asked {self.engine_requests()}, "
                         f"dropped {self.engine.dropped}; docker ran {self.docker_calls()}; "
-                        f"the image check's inputs that moved since the set-up: {self.moved_inputs()}")
+                        f"the image check's inputs that moved since the set-up: {self.moved_inputs()}; "
+                        f"connections made to the engine's socket {self.connections_made}, accepted by its "
+                        f"thread {self.engine.accepted}; other threads of this process: {other_threads()}")
 
     def moved_inputs(self) -> dict[str, tuple[object, object]]:
         """Each input of the image check's signature that the start saw otherwise than the set-up
@@ -246,6 +257,18 @@ class ShellStart:
         opener = apply_global_flags(console, assume_yes=False, quiet=False, log_level=None, runtime=None)
         return shell_in_project(opener, root=False, rebuild=False, dry_run=False, cpus=None, memory=None,
                                 network=None, publish=(), command=["true"])
+
+
+def other_threads() -> list[str]:
+    """The threads besides this one, each with where it is: one left by an earlier test that still
+    accepts on a reused descriptor would answer the engine's connections in its place."""
+    import threading
+    import traceback
+
+    frames = sys._current_frames()
+    return [f"{thread.name} at {traceback.format_stack(frames[thread.ident])[-1].strip()}"
+            for thread in threading.enumerate()
+            if thread is not threading.current_thread() and thread.ident in frames]
 
 
 GIT_SYNC = "exec: the VM's git branches"

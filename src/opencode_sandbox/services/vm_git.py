@@ -272,14 +272,20 @@ class Syncer:
         for name in plan_sync({name: object_id for name, object_id in fetchable.items()
                                if name.removeprefix("refs/heads/") not in newly_held}, sandbox).drop:
             host_git.run(self.found.root, "update-ref", "-d", name, sandbox[name])
-            self.log(f"{name}: the VM's branch is gone" if name.removeprefix(SANDBOX_PREFIX) not in held
-                     else f"{name}: removed, the VM's branch is held")
+            self.log(f"{name}: {self._why_dropped(name.removeprefix(SANDBOX_PREFIX), held, every_head)}")
         host_moved = self._fast_forward_host()
         if host_moved.startswith("moved"):
             host_heads = self._host_refs("refs/heads/")
         vm_moved = self._send_host_heads(host_heads, vm_refs) or vm_caught_up
         return SyncReport(tuple(fetched), tuple(newly_held), left_out, host_moved, vm_moved,
                           nothing_pending((host_moved, vm_moved), len(plan.fetch), len(fetched) + len(newly_held)))
+
+    def _why_dropped(self, branch: str, held: Mapping[str, HeldBranch], every_head: Mapping[str, str]) -> str:
+        if branch in held:
+            return "removed, the VM's branch is held"
+        if f"refs/heads/{branch}" in every_head:
+            return f"removed, the VM's branch is past the first {self.branch_limit} (`git-sync-branches`)"
+        return "the VM's branch is gone"
 
     def _vm_refs(self) -> tuple[dict[str, str], str]:
         result = self.runtime.exec(self.vm, ["sh", "-c", VM_REFS, "refs", FAST_FORWARD, HOST_PREFIX,
@@ -517,34 +523,55 @@ def sync_lock(project_dir: Path) -> Iterator[None]:
         os.close(descriptor)
 
 
+COUNTED_BRANCHES = 20
+"""`standing` counts the commits of this many differing branches (the checked-out one first); the
+rest are named with their ref, so `guard status` stays quick however many branches the VM made."""
+
+
 def standing(root: Path) -> list[str]:
     """How each of the VM's branches stands against the host's branch of the same name, with
     what to run where they differ."""
     try:
-        listed = host_git.run(root, "for-each-ref", "--format=%(refname)", SANDBOX_PREFIX)
+        listed = host_git.run(root, "for-each-ref", "--format=%(objectname) %(refname)", SANDBOX_PREFIX,
+                              "refs/heads/")
     except GitSyncError:
         return []
+    tips: dict[str, str] = {}
+    for line in listed.stdout.decode(errors="replace").splitlines():
+        object_id, _, ref = line.partition(" ")
+        tips[ref] = object_id
+    checked_out = host_git.text(root, "symbolic-ref", "-q", "HEAD").removeprefix("refs/heads/")
+    refs = sorted((ref for ref in tips if ref.startswith(SANDBOX_PREFIX)),
+                  key=lambda ref: (ref.removeprefix(SANDBOX_PREFIX) != checked_out, ref))
     lines: list[str] = []
-    for ref in listed.stdout.decode(errors="replace").split():
+    counted = 0
+    for ref in refs:
         branch = ref.removeprefix(SANDBOX_PREFIX)
         host = f"refs/heads/{branch}"
-        counted = host_git.run(root, "rev-list", "--left-right", "--count", f"{host}...{ref}", "--", check=False)
-        numbers = counted.stdout.decode().split()
-        if counted.returncode != 0 or len(numbers) != 2:
+        if host not in tips:
             lines.append(f"{branch}: only in the VM, kept as {ref} (`git branch {branch} {ref}` makes it yours)")
-            continue
-        host_only, vm_only = int(numbers[0]), int(numbers[1])
-        if not host_only and not vm_only:
+        elif tips[host] == tips[ref]:
             lines.append(f"{branch}: in step with the VM")
-        elif not host_only:
-            lines.append(f"{branch}: the VM is {vm_only} commit(s) ahead, kept as {ref} "
-                         f"(`git merge --ff-only {ref}` takes them)")
-        elif not vm_only:
-            lines.append(f"{branch}: the host is {host_only} commit(s) ahead; the VM sees them as host/{branch}")
+        elif counted >= COUNTED_BRANCHES:
+            lines.append(f"{branch}: differs from the VM's, kept as {ref} (`git log {host}...{ref}` shows how)")
         else:
-            lines.append(f"{branch}: both moved ({host_only} commit(s) here, {vm_only} in the VM): "
-                         f"`git merge {ref}` brings them together")
+            counted += 1
+            lines.append(_compared(root, branch, host, ref))
     return lines
+
+
+def _compared(root: Path, branch: str, host: str, ref: str) -> str:
+    counted = host_git.run(root, "rev-list", "--left-right", "--count", f"{host}...{ref}", "--", check=False)
+    numbers = counted.stdout.decode().split()
+    if counted.returncode != 0 or len(numbers) != 2:
+        return f"{branch}: differs from the VM's, kept as {ref} (`git log {host}...{ref}` shows how)"
+    host_only, vm_only = int(numbers[0]), int(numbers[1])
+    if not host_only:
+        return f"{branch}: the VM is {vm_only} commit(s) ahead, kept as {ref} (`git merge --ff-only {ref}` takes them)"
+    if not vm_only:
+        return f"{branch}: the host is {host_only} commit(s) ahead; the VM sees them as host/{branch}"
+    return (f"{branch}: both moved ({host_only} commit(s) here, {vm_only} in the VM): "
+            f"`git merge {ref}` brings them together")
 
 
 def tell_held(console: Console, project_dir: Path) -> None:
