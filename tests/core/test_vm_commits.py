@@ -8,6 +8,7 @@ from opencode_sandbox.core.vm_commits import (
     ABSENT,
     EXECUTABLE,
     GITLINK,
+    LOOK,
     REGULAR,
     SHOWN_REASONS,
     HeldBranch,
@@ -103,7 +104,7 @@ def test_a_held_branch_reads_back_and_its_line_says_how_to_look_and_take() -> No
         held_from_mapping({"commit": 1})
     line = held_line("main", held)
     assert line.startswith("main: held, the VM's commit aaaaaaaaaaaa changes a gitlink (submodule) at sub")
-    assert "git diff --stat --submodule=short bbbbbbbbbbbb aaaaaaaaaaaa" in line and "git merge aaaaaaaaaaaa" in line
+    assert f"`{LOOK} bbbbbbbbbbbb aaaaaaaaaaaa`" in line and "`git merge aaaaaaaaaaaa`" in line
 
 
 def test_the_branch_cap_keeps_the_checked_out_branch_first() -> None:

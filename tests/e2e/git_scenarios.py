@@ -223,7 +223,7 @@ def a_gitlink_commit_is_held_and_runs_nothing(project: Project, as_root: bool) -
     git(project.root, "status")
     subprocess.run(["git", "merge", "--no-edit", "refs/sandbox/heads/main"], cwd=project.root, capture_output=True,
                    check=False)
-    git(project.root, "diff", "--stat", "--submodule=short", before, gitlink_commit)
+    git(project.root, "diff", "--stat", "--submodule=short", "--no-textconv", "--no-ext-diff", before, gitlink_commit)
     assert not marker.exists(), "the user's git, following the docs, ran the planted repository's fsmonitor"
     told = project.shell("true")
     assert "main: held" in told.stderr and "git merge" in told.stderr, told.stderr

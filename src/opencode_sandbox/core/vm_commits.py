@@ -24,6 +24,9 @@ REGULAR = "100644"
 EMPTY_TREE = {"sha1": "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
               "sha256": "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321"}
 TOOL_FOLDER = ".opencode-sandbox"
+LOOK = "git diff --stat --submodule=short --no-textconv --no-ext-diff"
+"""A look at a held branch that runs nothing: no textconv or external diff on the VM's files, and a
+submodule named by its commit, never entered."""
 SHOWN_REASONS = 5
 """A held branch's message names this many of its reasons, and counts the rest."""
 
@@ -106,11 +109,10 @@ def held_from_mapping(data: Mapping[str, object]) -> HeldBranch:
 
 def held_line(branch: str, held: HeldBranch) -> str:
     """What `guard status`, a start and a detach say of a held branch."""
-    commit = held.commit
-    return (f"{shown(branch)}: held, the VM's commit {commit[:12]} changes {summary(held.reasons)}; it is not "
-            f"in refs/sandbox/heads/. Look at it with `git diff --stat --submodule=short {held.base[:12]} "
-            f"{commit[:12]}` (reads only git's objects), and take it only once you have: "
-            f"`git merge {commit[:12]}` (docs/git.md#commits-the-host-holds)")
+    commit, base = held.commit[:12], held.base[:12]
+    return (f"{shown(branch)}: held, the VM's commit {commit} changes {summary(held.reasons)}; it is not in "
+            f"refs/sandbox/heads/. Look at it with `{LOOK} {base} {commit}` (reads only git's objects), and take "
+            f"it only once you have: `git merge {commit}` (docs/git.md#commits-the-host-holds)")
 
 
 def capped(vm_heads: Mapping[str, str], first: Sequence[str], limit: int) -> tuple[dict[str, str], int]:
