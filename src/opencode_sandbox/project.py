@@ -12,6 +12,7 @@ from opencode_sandbox import TYPE_CHECKING
 if TYPE_CHECKING:
     import subprocess
 
+from opencode_sandbox.core.git_settings import NOTHING_RUNS
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.slug import slug_for_path, slug_for_remote
 from opencode_sandbox.errors import SandboxError
@@ -35,7 +36,8 @@ def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(
             # Only metadata is read, so a checkout owned by another user is fine to read.
-            ["git", "-c", "safe.directory=*", *args], cwd=cwd, capture_output=True, text=True, check=False, timeout=30
+            ["git", "-c", "safe.directory=*", *NOTHING_RUNS, *args], cwd=cwd, capture_output=True, text=True,
+            check=False, timeout=30
         )
     except FileNotFoundError:
         raise SandboxError(

@@ -9,6 +9,7 @@ from opencode_sandbox.core.vm_commits import (
     EXECUTABLE,
     GITLINK,
     LOOK,
+    REASON_LIMIT,
     REGULAR,
     SHOWN_REASONS,
     HeldBranch,
@@ -112,3 +113,28 @@ def test_the_branch_cap_keeps_the_checked_out_branch_first() -> None:
     kept, left_out = capped(heads, ["refs/heads/b009"], 3)
     assert list(kept) == ["refs/heads/b009", "refs/heads/b000", "refs/heads/b001"] and left_out == 7
     assert capped(heads, ["refs/heads/gone"], 100) == (heads, 0)
+
+
+@pytest.mark.parametrize(("path", "why"), [
+    (".Envrc", "a file the host runs"),
+    ("web/.CLAUDE/settings.json", "a file the host runs"),
+    (".GITMODULES", "submodule settings"),
+    (".OpenCode-Sandbox/config.yaml", "this tool's configuration"),
+])
+def test_names_are_held_whatever_their_case(path: str, why: str) -> None:
+    """A checkout whose file system ignores case (macOS, a casefolded folder) runs `.Envrc` as the
+    `.envrc` direnv looks for."""
+    assert held_reasons([change(path)], (".envrc",)) == [f"{path} ({why})"]
+
+
+def test_reasons_stop_at_their_limit() -> None:
+    many = [change(f"m{index}", ABSENT, GITLINK) for index in range(REASON_LIMIT * 5)]
+    assert len(held_reasons(many, ())) == REASON_LIMIT
+
+
+def test_a_combined_diff_of_a_merge_is_read_with_its_parents() -> None:
+    raw = (f"{'c' * 40}\0".encode()
+           + f"::100644 100644 160000 {BLOB} {BLOB} {BLOB} MM\0evil\0".encode()
+           + f":000000 100644 {ZERO} {BLOB} A\0plain\0".encode())
+    assert parse_diff_tree(raw) == [TreeChange("evil", REGULAR, GITLINK, BLOB),
+                                    TreeChange("plain", ABSENT, REGULAR, BLOB)]

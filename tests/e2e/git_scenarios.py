@@ -173,7 +173,7 @@ REPLANT_S = 120
 
 
 def a_gitlink_commit_is_held_and_runs_nothing(project: Project, as_root: bool) -> None:
-    """Finding N1 of the 2026-12-05 trial, both ways. (b) A loop in the VM puts `sub/.git` back every
+    """A gitlink the VM commits, both ways. (b) A loop in the VM puts `sub/.git` back every
     20 ms, a repository whose `core.fsmonitor` runs, and the agent commits a gitlink `sub`: the sync
     used to fast-forward the host's branch over it, and git entered `sub` on the host. (a) The guard
     used to keep the VM's moved repository in the checkout, where the VM read its path and committed
@@ -236,8 +236,15 @@ def a_gitlink_commit_is_held_and_runs_nothing(project: Project, as_root: bool) -
     moved = project.reaper_log(20_000)
     assert "moved the git directory the VM made at sub/.git" in moved, moved
 
-    # The VM drops the gitlink: its branch is nothing the host must hold any more, and comes in.
-    dropped = vm(f"git rm -q --cached sub && rm -rf sub && {AS_AGENT} commit -q -m 'no module'")
+    # The VM undoes the gitlink in a new commit: the history the host would take still holds it.
+    undone = vm(f"git rm -q --cached sub && rm -rf sub && {AS_AGENT} commit -q -m 'undone'")
+    assert undone.returncode == 0, undone.stderr
+    undone_tip = vm("git rev-parse HEAD").stdout.strip()[:12]
+    assert wait_until(lambda: any(line.startswith(f"main: held, the VM's commit {undone_tip}") for line in held()),
+                      sync_within(project), interval=2), project.reaper_log()
+    # It rewrites its branch without the gitlink: nothing is left to hold, and the work comes in.
+    dropped = vm(f"git reset -q --soft {before} && echo work > work-{user}.txt && git add work-{user}.txt && "
+                 f"{AS_AGENT} commit -q -m 'no module'")
     assert dropped.returncode == 0, dropped.stderr
     assert wait_until(lambda: held() == [], sync_within(project), interval=2), project.reaper_log()
     assert wait_until(lambda: git(project.root, "log", "-1", "--format=%s", "refs/sandbox/heads/main") == "no module",

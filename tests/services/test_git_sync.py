@@ -1,8 +1,8 @@
 """The host's side of the git sync, with real git on both sides: the VM's git directory is a
 folder here, and a fake runtime runs the VM's commands on it as git in the VM would. The attacks
-of the 2026-12-05 trial that made the tool's own sync run the VM's code are kept here: a gitlink
-to a folder holding a repository whose `core.fsmonitor` runs, a hook in a `core.hooksPath` inside
-the checkout, and a bundle swollen to gigabytes."""
+that made the tool's own sync run the VM's code are kept here: a gitlink to a folder holding a
+repository whose `core.fsmonitor` runs, a hook in a `core.hooksPath` inside the checkout, a change
+hidden in history, a tree naming millions of paths, and a bundle swollen to gigabytes."""
 
 from __future__ import annotations
 
@@ -110,7 +110,8 @@ class TwoSides:
 
 
 @pytest.fixture
-def sides(tmp_path: Path) -> TwoSides:
+def sides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TwoSides:
+    monkeypatch.setattr(vm_git, "_VERDICTS", {})  # what an earlier test's sync judged is not this one's
     return TwoSides(tmp_path)
 
 
@@ -125,7 +126,7 @@ def test_a_clean_commit_reaches_the_host_and_moves_its_branch(sides: TwoSides) -
 
 
 def test_a_gitlink_to_a_planted_repository_is_held_and_runs_nothing(sides: TwoSides) -> None:
-    """N1: the VM commits a gitlink whose folder holds a repository with `core.fsmonitor`. The
+    """The VM commits a gitlink whose folder holds a repository with `core.fsmonitor`. The
     sync used to fast-forward over it with `git diff-files`, which ran the fsmonitor on the host."""
     before = git(sides.root, "rev-parse", "main")
     sides.plant_repository("sub")
@@ -151,8 +152,11 @@ def test_a_gitlink_to_a_planted_repository_is_held_and_runs_nothing(sides: TwoSi
     assert len(bundles) == 1, "the held tip is not bundled and judged again while it stays the VM's tip"
 
     sides.vm("git rm -q --cached sub && git commit -q -m 'no module after all'")
-    dropped = sides.sync()
-    assert dropped.fetched == ("refs/sandbox/heads/main",), "once the VM's changes hold nothing, they come in"
+    undone = sides.sync()
+    assert undone.held == ("main",), "a change undone by a later commit is still in the history the host would take"
+    sides.vm(f"git reset -q --soft {before} && echo w > w.txt && git add w.txt && git commit -q -m 'the work alone'")
+    rewritten = sides.sync()
+    assert rewritten.fetched == ("refs/sandbox/heads/main",), "once the VM's history holds nothing, it comes in"
     assert held.load(sides.project_dir) == {}
 
 
@@ -239,7 +243,7 @@ def test_the_branches_brought_in_are_capped_with_the_checked_out_one_first(sides
 
 
 def test_the_standing_of_the_capped_number_of_branches_is_told_within_a_second(sides: TwoSides) -> None:
-    """N8: 5,000 VM branches took `guard status` 12 s; the cap keeps 200, each of them differing."""
+    """5,000 VM branches once took `guard status` 12 s; the cap keeps 200, each of them differing."""
     sides.vm(f"echo b > b.txt && git add b.txt && git commit -q -m agent && "
              f"for n in $(seq 1 {vm_git.BRANCH_LIMIT + 50}); do git branch b$n; done")
     assert sides.sync().left_out == 51
@@ -293,3 +297,106 @@ def test_a_failed_bundle_copy_leaves_no_file_in_the_state_folder(sides: TwoSides
     assert not list(sides.project_dir.glob("incoming-*")), "nothing of the copy is left"
     assert not list(sides.found.state.glob("bundle.opencode-sandbox.*")), "nor of the VM's bundle"
     assert ProjectLayout(sides.project_dir).git_held.exists() is False
+
+
+def test_a_change_hidden_in_history_the_host_took_does_not_come_back_under_another_branch(sides: TwoSides) -> None:
+    """Commit A adds a gitlink, `.envrc` and `.gitmodules`,
+    commit B undoes them. Judged by its tip's tree alone, B fast-forwarded the host's branch, A came
+    with it, and a new VM branch pointing at A then seemed to change nothing against the host."""
+    before = git(sides.root, "rev-parse", "main")
+    sides.vm(f"git update-index --add --cacheinfo 160000,{before},sub && echo 'touch pwned' > .envrc && "
+             "printf '[submodule \"sub\"]\\n\\tpath = sub\\n\\turl = ./sub\\n' > .gitmodules && "
+             "git add .envrc .gitmodules && git commit -q -m A && git rm -q --cached sub .envrc .gitmodules && "
+             "rm -f .envrc .gitmodules && echo b > b.txt && git add b.txt && git commit -q -m B")
+    a_commit = sides.vm("git rev-parse HEAD~1")
+    report = sides.sync()
+    assert report.held == ("main",) and report.host == "", "the commits the host would take hold a gitlink"
+    assert git(sides.root, "rev-parse", "main") == before
+    assert git(sides.root, "merge-base", "--is-ancestor", a_commit, "main", check=False) == ""
+    sides.vm(f"git branch feature {a_commit}")
+    later = sides.sync()
+    assert set(later.held) == {"feature"} and sides.sandbox_ref("feature") == ""
+    reasons = set(held.load(sides.project_dir)["main"].reasons)
+    assert reasons == {"a gitlink (submodule) at sub", ".envrc (a file the host runs)",
+                       ".gitmodules (submodule settings)"}
+
+
+def test_a_merge_is_judged_by_what_it_changes_against_every_parent(sides: TwoSides) -> None:
+    """The VM merging the host's branch into its own brings the user's own changes, which are not
+    the VM's to be held for; a merge that adds a gitlink of its own is held."""
+    git(sides.root, "commit", "-q", "--allow-empty", "-m", "host side")
+    (sides.root / ".envrc").write_text("the user's own\n")
+    git(sides.root, "add", ".envrc")
+    git(sides.root, "commit", "-q", "-m", "the user's direnv")
+    host = git(sides.root, "rev-parse", "HEAD")
+    sides.sync()
+    sides.vm("echo v > v.txt && git add v.txt && git commit -q -m vm && "
+             "git -c core.hooksPath=/dev/null merge -q --no-edit host/main")
+    assert sides.sync().held == (), "the user's own .envrc came through the merge from the host's side"
+    sides.vm(f"git reset -q --hard HEAD~1 && git merge -q --no-commit host/main && "
+             f"git update-index --add --cacheinfo 160000,{host},evil && git commit -q -m 'evil merge'")
+    assert sides.sync().held == ("main",), "a gitlink the merge itself adds is held"
+
+
+def test_a_tree_that_names_millions_of_paths_is_held_whole_within_the_bound(sides: TwoSides) -> None:
+    """One folder shared by every level makes 10^6 paths in a bundle of a kilobyte; judging it
+    path by path took 15 s and 745 MB per branch."""
+    script = ("leaf=$(printf 'touch pwned\\n' | git hash-object -w --stdin) && "
+              "t=$(printf '100644 blob %s\\t.envrc\\n' $leaf | git mktree) && "
+              "for level in 1 2 3; do t=$(for n in $(seq 1 100); do printf '040000 tree %s\\td%s\\n' $t $n; done "
+              "| git mktree); done && git reset -q --soft $(git commit-tree -p HEAD -m bomb $t) && git rev-parse HEAD")
+    bomb = sides.vm(script)
+    started = time.monotonic()
+    report = sides.sync()
+    assert time.monotonic() - started < 30
+    assert report.held == ("main",)
+    assert held.load(sides.project_dir)["main"].commit == bomb
+    assert held.load(sides.project_dir)["main"].reasons[0].endswith("(a file the host runs)") or \
+        held.load(sides.project_dir)["main"].reasons == ("more new commits or changed paths than the host judges "
+                                                          "(the VM's history is held whole)",)
+    assert ProjectLayout(sides.project_dir).git_held.stat().st_size < 64 * 1024
+
+
+def test_a_gitlink_from_an_older_commit_of_the_host_is_held_when_the_vm_brings_it_back(sides: TwoSides) -> None:
+    """The host once had a submodule `lib` (commit O) and removed it. Judged by its new commits
+    alone, a VM merge taking `lib` from O, or a commit on top of O, changed nothing new: `lib` came
+    from a commit the host has. Switching to such a branch puts the gitlink back in the work tree,
+    where the VM keeps a `lib/.git` of its own."""
+    root = sides.root
+    head = git(root, "rev-parse", "HEAD")
+    (root / ".gitmodules").write_text('[submodule "lib"]\n\tpath = lib\n\turl = ./lib\n')
+    git(root, "add", ".gitmodules")
+    git(root, "update-index", "--add", "--cacheinfo", f"160000,{head},lib")
+    git(root, "commit", "-q", "-m", "O: a submodule")
+    old = git(root, "rev-parse", "HEAD")
+    git(root, "rm", "-q", "--cached", "lib", ".gitmodules")
+    (root / ".gitmodules").unlink()
+    git(root, "commit", "-q", "-m", "R: no submodule")
+    sides.sync()
+    sides.vm(f"t=$( (git ls-tree HEAD; git ls-tree {old} lib .gitmodules) | git mktree) && "
+             f"git branch merged $(git commit-tree -p HEAD -p {old} -m merge $t) && "
+             f"git branch on-top $(git commit-tree -p {old} -m 'on top' $(git rev-parse {old}^{{tree}})) && "
+             f"git branch pointed {old}")
+    report = sides.sync()
+    assert set(report.held) == {"merged", "on-top"}, report
+    assert sides.sandbox_ref("merged") == "" and sides.sandbox_ref("on-top") == ""
+    assert "a gitlink (submodule) at lib" in held.load(sides.project_dir)["on-top"].reasons
+    assert sides.sandbox_ref("pointed") == old, "a branch at a commit the host has brings nothing new"
+
+
+def test_one_sync_reads_a_bounded_amount_and_the_next_goes_on(sides: TwoSides, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many branches, each changing as many paths as one judgment may read: one sync held the
+    guard's round for minutes. Past its budget a sync leaves the rest for the next."""
+    from opencode_sandbox.services.git_sync import trees
+
+    monkeypatch.setattr(trees, "SYNC_BUDGET", 2 * 1024)
+    sides.vm("for n in 1 2 3 4 5; do git switch -q -c b$n main && mkdir d$n && "
+             "for f in $(seq 1 20); do echo $f > d$n/file-with-a-longer-name-$f.txt; done && "
+             "git add d$n && git commit -q -m b$n; done && git switch -q main")
+    first = sides.sync()
+    assert 0 < len(first.fetched) < 5 and not first.settled
+    assert any("wait for the next sync" in line for line in sides.log), sides.log
+    fetched = set(first.fetched)
+    for _ in range(5):
+        fetched |= set(sides.sync().fetched)
+    assert {f"refs/sandbox/heads/b{n}" for n in range(1, 6)} <= fetched

@@ -28,6 +28,8 @@ LOOK = "git diff --stat --submodule=short --no-textconv --no-ext-diff"
 """A look at a held branch that runs nothing: no textconv or external diff on the VM's files, and a
 submodule named by its commit, never entered."""
 SHOWN_REASONS = 5
+REASON_LIMIT = 20
+"""The most reasons kept for one held branch: the VM picks how many paths its commits change."""
 """A held branch's message names this many of its reasons, and counts the rest."""
 
 
@@ -42,46 +44,69 @@ class TreeChange(Record):
 
 
 def parse_diff_tree(raw: bytes) -> list[TreeChange]:
-    """The changes of `git diff-tree -r -z --no-renames A B`: `:<mode> <mode> <id> <id> <status>`
-    then the path, each ended by NUL. A path is any bytes; undecodable ones keep their bytes as
-    surrogates, so they are shown escaped and never matched by accident."""
+    """The changes of `git diff-tree -r -z --no-renames`, for two trees or, with `--stdin -c --root`,
+    for commits: a raw line (`:<mode> <mode> <id> <id> <status>`, or for a merge's combined diff one
+    colon, mode and id per parent before the result's) then the path, each ended by NUL; a commit's
+    id on a field of its own is passed over. A path is any bytes; undecodable ones keep their bytes
+    as surrogates, so they are shown escaped and never matched by accident."""
     fields = raw.split(b"\0")
     found: list[TreeChange] = []
-    for index in range(0, len(fields) - 1, 2):
-        head, path = fields[index], fields[index + 1]
+    index = 0
+    while index < len(fields) - 1:
+        head = fields[index]
+        if not head.startswith(b":"):
+            if len(head) not in (40, 64) or head.strip(b"0123456789abcdef"):
+                raise ValueError(f"not a line of git diff-tree: {head[:80]!r}")
+            index += 1  # a commit's id, before its changes
+            continue
+        parents = len(head) - len(head.lstrip(b":"))
         words = head.decode("ascii", errors="replace").lstrip(":").split()
-        if len(words) != 5:
+        if len(words) != 2 * parents + 3:
             raise ValueError(f"not a line of git diff-tree: {head[:80]!r}")
-        found.append(TreeChange(path.decode("utf-8", errors="surrogateescape"), words[0], words[1], words[3]))
+        old_modes, new_mode, new_id = words[:parents], words[parents], words[2 * parents + 1]
+        old_mode = next((mode for mode in old_modes if mode == GITLINK), old_modes[0])
+        found.append(TreeChange(fields[index + 1].decode("utf-8", errors="surrogateescape"), old_mode, new_mode,
+                                new_id))
+        index += 2
     return found
 
 
 def runs_on_host(path: str, guarded: Sequence[str]) -> bool:
     """`path` is, or lies in, a guarded path: one of `guarded` from the checkout's top, or a default
-    guarded name in any folder below it (the tools that read them look in the folder they run in)."""
-    parts = path.split("/")
+    guarded name in any folder below it (the tools that read them look in the folder they run in).
+    Names are compared without case: on a checkout whose file system ignores it (macOS, a casefolded
+    folder), `.Envrc` is the `.envrc` direnv runs."""
+    parts = path.casefold().split("/")
+    top = [each.casefold().rstrip("/") for each in guarded]
     for start, first in enumerate(parts):
-        candidates = guarded if start == 0 else GUARDED_BELOW.get(first, ())
+        candidates = top if start == 0 else [each.casefold() for each in GUARDED_BELOW.get(first, ())]
+        if not candidates and start:
+            candidates = [each.casefold() for name, paths in GUARDED_BELOW.items() if name.casefold() == first
+                          for each in paths]
         rest = "/".join(parts[start:])
-        if any(rest == each or rest.startswith(each.rstrip("/") + "/") for each in candidates):
+        if any(rest == each or rest.startswith(each + "/") for each in candidates):
             return True
     return False
 
 
 def held_reasons(changes: Iterable[TreeChange], guarded: Sequence[str]) -> list[str]:
-    """Why the host must not take these changes as they are; empty when it may."""
+    """Why the host must not take these changes as they are; empty when it may. At most
+    `REASON_LIMIT` are named."""
     reasons: list[str] = []
     for change in changes:
-        name = change.path.rsplit("/", 1)[-1]
+        folded = change.path.casefold()
+        name = folded.rsplit("/", 1)[-1]
         if GITLINK in (change.old_mode, change.new_mode):
             reasons.append(f"a gitlink (submodule) at {shown(change.path)}")
         elif name == ".gitmodules":
             reasons.append(f"{shown(change.path)} (submodule settings)")
-        elif change.path == TOOL_FOLDER or change.path.startswith(TOOL_FOLDER + "/"):
+        elif folded == TOOL_FOLDER or folded.startswith(TOOL_FOLDER + "/"):
             reasons.append(f"{shown(change.path)} (this tool's configuration)")
         elif runs_on_host(change.path, guarded):
             reasons.append(f"{shown(change.path)} (a file the host runs)")
-    return reasons
+        if len(reasons) >= REASON_LIMIT:
+            break
+    return list(dict.fromkeys(reasons))
 
 
 def summary(reasons: Sequence[str]) -> str:

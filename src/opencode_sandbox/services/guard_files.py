@@ -289,6 +289,11 @@ class _TooLarge(Exception):
     pass
 
 
+COPY_QUOTA = 256 * 1024 * 1024
+"""The most one process (the idle reaper, over a whole VM session) copies into the review folder
+across file systems; a rename within one costs nothing and is not counted."""
+
+
 class _Budget:
     def __init__(self, limit: int) -> None:
         self.left = limit
@@ -299,19 +304,31 @@ class _Budget:
         self.left -= amount
 
 
+_copied = _Budget(COPY_QUOTA)
+"""What this process may still copy across file systems into the review folder, all moves together."""
+
+
 def _copy_then_remove(source: int, name: str, target: int) -> str:
     """`name` copied from the folder `source` into the folder `target` (`_copy`), then removed
     from `source`; why nothing was kept, or "". A copy that fails is removed again, and so is one
-    whose original cannot be removed: the next round would copy it once more."""
+    whose original cannot be removed: the next round would copy it once more. Each copy costs real
+    disk, which the VM's files need not (sparse, or made again after every move): past
+    `COPY_QUOTA` for the process, nothing more is copied, only removed."""
+    allowed = min(MOVE_COPY_LIMIT, _copied.left)
+    budget = _Budget(allowed)
     try:
-        _copy(source, name, target, _Budget(MOVE_COPY_LIMIT))
+        _copy(source, name, target, budget)
         not_kept = ""
     except _TooLarge:
-        not_kept = f"larger than {MOVE_COPY_LIMIT >> 20} MiB"
+        not_kept = (f"larger than {MOVE_COPY_LIMIT >> 20} MiB" if allowed == MOVE_COPY_LIMIT else
+                    f"the copies kept for review passed {COPY_QUOTA >> 20} MiB, on another file system than "
+                    "the checkout's")
     except OSError as error:
         not_kept = error.strerror or str(error)
     if not_kept:
         _remove(target, name)
+    else:
+        _copied.left -= allowed - budget.left
     try:
         _remove(source, name)
     except OSError:

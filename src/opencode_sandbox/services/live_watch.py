@@ -23,31 +23,44 @@ SYNC_COST_FACTOR = 2.0
 
 
 class LiveWatch:
+    """The guard's round and the git sync, each on a schedule of its own: a sync the VM makes slow
+    (it picks what its commits hold) never makes the guard look later."""
+
     def __init__(self, runtime: Callable[[RuntimeKind], Runtime], log: Callable[[str], None],
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._runtime = runtime
         self._log = log
         self._clock = clock
-        self._next = 0.0
+        self._next_round = 0.0
+        self._next_sync = 0.0
 
     def due(self) -> bool:
-        return self._clock() >= self._next
+        return self._clock() >= min(self._next_round, self._next_sync)
 
     def __call__(self, settings: ReaperSettings) -> None:
-        from opencode_sandbox.project import git_paths
+        if self._clock() >= self._next_round:
+            self._round(settings)
+        if settings.project_root and self._clock() >= self._next_sync:
+            self._sync(settings)
+
+    def _round(self, settings: ReaperSettings) -> None:
         from opencode_sandbox.services.guard_moves import catch_while_running
-        from opencode_sandbox.services.vm_git import sync_project
 
         began = self._clock()
         try:
             catch_while_running(settings.state_root, settings.slug, self._log)
         except Exception as error:  # whatever the VM made of the checkout, the next round and the stop go on
             self._log(f"looking for the VM's changes to what the host runs failed: {error!r}")
-        walked = self._clock()
-        if settings.project_root:
-            root = Path(settings.project_root)
-            sync_project(self._runtime(settings.runtime_kind), settings.vm_name, root, settings.project().folder,
-                         self._log, git_paths(root), settings.git_branches)
         ended = self._clock()
-        self._next = ended + max(WATCH_INTERVAL_S, WALK_COST_FACTOR * (walked - began),
-                                 SYNC_COST_FACTOR * (ended - walked))
+        self._next_round = ended + max(WATCH_INTERVAL_S, WALK_COST_FACTOR * (ended - began))
+
+    def _sync(self, settings: ReaperSettings) -> None:
+        from opencode_sandbox.project import git_paths
+        from opencode_sandbox.services.vm_git import sync_project
+
+        began = self._clock()
+        root = Path(settings.project_root)
+        sync_project(self._runtime(settings.runtime_kind), settings.vm_name, root, settings.project().folder,
+                     self._log, git_paths(root), settings.git_branches)
+        ended = self._clock()
+        self._next_sync = ended + max(WATCH_INTERVAL_S, SYNC_COST_FACTOR * (ended - began))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.records import Record
-from opencode_sandbox.core.vm_commits import HeldBranch, capped, held_line, held_reasons, summary
+from opencode_sandbox.core.vm_commits import HeldBranch, capped, held_line, summary
 from opencode_sandbox.core.vm_git import (
     HOST_OBJECTS,
     HOST_PREFIX,
@@ -113,6 +113,12 @@ class Layout(Record):
     @property
     def vm_git_dir(self) -> str:
         return VM_GIT_DIR if self.gitfile else "/workspace/.git"
+
+
+VERDICTS_KEPT = 4096
+_VERDICTS: dict[tuple[str, str, tuple[str, ...]], tuple[str, ...]] = {}
+"""What each tip was judged, by the host's branch it was judged against and the guarded paths: a
+process that syncs again (the idle reaper) judges a tip once."""
 
 
 class SyncReport(Record):
@@ -247,6 +253,9 @@ class Syncer:
         self.branch_limit = branch_limit
         self.project_dir = found.state.parent
         self._object_format = found.object_format
+        from opencode_sandbox.services.git_sync.trees import SYNC_BUDGET, JudgingBudget
+
+        self._budget = JudgingBudget(SYNC_BUDGET)
 
     def sync(self) -> SyncReport:
         vm_refs, vm_caught_up = self._vm_refs()
@@ -310,14 +319,25 @@ class Syncer:
         missing = [name for name in branches if name not in tips]
         if missing:
             tips.update(self._fetch_bundle(missing, known))  # a branch the bundle lacks waits for the next sync
+        from opencode_sandbox.services.git_sync.trees import Deferred
+
         held: dict[str, HeldBranch] = {}
+        deferred = 0
         for name, object_id in list(tips.items()):
             branch = name.removeprefix("refs/heads/")
-            judged = self._judged(branch, object_id)
+            try:
+                judged = self._judged(branch, object_id)
+            except Deferred:
+                deferred += 1
+                del tips[name]
+                continue
             if judged is not None:
                 held[branch] = judged
                 del tips[name]
                 self.log(f"held the VM's branch {branch} at {object_id[:12]}: it changes {summary(judged.reasons)}")
+        if deferred:
+            self.log(f"{deferred} of the VM's branches wait for the next sync: this one read all it may of what "
+                     "their commits change")
         updates = "".join(f"update {SANDBOX_PREFIX}{name.removeprefix('refs/heads/')} {object_id}\n"
                           for name, object_id in tips.items())
         if updates:
@@ -328,13 +348,19 @@ class Syncer:
         return [SANDBOX_PREFIX + name.removeprefix("refs/heads/") for name in tips], held
 
     def _judged(self, branch: str, tip: str) -> HeldBranch | None:
-        """The tip as held, with why, when its changes against the host's history are ones the host
-        must not take as they are; None when it may."""
-        from opencode_sandbox.services.git_sync.trees import changes_between, judged_base
+        """The tip as held, with why, when what it brings is what the host must not take as it is;
+        None when it may. `Deferred` when this sync's budget for judging is spent."""
+        from opencode_sandbox.services.git_sync.trees import host_side, judged_base, reasons_to_hold
 
-        base = judged_base(self.found.root, tip, branch, self._object_format)
-        reasons = held_reasons(changes_between(self.found.root, base, tip), self.guarded)
-        return HeldBranch(tip, base, tuple(reasons)) if reasons else None
+        key = (tip, host_side(self.found.root, branch), self.guarded)
+        if key not in _VERDICTS:
+            if len(_VERDICTS) >= VERDICTS_KEPT:
+                _VERDICTS.clear()
+            _VERDICTS[key] = tuple(reasons_to_hold(self.found.root, tip, branch, self.guarded, self._budget))
+        reasons = _VERDICTS[key]
+        if not reasons:
+            return None
+        return HeldBranch(tip, judged_base(self.found.root, tip, branch, self._object_format), reasons)
 
     def _host_has(self, object_ids: Sequence[str]) -> set[str]:
         if not object_ids:

@@ -53,7 +53,10 @@ def fast_forward(root: Path, git_dir: Path, prefix: str, message: str, guarded: 
         return f"diverged {branch}"
     if not host_git.succeeds(root, "diff-index", "--cached", "--quiet", "--ignore-submodules=all", old, "--"):
         return f"staged {branch}"
-    changed = changes_between(root, old, new)
+    try:
+        changed = changes_between(root, old, new)
+    except host_git.TooMuch:
+        return f"differs {branch}"  # more changed paths than the host reads: `git merge` takes them
     if held_reasons(changed, guarded):
         return f"held {branch}"
     if not work_tree_holds(root, changed, blob_sizes(root, changed), object_format):

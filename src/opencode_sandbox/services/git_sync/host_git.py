@@ -12,21 +12,16 @@ import os
 import subprocess
 from pathlib import Path
 
+from opencode_sandbox.core.git_settings import NOTHING_RUNS
+
 SYNC_TIMEOUT_S = 120.0
 _QUIET_GIT = {"GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
-NOTHING_RUNS = (
-    "-c", "core.fsmonitor=false",
-    "-c", "core.hooksPath=/dev/null",
-    "-c", "submodule.recurse=false",
-    "-c", "diff.ignoreSubmodules=all",
-    "-c", "protocol.allow=never",
-)
-"""Settings that keep git from entering a submodule's folder, running a hook or an fsmonitor, or
-reaching any remote."""
-
-
 class GitSyncError(Exception):
     pass
+
+
+class TooMuch(GitSyncError):
+    """Git's answer passed the bound the caller set: the VM made more than the host reads."""
 
 
 def environment() -> dict[str, str]:
@@ -49,6 +44,22 @@ def run(root: Path, *args: str, stdin: bytes | None = None, check: bool = True,
     if check and done.returncode != 0:
         raise GitSyncError(f"git {args[0]}: {done.stderr.decode(errors='replace').strip()}")
     return done
+
+
+def bounded(root: Path, *args: str, stdin: bytes | None = None, limit: int) -> bytes:
+    """What `git ARGS` printed, read up to `limit` bytes: past it git is killed and `TooMuch` raised."""
+    from opencode_sandbox.bounded_output import OutputOverLimit, run_bounded
+
+    try:
+        done = run_bounded(argv("-C", str(root), *args), stdin=stdin, timeout_s=SYNC_TIMEOUT_S, env=environment(),
+                           limit=limit)
+    except OutputOverLimit:
+        raise TooMuch(f"git {args[0]} printed more than {limit} bytes") from None
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise GitSyncError(f"git {args[0]}: {error}") from None
+    if done.returncode != 0:
+        raise GitSyncError(f"git {args[0]}: {done.stderr.decode(errors='replace').strip()[-300:]}")
+    return done.stdout
 
 
 def text(root: Path, *args: str) -> str:
