@@ -27,7 +27,9 @@ UPDATER = Place("updater.yaml", FILE, "the release check's answer and the openco
 FIRST_BOOT_LOCKS = Place("vm-ensure", FOLDER, "`<project>.lock` for each project: one start at a time sets up its VM")
 POLICY_MARKS = Place("docker-network-policy", FOLDER, "docker: a mark for each container whose nftables rules are in "
                                                       "place, named after it")
-TOOL_PLACES = (AUTO_PRUNE_STAMP, UPDATE_ATTEMPT, UPDATER, FIRST_BOOT_LOCKS, POLICY_MARKS)
+DOCKER_SECCOMP = Place("docker-seccomp.json", FILE, "docker: the seccomp profile VM containers are created with "
+                                                   "(`docker run` reads it; the engine keeps a copy per container)")
+TOOL_PLACES = (AUTO_PRUNE_STAMP, UPDATE_ATTEMPT, UPDATER, FIRST_BOOT_LOCKS, POLICY_MARKS, DOCKER_SECCOMP)
 
 PROJECT_STATE = Place("state.yaml", FILE, "the project's root, home volume, image and the configuration its server "
                                           "started with")
@@ -192,6 +194,10 @@ class StateLayout:
     @property
     def policy_marks(self) -> Path:
         return self[POLICY_MARKS]
+
+    @property
+    def docker_seccomp(self) -> Path:
+        return self[DOCKER_SECCOMP]
 
 
 def table() -> str:

@@ -138,8 +138,13 @@ def privileged_entries_lose_their_privileges_within_seconds(project: Project) ->
     within = LAB_CAUGHT_WITHIN_S if project.runtime == "microsandbox" else CAUGHT_WITHIN_S
     assert project.shell("true").returncode == 0  # the VM runs on, with no client: the reaper watches
     made = project.backend().exec(project.vm, ["sh", "-c", "cp /bin/sh x && chmod u+s,g+s x && stat -c %a x"])
-    assert made.exit_code == 0 and made.stdout.strip() == "6755", made.stderr
     planted = project.root / "x"
+    set_id = project.runtime != "docker"
+    if set_id:
+        assert made.exit_code == 0 and made.stdout.strip() == "6755", made.stderr
+    else:  # the docker VM's seccomp profile refuses the bits: there is nothing to catch
+        assert made.exit_code != 0 and "Operation not permitted" in made.stderr, (made.stdout, made.stderr)
+        assert not planted.stat().st_mode & 0o6000
     assert wait_until(lambda: not planted.stat().st_mode & 0o6000, within), \
         f"the set-user-ID file stayed; the reaper's log:\n{project.reaper_log()}"
     node_made = _as_root(project, "sh", "-c", "mknod /workspace/node b 7 7 && chmod 0666 /workspace/node")
@@ -152,15 +157,18 @@ def privileged_entries_lose_their_privileges_within_seconds(project: Project) ->
 
     told = json.loads(project.cli("guard", "status", "--format", "json").stdout)["result"]["privileged"]
     lines = [each["told"] for each in told]
-    assert any(line.startswith("the VM made x set-user-ID and set-group-ID (owner uid ")
-               and line.endswith("mode 6755) while it ran: the bits were removed") for line in lines), lines
+    if set_id:
+        assert any(line.startswith("the VM made x set-user-ID and set-group-ID (owner uid ")
+                   and line.endswith("mode 6755) while it ran: the bits were removed") for line in lines), lines
     if node_made:
         assert any(line.startswith("the VM made node a block device node 7:7") for line in lines), lines
     if capability_set:
         assert any("the VM made capped a file with capabilities" in line for line in lines), lines
     reviewed = project.shell("true")  # the next start tells the user, once
-    assert "lost their privileges" in reviewed.stderr and "the VM made x set-user-ID" in reviewed.stderr, \
-        reviewed.stderr
+    if set_id or node_made or capability_set:
+        assert "lost their privileges" in reviewed.stderr, reviewed.stderr
+    if set_id:
+        assert "the VM made x set-user-ID" in reviewed.stderr, reviewed.stderr
     assert json.loads(project.cli("guard", "status", "--format", "json").stdout)["result"]["privileged"] == []
 
 

@@ -13,6 +13,7 @@ from opencode_sandbox.core.naming import LABEL_SLUG, home_volume_name, managed_l
 from opencode_sandbox.engine import socket_client as docker_api
 from opencode_sandbox.engine.command import MANAGEMENT_TIMEOUT_S, DockerCli
 from opencode_sandbox.errors import BootFailed, NotFound, RuntimeUnavailable, SandboxError
+from opencode_sandbox.runtime.docker import seccomp
 from opencode_sandbox.runtime.docker.backend import DockerRuntime
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec, SandboxStatus
 from tests.runtime.conftest import build_image, docker
@@ -121,13 +122,15 @@ def test_dind_image_runs_privileged_and_plain_does_not(
         else:
             host_config = inspect(vm_name(slug))["HostConfig"]
             assert isinstance(host_config, dict) and host_config["Privileged"] is True
+            assert not any(option.startswith("seccomp=") for option in host_config["SecurityOpt"] or [])
             runtime.remove_sandbox(vm_name(slug))
         run = next(args for args in cli.argument_lists if args[0] == "run")
         assert "--privileged" in run
         runtime.create_sandbox(make_spec(slug, docker_contract_image, tmp_path))
         host_config = inspect(vm_name(slug))["HostConfig"]
         assert isinstance(host_config, dict) and host_config["Privileged"] is False
-        assert host_config["CapDrop"] == ["ALL"] and host_config["SecurityOpt"] == ["no-new-privileges"]
+        assert host_config["CapDrop"] == ["ALL"] and host_config["SecurityOpt"][0] == "no-new-privileges"
+        assert json.loads(host_config["SecurityOpt"][1].removeprefix("seccomp=")) == seccomp.profile()
     finally:
         docker("rm", "--force", vm_name(slug))
         docker("image", "rm", "--force", dind)

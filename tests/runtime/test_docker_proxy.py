@@ -45,9 +45,10 @@ def test_the_vm_sends_its_traffic_to_the_proxy_in_both_spellings() -> None:
 
 def test_the_vm_finds_the_proxy_in_its_hosts_file() -> None:
     spec = SandboxSpec(name="opencode-sandbox-vm-x", image="img", cpus=1, memory_mib=512)
-    args = run_args(spec, {}, privileged=False, network="net", hosts={docker_proxy.PROXY_HOST: "172.30.0.2"})
+    args = run_args(spec, {}, privileged=False, network="net", hosts={docker_proxy.PROXY_HOST: "172.30.0.2"},
+                    seccomp="/p.json")
     assert args[args.index("--add-host") + 1] == "opencode-sandbox-proxy:172.30.0.2"
-    assert "--add-host" not in run_args(spec, {}, privileged=False, network="net")
+    assert "--add-host" not in run_args(spec, {}, privileged=False, network="net", seccomp="/p.json")
 
 
 def test_the_image_holds_the_policy_module_itself_and_the_certificates_it_is_given() -> None:

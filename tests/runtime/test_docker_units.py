@@ -119,9 +119,10 @@ def test_run_args() -> None:
     assert "org.opencode-sandbox.managed=true" in args
     assert "org.opencode-sandbox.slug=a-0123456789abcd" in args
     assert "--cap-drop" not in args, "a privileged VM keeps what --privileged gives"
-    confined = run_args(spec._replace(pids_limit=512), labels, privileged=False)
+    confined = run_args(spec._replace(pids_limit=512), labels, privileged=False, seccomp="/p.json")
     assert "--privileged" not in confined
-    assert " ".join(confined).count("--cap-drop ALL --security-opt no-new-privileges") == 1
+    confinement = "--cap-drop ALL --security-opt no-new-privileges --security-opt seccomp=/p.json"
+    assert " ".join(confined).count(confinement) == 1
     assert confined[confined.index("--pids-limit") + 1] == "512"
     assert "--pids-limit" not in args
 
@@ -131,7 +132,7 @@ def test_a_chosen_host_port_and_a_read_only_file_mount() -> None:
                        mounts=(Mount(MountKind.BIND, "/home/u/.gitconfig", "/mnt/gitconfig", readonly=True),
                                Mount(MountKind.BIND, "/srv/out", "/mnt/out")),
                        published_ports=(4096, 3000), host_ports={3000: 8080})
-    args = run_args(spec, sandbox_labels({}, "a-0123456789abcd"), privileged=False)
+    args = run_args(spec, sandbox_labels({}, "a-0123456789abcd"), privileged=False, seccomp="/p.json")
     assert [args[index + 1] for index, arg in enumerate(args) if arg == "--publish"] == [
         "127.0.0.1::4096/tcp", "127.0.0.1:8080:3000/tcp"]
     assert "type=bind,source=/home/u/.gitconfig,target=/mnt/gitconfig,readonly" in args
@@ -141,11 +142,12 @@ def test_a_chosen_host_port_and_a_read_only_file_mount() -> None:
 def test_a_vm_on_its_own_network_keeps_no_capability() -> None:
     spec = SandboxSpec(name="opencode-sandbox-vm-a-0123456789abcd", image="img:1", cpus=1, memory_mib=512)
     labels = sandbox_labels({}, "a-0123456789abcd")
-    args = run_args(spec, labels, privileged=False, network="opencode-sandbox-net-a-0123456789abcd")
+    args = run_args(spec, labels, privileged=False, network="opencode-sandbox-net-a-0123456789abcd",
+                    seccomp="/p.json")
     joined = " ".join(args)
     assert "--network opencode-sandbox-net-a-0123456789abcd" in joined
     assert "--cap-drop ALL" in joined, "NET_RAW included: a raw socket would go around the policy's rules"
-    assert "--network" not in run_args(spec, labels, privileged=False)
+    assert "--network" not in run_args(spec, labels, privileged=False, seccomp="/p.json")
 
 
 def test_the_policy_label_gives_the_same_policy_back() -> None:

@@ -53,7 +53,7 @@ def test_a_name_that_cannot_be_inherited_is_refused(name: str) -> None:
 
 def test_docker_arguments_carry_no_value() -> None:
     spec = SandboxSpec(name=MISSING_VM, image="img:1", cpus=1, memory_mib=512, env={"TOKEN": SECRET})
-    created = run_args(spec, sandbox_labels({}, "nothere-0123456789abcd"), privileged=False)
+    created = run_args(spec, sandbox_labels({}, "nothere-0123456789abcd"), privileged=False, seccomp="/p.json")
     executed = exec_args(MISSING_VM, ["true"], user="dev", workdir="/workspace",
                          env={"OPENCODE_SERVER_PASSWORD": SECRET}, interactive=True, tty=True)
     assert not any(SECRET in arg for arg in [*created, *executed])

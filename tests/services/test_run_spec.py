@@ -13,6 +13,7 @@ from opencode_sandbox.core import naming
 from opencode_sandbox.core.egress import EgressPolicy, Profile
 from opencode_sandbox.core.lifecycle import VmAction, fingerprint, plan_vm
 from opencode_sandbox.errors import UsageError
+from opencode_sandbox.runtime.docker.description import SECCOMP_PROFILE_DIGEST
 from opencode_sandbox.runtime.types import Mount, MountKind, RuntimeKind, SandboxInfo, SandboxSpec, SandboxStatus
 from opencode_sandbox.services.image_step import ReadyImage
 from opencode_sandbox.services.start.pipeline import Start
@@ -75,7 +76,8 @@ def stopped_vm(name: str) -> SandboxInfo:
     return SandboxInfo(name, SandboxStatus.STOPPED, IMAGE.reference, now, now)
 
 
-CONFINED = {"dev": "never-root", "pids_limit": 4096}
+CONFINED = {"dev": "never-root", "pids_limit": 4096, "seccomp": SECCOMP_PROFILE_DIGEST}
+BEFORE_SECCOMP = {"dev": "never-root", "pids_limit": 4096}
 
 
 def test_a_container_from_before_its_confinement_is_recreated_once(tmp_path: Path) -> None:
@@ -92,11 +94,21 @@ def test_a_container_from_before_its_confinement_is_recreated_once(tmp_path: Pat
     assert run.spec(IMAGE, HOME).labels[naming.LABEL_FINGERPRINT] != label, "a new limit recreates the container"
 
 
+def test_a_container_from_before_its_seccomp_profile_is_recreated_once(tmp_path: Path) -> None:
+    run = lifecycle(RuntimeKind.DOCKER, tmp_path)
+    label = run.spec(IMAGE, HOME).labels[naming.LABEL_FINGERPRINT]
+    before = fingerprint({**labelled_values_before_mirrored_modes(run, tmp_path),
+                          "network": EgressPolicy(Profile.PUBLIC).fingerprint_value(), "confinement": BEFORE_SECCOMP,
+                          "namespace": "network-holder"})
+    assert plan_vm(SandboxStatus.RUNNING, IMAGE.digest, IMAGE.digest, before, label).action is VmAction.RECREATE
+
+
 def test_a_container_with_a_network_of_its_own_is_recreated_once_in_a_network_holder(tmp_path: Path) -> None:
     run = lifecycle(RuntimeKind.DOCKER, tmp_path)
     label = run.spec(IMAGE, HOME).labels[naming.LABEL_FINGERPRINT]
     before = fingerprint({**labelled_values_before_mirrored_modes(run, tmp_path),
-                          "network": EgressPolicy(Profile.PUBLIC).fingerprint_value(), "confinement": CONFINED})
+                          "network": EgressPolicy(Profile.PUBLIC).fingerprint_value(),
+                          "confinement": BEFORE_SECCOMP})
     assert plan_vm(SandboxStatus.STOPPED, IMAGE.digest, IMAGE.digest, before, label).action is VmAction.RECREATE
 
 

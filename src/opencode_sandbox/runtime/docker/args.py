@@ -17,7 +17,13 @@ one step that needs more, giving `dev` the host user's ids, runs outside the VM
 (`docker_users`). Without `NET_RAW`, `CHOWN`, `FOWNER`, `FSETID`, `MKNOD` or `SETFCAP`, root in the
 VM can go around no network rule and leave no set-user-ID file, file capability or device node.
 `no-new-privileges`: the image's set-user-ID programs (`su`, `mount`, `passwd`, ...) and any file
-capability give nothing."""
+capability give nothing. What a process may do without any capability, such as setting the
+set-user-ID bit of its own file, the VM's seccomp profile holds (`seccomp_option`)."""
+
+
+def seccomp_option(profile: str) -> list[str]:
+    """The VM's seccomp profile (`docker_seccomp`), a file the `docker` command reads."""
+    return ["--security-opt", f"seccomp={profile}"]
 
 
 def sandbox_labels(spec_labels: Mapping[str, str], slug: str) -> dict[str, str]:
@@ -52,14 +58,18 @@ def mount_arg(mount: Mount) -> str:
 
 
 def run_args(spec: SandboxSpec, labels: Mapping[str, str], privileged: bool, network: str | None = None,
-             hosts: Mapping[str, str] | None = None) -> list[str]:
+             hosts: Mapping[str, str] | None = None, *, seccomp: str | None = None) -> list[str]:
     """`docker run -d` for a long-lived project VM: root keep-alive under an init process.
 
     The image's own entrypoint is bypassed so any runner image works; everything the user
     does runs through `docker exec` as the requested user. Unless `privileged` (Docker-in-Docker),
-    the VM holds no capability at all and nothing in it gains privileges (`CONFINEMENT`).
+    the VM holds no capability at all, nothing in it gains privileges (`CONFINEMENT`) and its
+    system calls are held to the seccomp profile in the file `seccomp` (`docker_seccomp`; Docker
+    runs a privileged container unconfined whatever it is given).
     `hosts`: names written into the VM's `/etc/hosts`, by address.
     """
+    if not privileged and seccomp is None:
+        raise ValueError(f"a confined VM needs its seccomp profile: {spec.name}")
     args = [
         "run",
         "--detach",
@@ -80,7 +90,8 @@ def run_args(spec: SandboxSpec, labels: Mapping[str, str], privileged: bool, net
     if privileged:
         args.append("--privileged")
     else:
-        args += [*CONFINEMENT]
+        assert seccomp is not None
+        args += [*CONFINEMENT, *seccomp_option(seccomp)]
     if spec.pids_limit is not None:
         args += ["--pids-limit", str(spec.pids_limit)]
     if network is not None:

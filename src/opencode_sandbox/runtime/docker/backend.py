@@ -202,6 +202,7 @@ class DockerRuntime:
                      "own configuration (~/.config/opencode-sandbox/config.yaml); otherwise remove the image's "
                      "org.opencode-sandbox.dind label.",
             )
+        seccomp = None if privileged else _seccomp_profile(spec.name)  # before anything is made
         labels = {**sandbox_labels(spec.labels, slug), **self.owner.labels()}
         if spec.dev_identity is not None:
             spec, mapped = with_mapped_mounts(spec, spec.dev_identity[0])
@@ -230,9 +231,9 @@ class DockerRuntime:
                 self._discard(spec.name)
                 raise
             args = run_args(spec._replace(published_ports=()), labels, privileged,
-                            docker_holder.NETWORK_MODE_PREFIX + holder)
+                            docker_holder.NETWORK_MODE_PREFIX + holder, seccomp=seccomp)
         else:
-            args = run_args(spec, labels, privileged)
+            args = run_args(spec, labels, privileged, seccomp=seccomp)
         args.insert(1, "--pull=never")
         try:
             self.cli.run(args, environment=child_environment(spec.env))
@@ -240,9 +241,11 @@ class DockerRuntime:
             if "already in use" in failure.stderr:
                 self._refuse_existing(spec.name)
             self._discard(spec.name)
+            message = _docker_message(failure)
             raise BootFailed(
-                f"cannot start {spec.name}: {_docker_message(failure)}",
-                hint="Check the image and the mounted paths, then run again.",
+                f"cannot start {spec.name}: {message}",
+                hint=_SECCOMP_HINT if "seccomp" in message.lower() else
+                "Check the image and the mounted paths, then run again.",
             ) from None
         info = self.get_sandbox(spec.name)
         if info is None or info.status is not SandboxStatus.RUNNING:
@@ -716,6 +719,23 @@ class DockerRuntime:
 
 
 _RETRY_HINT = "Run the command again; if it keeps failing, check `opencode-sandbox doctor`."
+_SECCOMP_HINT = ("The docker runtime runs its VMs under a seccomp profile of its own, which keeps them from making "
+                 "set-user-ID files; this Docker engine or kernel cannot apply one (Docker Engine 20.10 or newer, "
+                 "built with seccomp, on a kernel with CONFIG_SECCOMP_FILTER). Use such an engine, or the "
+                 "microsandbox runtime.")
+
+
+def _seccomp_profile(name: str) -> str:
+    """The seccomp profile's file, written in the user's state folder (`docker_seccomp`)."""
+    from opencode_sandbox.runtime.docker import seccomp
+
+    try:
+        return str(seccomp.written_profile())
+    except OSError as error:
+        where = error.filename or "in your state folder"
+        raise BootFailed(f"cannot start {name}: cannot write its seccomp profile {where}: {error.strerror}",
+                         hint="Check that your state folder ($XDG_STATE_HOME/opencode-sandbox, "
+                              "~/.local/state/opencode-sandbox by default) is yours and writable.") from None
 
 
 def _with_owner(info: SandboxInfo) -> SandboxInfo:

@@ -10,6 +10,8 @@ if TYPE_CHECKING:
     from opencode_sandbox.core.egress import EgressPolicy
     from opencode_sandbox.errors import UsageError
 
+SECCOMP_PROFILE_DIGEST = "eda272a579265b6a"
+"""`seccomp.profile_digest()`, written here so a start computes no profile (a test keeps them equal)."""
 NOTICE = (
     "notice: using the docker runtime: the sandbox is a container that shares the host's "
     "kernel, a weaker isolation than a microVM"
@@ -49,9 +51,10 @@ class DockerDescription:
 
     def fingerprint_values(self, pids_limit: int) -> dict[str, object]:
         # A container made before it was confined (dev never uid 0, no capability, no new
-        # privileges, a pids limit) or before its network moved to a holder is recreated once;
-        # the home volume is kept.
-        return {"confinement": {"dev": "never-root", "pids_limit": pids_limit}, "namespace": "network-holder"}
+        # privileges, a pids limit, this seccomp profile) or before its network moved to a holder
+        # is recreated once; the home volume is kept.
+        return {"confinement": {"dev": "never-root", "pids_limit": pids_limit, "seccomp": SECCOMP_PROFILE_DIGEST},
+                "namespace": "network-holder"}
 
     def pids_limit(self, configured: int) -> int | None:
         return configured
