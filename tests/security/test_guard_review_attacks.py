@@ -13,19 +13,19 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from opencode_sandbox.app import App
 from opencode_sandbox.core.guard import OLD_REVIEW_FOLDER
-from opencode_sandbox.runtime.types import RuntimeKind
 from opencode_sandbox.services.guard import GuardStore, review
 from opencode_sandbox.services.guard_moves import Notes, catch_while_running
-from tests.fakes.runtime import FakeRuntime
-from tests.services.app_fakes import SLUG, make_app, messages
+from tests.security.test_guard_below_attacks import app
+from tests.services.app_fakes import SLUG, messages
 from tests.services.test_guard import git
+
+__all__ = ["app"]  # a fixture, used by name
 
 
 @pytest.fixture
@@ -40,13 +40,6 @@ def checkout(tmp_path: Path) -> Path:
     git(root, "add", ".")
     assert git(root, "commit", "-q", "-m", "init").returncode == 0
     return root
-
-
-@pytest.fixture
-def app(checkout: Path) -> Iterator[App]:
-    runtime = FakeRuntime(RuntimeKind.DOCKER)
-    yield make_app(runtime, checkout)
-    runtime.close()
 
 
 def catch(app: App) -> Notes:

@@ -23,16 +23,9 @@ from opencode_sandbox.services.git_sync.fast_forward import fast_forward
 from opencode_sandbox.services.git_sync.host_git import GitSyncError
 from opencode_sandbox.state_layout import ProjectLayout
 from tests.fakes.runtime import ExecCall, FakeRuntime
+from tests.services.test_vm_git import git
 
 VM = vm_name("git-sync-0123456789abcd")
-
-
-def git(cwd: Path, *args: str, env: dict[str, str] | None = None, check: bool = True) -> str:
-    done = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=cwd,
-                          capture_output=True, text=True, check=False, env={**os.environ, **(env or {})})
-    if check and done.returncode != 0:
-        raise AssertionError(done.stderr)
-    return done.stdout.strip()
 
 
 class TwoSides:
