@@ -36,9 +36,9 @@ def test_diff_tree_output_is_read_with_any_bytes_in_a_path() -> None:
            + f":100644 100755 {BLOB} {BLOB} M\0dir/with space\n\x1b[31m\0".encode()
            + f":100644 000000 {BLOB} {ZERO} D\0".encode() + b"caf\xe9\0")
     assert parse_diff_tree(raw) == [
-        TreeChange("sub", ABSENT, GITLINK, BLOB),
-        TreeChange("dir/with space\n\x1b[31m", REGULAR, EXECUTABLE, BLOB),
-        TreeChange("caf\udce9", REGULAR, ABSENT, ZERO),
+        TreeChange("sub", ABSENT, GITLINK, BLOB, ZERO),
+        TreeChange("dir/with space\n\x1b[31m", REGULAR, EXECUTABLE, BLOB, BLOB),
+        TreeChange("caf\udce9", REGULAR, ABSENT, ZERO, BLOB),
     ]
     assert parse_diff_tree(b"") == []
     with pytest.raises(ValueError, match="not a line of git diff-tree"):
@@ -136,5 +136,5 @@ def test_a_combined_diff_of_a_merge_is_read_with_its_parents() -> None:
     raw = (f"{'c' * 40}\0".encode()
            + f"::100644 100644 160000 {BLOB} {BLOB} {BLOB} MM\0evil\0".encode()
            + f":000000 100644 {ZERO} {BLOB} A\0plain\0".encode())
-    assert parse_diff_tree(raw) == [TreeChange("evil", REGULAR, GITLINK, BLOB),
-                                    TreeChange("plain", ABSENT, REGULAR, BLOB)]
+    assert parse_diff_tree(raw) == [TreeChange("evil", REGULAR, GITLINK, BLOB, BLOB),
+                                    TreeChange("plain", ABSENT, REGULAR, BLOB, ZERO)]

@@ -204,12 +204,15 @@ def test_the_fast_forward_compares_the_changed_files_by_their_content_alone(side
     (root / ".git" / "MERGE_HEAD").write_text(exe + "\n")
     assert moves() == "busy main"
     (root / ".git" / "MERGE_HEAD").unlink()
+    (root / "c.txt").write_text("staged by the user\n")
+    git(root, "add", "c.txt")
+    (root / "c.txt").write_text("c\n")
+    assert moves() == "staged main", "what the user staged at a path the commit changes is theirs"
+    git(root, "reset", "-q", "c.txt")
     (root / "d.txt").write_text("d\n")
     git(root, "add", "d.txt")
-    assert moves() == "staged main"
-    git(root, "reset", "-q", "d.txt")
     assert moves() == "moved main" and git(root, "rev-parse", "main") == other
-    assert git(root, "status", "--porcelain") == "?? d.txt", "the user's own files stay as they were"
+    assert git(root, "status", "--porcelain") == "A  d.txt", "what is staged elsewhere stays staged"
     git(root, "commit", "-q", "--allow-empty", "-m", "host side")
     agent_commit("echo e > e.txt")
     assert moves() == "diverged main"

@@ -41,6 +41,9 @@ class TreeChange(Record):
     new_mode: str
     new_id: str
     """The object at `path` in the newer commit (zeros where the path is gone)."""
+    old_id: str = ""
+    """The object at `path` in the older commit (zeros where there was none; for a merge, the
+    first parent's)."""
 
 
 def parse_diff_tree(raw: bytes) -> list[TreeChange]:
@@ -66,7 +69,7 @@ def parse_diff_tree(raw: bytes) -> list[TreeChange]:
         old_modes, new_mode, new_id = words[:parents], words[parents], words[2 * parents + 1]
         old_mode = next((mode for mode in old_modes if mode == GITLINK), old_modes[0])
         found.append(TreeChange(fields[index + 1].decode("utf-8", errors="surrogateescape"), old_mode, new_mode,
-                                new_id))
+                                new_id, words[parents + 1]))
         index += 2
     return found
 

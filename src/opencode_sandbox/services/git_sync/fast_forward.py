@@ -31,13 +31,15 @@ BUSY = ("MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "BISECT_LOG", "rebase-m
 """What git leaves in a worktree's git directory while an operation waits on the user."""
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _CHUNK = 1024 * 1024
+PATHS_PER_CALL = 1000
+"""Paths named on one `git ls-files` command line, well within any system's argument limit."""
 
 
 def fast_forward(root: Path, git_dir: Path, prefix: str, message: str, guarded: Sequence[str],
                  object_format: str) -> str:
-    """Moves the checked-out branch to `prefix<branch>` when that only adds commits, nothing is
-    staged or in progress, none of the changes is one the host holds, and the work tree already
-    holds every file they changed; says `moved B`, or why not (`busy`, `diverged`, `staged`,
+    """Moves the checked-out branch to `prefix<branch>` when that only adds commits, nothing is in
+    progress or staged at a path they change, none of the changes is one the host holds, and the
+    work tree already holds every file they changed; says `moved B`, or why not (`busy`, `diverged`, `staged`,
     `held`, `differs`), or nothing when there is nothing to do."""
     head = host_git.text(root, "symbolic-ref", "-q", "HEAD")
     if not head.startswith("refs/heads/"):
@@ -51,12 +53,12 @@ def fast_forward(root: Path, git_dir: Path, prefix: str, message: str, guarded: 
         return f"busy {branch}"
     if not host_git.succeeds(root, "merge-base", "--is-ancestor", old, new):
         return f"diverged {branch}"
-    if not host_git.succeeds(root, "diff-index", "--cached", "--quiet", "--ignore-submodules=all", old, "--"):
-        return f"staged {branch}"
     try:
         changed = changes_between(root, old, new)
     except host_git.TooMuch:
         return f"differs {branch}"  # more changed paths than the host reads: `git merge` takes them
+    if staged_among(root, changed):
+        return f"staged {branch}"
     if held_reasons(changed, guarded):
         return f"held {branch}"
     if not work_tree_holds(root, changed, blob_sizes(root, changed), object_format):
@@ -79,6 +81,28 @@ def index_info(changed: Sequence[TreeChange], object_format: str) -> bytes:
         else:
             lines.append(f"{change.new_mode} {change.new_id}\t".encode() + path + b"\0")
     return b"".join(lines)
+
+
+def staged_among(root: Path, changed: Sequence[TreeChange]) -> bool:
+    """Whether the index holds, for a path the new commits change, anything but the older commit's
+    entry: something the user staged there, or a conflict. Only those entries are rewritten, so
+    what is staged elsewhere stays staged; reading them alone spares a walk of the whole tree."""
+    if not changed:
+        return False
+    entries: dict[str, list[str]] = {}
+    for start in range(0, len(changed), PATHS_PER_CALL):
+        paths = [change.path for change in changed[start:start + PATHS_PER_CALL]]
+        listed = host_git.run(root, "--literal-pathspecs", "ls-files", "-s", "-z", "--", *paths).stdout
+        for record in listed.split(b"\0"):
+            head, _, path = record.partition(b"\t")
+            if head:
+                entries.setdefault(path.decode("utf-8", errors="surrogateescape"), []).append(head.decode())
+    for change in changed:
+        found = entries.get(change.path, [])
+        expected = [] if change.old_mode == ABSENT else [f"{change.old_mode} {change.old_id} 0"]
+        if found != expected:
+            return True
+    return False
 
 
 def blob_sizes(root: Path, changed: Sequence[TreeChange]) -> dict[str, int]:
