@@ -188,7 +188,9 @@ def a_gitlink_commit_is_held_and_runs_nothing(project: Project, as_root: bool) -
 
     assert project.shell("true").returncode == 0  # the VM runs on with no client: the reaper watches
     before = git(project.root, "rev-parse", "main")
-    prepared = vm(f"rm -rf /tmp/prep-{user} && mkdir -p /tmp/prep-{user} && cd /tmp/prep-{user} && "
+    # Root's git refuses dev's checkout as of dubious ownership; an attacker as root says it is safe.
+    trusting = "git config --global --add safe.directory '*' && " if as_root else ""
+    prepared = vm(f"{trusting}rm -rf /tmp/prep-{user} && mkdir -p /tmp/prep-{user} && cd /tmp/prep-{user} && "
                   "git init -q sub && "
                   f"git -C sub config core.fsmonitor 'touch ../../{marker.name}; false'")
     assert prepared.returncode == 0, prepared.stderr
