@@ -73,8 +73,9 @@ def test_on_a_terminal_stop_shows_the_change_and_keeps_it_when_asked(project: Pr
     assert made.returncode == 0, made.stderr
     terminal = Tmux(f"osb-guard-{unique}", cli_command("stop"), project.root, project.env)
     try:
-        screen = terminal.wait_for(r"Revert them\? The VM's versions are kept under [^[]*\[Y/n\]", timeout=120)
-        # a long path wraps at the terminal's width
+        # a long path wraps at the terminal's width, anywhere in it, the prompt's answers included
+        screen = terminal.wait_for(r"Revert them\? The VM's versions are kept under [^[]*\[\n?Y\n?/\n?n\n?\]",
+                                   timeout=120)
         assert unwrapped(f"kept under {review_folder(project)}/ [Y/n]") in unwrapped(screen), screen
         assert ".vscode/settings.json: added (mode " in screen
         assert '+{"editor.tabSize": 2}' in screen
