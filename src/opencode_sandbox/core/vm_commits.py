@@ -74,6 +74,9 @@ def parse_diff_tree(raw: bytes) -> list[TreeChange]:
     return found
 
 
+_BELOW_FOLDED = {name.casefold(): tuple(each.casefold() for each in paths) for name, paths in GUARDED_BELOW.items()}
+
+
 def runs_on_host(path: str, guarded: Sequence[str]) -> bool:
     """`path` is, or lies in, a guarded path: one of `guarded` from the checkout's top, or a default
     guarded name in any folder below it (the tools that read them look in the folder they run in).
@@ -82,10 +85,7 @@ def runs_on_host(path: str, guarded: Sequence[str]) -> bool:
     parts = path.casefold().split("/")
     top = [each.casefold().rstrip("/") for each in guarded]
     for start, first in enumerate(parts):
-        candidates = top if start == 0 else [each.casefold() for each in GUARDED_BELOW.get(first, ())]
-        if not candidates and start:
-            candidates = [each.casefold() for name, paths in GUARDED_BELOW.items() if name.casefold() == first
-                          for each in paths]
+        candidates = top if start == 0 else _BELOW_FOLDED.get(first, ())
         rest = "/".join(parts[start:])
         if any(rest == each or rest.startswith(each + "/") for each in candidates):
             return True
