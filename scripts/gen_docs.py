@@ -1,4 +1,4 @@
-"""Writes the reference parts of docs/commands.md and docs/configuration.md from the code.
+"""Writes the reference parts of docs/commands.md, docs/configuration.md and docs/security.md from the code.
 
 Run `python scripts/gen_docs.py` after changing a command, a flag or a configuration key;
 a test fails while the documents and the code disagree.
@@ -15,6 +15,7 @@ import click
 from opencode_sandbox.cli.main import cli
 from opencode_sandbox.config.keys import KEYS
 from opencode_sandbox.config.render import render_value
+from opencode_sandbox.core.guard_catalogue import CATALOGUE, NOT_COVERED, Guarded
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN = "<!-- generated: begin -->"
@@ -67,6 +68,21 @@ def checkout_reference() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _guarded_rows(entries: tuple[Guarded, ...], first: str) -> str:
+    lines = [f"| {first} | tool | how it runs on the host |", "| --- | --- | --- |"]
+    lines += [f"| `{entry.path}` | {entry.tool} | {entry.how} |" if "," not in entry.path and " " not in entry.path
+              else f"| {entry.path} | {entry.tool} | {entry.how} |" for entry in entries]
+    return "\n".join(lines) + "\n"
+
+
+def guarded_reference() -> str:
+    return _guarded_rows(CATALOGUE, "guarded path")
+
+
+def not_covered_reference() -> str:
+    return _guarded_rows(NOT_COVERED, "not guarded")
+
+
 def splice(text: str, generated: str, part: str) -> str:
     begin, end = (BEGIN, END) if not part else (f"<!-- generated {part}: begin -->", f"<!-- generated {part}: end -->")
     head, _, rest = text.partition(begin)
@@ -78,6 +94,8 @@ TARGETS = [  # a document, the name of its generated part ("" for the first), wh
     (ROOT / "docs" / "commands.md", "", commands_reference),
     (ROOT / "docs" / "configuration.md", "", configuration_reference),
     (ROOT / "docs" / "configuration.md", "checkout", checkout_reference),
+    (ROOT / "docs" / "security.md", "guarded", guarded_reference),
+    (ROOT / "docs" / "security.md", "not-guarded", not_covered_reference),
 ]
 
 

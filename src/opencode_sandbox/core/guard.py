@@ -8,33 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from opencode_sandbox.core.guard_catalogue import CATALOGUE
 from opencode_sandbox.core.records import Record
 
-DEFAULT_GUARDED = (
-    ".envrc",
-    ".vscode/tasks.json",
-    ".vscode/settings.json",
-    ".idea/workspace.xml",
-    ".opencode-sandbox",
-    ".pre-commit-config.yaml",
-    ".husky",
-    "lefthook.yml",
-    ".lefthook.yml",
-    "lefthook-local.yml",
-    ".lefthook-local.yml",
-    ".claude",
-    ".mcp.json",
-    ".codex",
-    ".opencode",
-    "opencode.json",
-    "opencode.jsonc",
-)
-"""Paths the host executes or applies on the user's behalf, relative to the checkout: shell
-and editor set-ups, what the usual git hook managers run from the work tree, and the project
-settings of the coding agents a user may also run on the host (their hooks, plugins and MCP
-servers are programs). The host's
-`.git` is not among them: the VM never reaches it (docs/git.md). Each is guarded in every folder
-below the checkout's top as well (`GUARDED_BELOW`)."""
+DEFAULT_GUARDED = tuple(guarded.path for guarded in CATALOGUE)
+"""Paths the host executes or applies on the user's behalf, relative to the checkout
+(`guard_catalogue` says which tool and how): shell and editor set-ups, what the usual git hook
+managers and package managers run from the work tree, and the project settings and instructions
+of the coding agents a user may also run on the host (their hooks, plugins and MCP servers are
+programs). The host's `.git` is not among them: the VM never reaches it (docs/git.md). Each is
+guarded in every folder below the checkout's top as well (`GUARDED_BELOW`)."""
 GUARDED_BELOW: Mapping[str, tuple[str, ...]] = {
     first: tuple(path for path in DEFAULT_GUARDED if path.split("/")[0] == first)
     for first in dict.fromkeys(path.split("/")[0] for path in DEFAULT_GUARDED)
