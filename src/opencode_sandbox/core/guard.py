@@ -35,15 +35,31 @@ into it still counts as leading into what was set aside."""
 COPY_LIMIT = 1024 * 1024
 """A guarded file larger than this is recorded by its identity alone (inode, size, times), never read: no
 copy is kept to revert to."""
+CONTENTS_BUDGET = 32 * 1024 * 1024
+"""The contents one snapshot keeps in memory, all files together; past it a file is digested as it
+is read and kept by its digest alone, so a change to it is seen but cannot be put back."""
+READ_BUDGET = 256 * 1024 * 1024
+"""The bytes one snapshot reads, all files together. The VM picks how many files there are: past
+this the guard cannot look at them within its time, and says so (`OverBudget`)."""
+ENTRY_BUDGET = 50_000
+"""The entries one snapshot records, all guarded paths together, for the same reason."""
+FOLDER_ENTRY_LIMIT = 2_000
+"""A guarded folder holding more entries than this is recorded whole (`CROWDED`), not file by file:
+what it holds is not read, and a folder that becomes so while the VM runs is moved aside whole."""
+SPARSE_FROM = 64 * 1024
+"""A file of this size or more with fewer than half its bytes on disk (sparse) is recorded by its
+identity, never read: reading it costs the guard time and the VM no disk."""
 DIFF_LINE_LIMIT = 200
 
 FILE = "file"
 LINK = "link"
+CROWDED = "crowded"
+"""A guarded folder of more than `FOLDER_ENTRY_LIMIT` entries, recorded as one."""
 
 
 class Entry(Record):
     kind: str
-    """FILE or LINK."""
+    """FILE, LINK or CROWDED."""
     mode: int = 0
     size: int = 0
     digest: str = ""
@@ -54,6 +70,8 @@ class Entry(Record):
     def describe(self) -> str:
         if self.kind == LINK:
             return f"symlink to {shown(self.target)}"
+        if self.kind == CROWDED:
+            return f"a folder of more than {FOLDER_ENTRY_LIMIT} entries, not read"
         return f"mode {self.mode:04o}, {self.size} bytes"
 
     def as_mapping(self) -> dict[str, object]:
@@ -63,7 +81,7 @@ class Entry(Record):
 def entry_from_mapping(data: Mapping[str, object]) -> Entry:
     kind, mode, size = data.get("kind"), data.get("mode"), data.get("size")
     digest, target = data.get("digest"), data.get("target", "")
-    if kind not in (FILE, LINK) or not isinstance(mode, int) or not isinstance(size, int):
+    if kind not in (FILE, LINK, CROWDED) or not isinstance(mode, int) or not isinstance(size, int):
         raise ValueError(f"not a guarded entry: {data!r}")
     if not isinstance(digest, str) or not isinstance(target, str):
         raise ValueError(f"not a guarded entry: {data!r}")
@@ -146,6 +164,8 @@ def diff_lines(change: Change, before: bytes | None, after: bytes | None) -> lis
     """
     import difflib
 
+    if CROWDED in (change.before and change.before.kind, change.after and change.after.kind):
+        return []
     for entry, data in ((change.before, before), (change.after, after)):
         if entry is not None and entry.kind == FILE and (data is None or not is_text(data)):
             return [f"  binary or not kept: {_digest_line(change)}"]

@@ -27,6 +27,7 @@ from opencode_sandbox.core.guard import (
 )
 from opencode_sandbox.core.guard_privileged import PUT_BACK_HINT, Caught, Privileged
 from opencode_sandbox.core.records import Record
+from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.services import guard_files, guard_mounts, guard_moves
 from opencode_sandbox.services.guard_store import GuardRecord, GuardStore, covered, watched
 from opencode_sandbox.state_layout import StateLayout
@@ -83,6 +84,17 @@ def hooks_of(app: App) -> Path | None:
     return paths.hooks if paths is not None else None
 
 
+def snapshot(root: Path, paths: Sequence[str]) -> guard_files.Snapshot:
+    """The guarded files' snapshot; a checkout that holds more of them than the guard may read is
+    an error that stops the command: the guard does not go on blind."""
+    try:
+        return guard_files.take_snapshot(root, paths)
+    except guard_files.OverBudget as error:
+        raise SandboxError(f"the guarded files of this checkout hold more than the guard reads: {shown(str(error))}",
+                           hint="with no VM running, look at that folder and move what you do not need out of "
+                                "the checkout; `opencode-sandbox guard status` tells when it fits") from None
+
+
 def _inside(root: Path, hooks: Path) -> str | None:
     inside = os.path.relpath(os.path.normpath(os.path.join(root, hooks)), root)
     if inside == "." or inside.startswith("..") or inside == ".git" or inside.startswith(".git/"):
@@ -105,7 +117,7 @@ def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | N
         found = walked.git_dirs
         earlier = (*record.git_entries, *record.links_in, *record.below) if record is not None else ()
         below = (*walked.links_in, *walked.guarded_below)
-        now = guard_files.take_snapshot(root, (*paths, *found, *below, *earlier))
+        now = snapshot(root, (*paths, *found, *below, *earlier))
         outcome = Review()
         if record is not None and (record.vm_may_write or record.at_stop is not None):
             common = (set(record.paths) & set(paths)) | set(found) | set(below) | set(earlier)
@@ -265,7 +277,7 @@ def status(app: App) -> GuardStatus:
     walked = guard_files.walk_checkout(app.project.root, app.project.is_git, store.kept_apart)
     found = walked.git_dirs
     below = (*walked.links_in, *walked.guarded_below, *record.links_in, *record.below)
-    now = guard_files.take_snapshot(app.project.root, (*paths, *found, *record.git_entries, *below))
+    now = snapshot(app.project.root, (*paths, *found, *record.git_entries, *below))
     common = (set(record.paths) & set(paths)) | set(found) | set(record.git_entries) | set(below)
     baseline, current = covered(record.entries, common), covered(now.entries, common)
     notes = guard_moves.read_notes(store)

@@ -17,7 +17,20 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from opencode_sandbox.core.digest import sha256
-from opencode_sandbox.core.guard import COPY_LIMIT, FILE, GUARDED_BELOW, LINK, OLD_REVIEW_FOLDER, Entry
+from opencode_sandbox.core.guard import (
+    CONTENTS_BUDGET,
+    COPY_LIMIT,
+    CROWDED,
+    ENTRY_BUDGET,
+    FILE,
+    FOLDER_ENTRY_LIMIT,
+    GUARDED_BELOW,
+    LINK,
+    OLD_REVIEW_FOLDER,
+    READ_BUDGET,
+    SPARSE_FROM,
+    Entry,
+)
 from opencode_sandbox.core.guard_privileged import (
     CAPABILITY_ATTRIBUTE,
     Privileged,
@@ -38,12 +51,44 @@ VM picks the depth: the process may open this many (up to its hard limit) rather
 usual 1024. A folder that still cannot be opened is named as not walked."""
 
 
+class OverBudget(Exception):
+    """The guarded paths hold more than one snapshot may read (`ENTRY_BUDGET`, `READ_BUDGET`)."""
+
+
 class Snapshot:
-    """The guarded entries of a checkout, and the contents of files up to `COPY_LIMIT`."""
+    """The guarded entries of a checkout, and the contents of files up to `COPY_LIMIT` each and
+    `CONTENTS_BUDGET` in all. Its memory and the bytes it reads are bounded whatever the VM wrote:
+    past a budget it raises `OverBudget`."""
 
     def __init__(self) -> None:
         self.entries: dict[str, Entry] = {}
         self.contents: dict[str, bytes] = {}
+        self.kept = 0
+        self.read = 0
+
+    def add(self, path: str, entry: Entry) -> None:
+        self.entries[path] = entry
+        if len(self.entries) > ENTRY_BUDGET:
+            raise OverBudget(f"more than {ENTRY_BUDGET} guarded entries (the last: {path})")
+
+    def count_read(self, amount: int, path: str) -> None:
+        self.read += amount
+        if self.read > READ_BUDGET:
+            raise OverBudget(f"more than {READ_BUDGET // (1024 * 1024)} MiB in guarded files (the last: {path})")
+
+    def keep(self, path: str, content: bytes) -> None:
+        if self.kept + len(content) <= CONTENTS_BUDGET:
+            self.contents[path] = content
+            self.kept += len(content)
+
+    def crowd(self, path: str) -> None:
+        """Record the folder at `path` whole, dropping what was recorded inside it."""
+        inside = path + "/"
+        for each in [each for each in self.entries if each.startswith(inside)]:
+            del self.entries[each]
+            content = self.contents.pop(each, None)
+            self.kept -= len(content) if content is not None else 0
+        self.entries[path] = Entry(CROWDED)
 
 
 def take_snapshot(root: Path, guarded: Sequence[str]) -> Snapshot:
@@ -121,6 +166,7 @@ def _record_folder(parent: int, name: str, path: str, snapshot: Snapshot) -> Non
     # A stack rather than recursion: the VM picks the depth. Each level's folder is open while its
     # entries are looked at.
     stack: list[tuple[int, str, Iterator[str]]] = [(first, path, iter(_listing(first)))]
+    seen = 0
     try:
         while stack:
             folder, here, items = stack[-1]
@@ -128,6 +174,10 @@ def _record_folder(parent: int, name: str, path: str, snapshot: Snapshot) -> Non
             if item is None:
                 os.close(stack.pop()[0])
                 continue
+            seen += 1
+            if seen > FOLDER_ENTRY_LIMIT:
+                snapshot.crowd(path)
+                return
             child = f"{here}/{item}"
             try:
                 found = os.stat(item, dir_fd=folder, follow_symlinks=False)
@@ -149,16 +199,24 @@ def _record_folder(parent: int, name: str, path: str, snapshot: Snapshot) -> Non
 
 
 def _listing(folder: int) -> list[str]:
+    """The folder's names, sorted; at most one more than `FOLDER_ENTRY_LIMIT`, enough to tell a
+    crowded folder, so a listing of millions never sits in memory."""
+    names: list[str] = []
     try:
-        return sorted(os.listdir(folder))
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                names.append(entry.name)
+                if len(names) > FOLDER_ENTRY_LIMIT:
+                    break
     except PermissionError:
         return []
+    return sorted(names)
 
 
 def _record_one(folder: int, name: str, path: str, found: os.stat_result, snapshot: Snapshot) -> None:
     if stat.S_ISLNK(found.st_mode):
         target = os.readlink(name, dir_fd=folder)
-        snapshot.entries[path] = Entry(LINK, 0, len(target), sha256(target.encode()).hexdigest(), target)
+        snapshot.add(path, Entry(LINK, 0, len(target), sha256(target.encode()).hexdigest(), target))
         return
     if not stat.S_ISREG(found.st_mode):
         return  # a fifo or a socket: nothing the host runs, and reading one could block
@@ -167,28 +225,33 @@ def _record_one(folder: int, name: str, path: str, found: os.stat_result, snapsh
     except PermissionError:
         # Another owner's private file (root in the VM made it): known by its identity, never read.
         identity = f"unreadable {found.st_uid}:{found.st_ino}:{found.st_size}:{found.st_mtime_ns}"
-        snapshot.entries[path] = Entry(FILE, found.st_mode & 0o7777, found.st_size,
-                                       sha256(identity.encode()).hexdigest())
+        snapshot.add(path, Entry(FILE, found.st_mode & 0o7777, found.st_size, sha256(identity.encode()).hexdigest()))
         return
     digest, kept, size = sha256(), bytearray(), 0
     with os.fdopen(descriptor, "rb") as handle:
         opened = os.fstat(handle.fileno())
         mode = opened.st_mode & 0o7777
-        if opened.st_size > COPY_LIMIT:
+        sparse = opened.st_size >= SPARSE_FROM and opened.st_blocks * 512 < opened.st_size // 2
+        if opened.st_size > COPY_LIMIT or sparse:
             # Known by its identity, never read: the VM can make a file of terabytes that takes no
             # disk (sparse), and reading it would hold the round and the guard's lock for hours.
             # Any write moves its change time, which no process can set.
             identity = f"large {opened.st_ino}:{opened.st_size}:{opened.st_mtime_ns}:{opened.st_ctime_ns}"
-            snapshot.entries[path] = Entry(FILE, mode, opened.st_size, sha256(identity.encode()).hexdigest())
+            snapshot.add(path, Entry(FILE, mode, opened.st_size, sha256(identity.encode()).hexdigest()))
             return
-        while chunk := handle.read(1 << 16):
+        snapshot.count_read(opened.st_size, path)
+        while chunk := handle.read(min(1 << 16, COPY_LIMIT + 1 - size)):
             digest.update(chunk)
             size += len(chunk)
-            if size <= COPY_LIMIT:
-                kept += chunk
-    snapshot.entries[path] = Entry(FILE, mode, size, digest.hexdigest())
-    if size <= COPY_LIMIT:
-        snapshot.contents[path] = bytes(kept)
+            kept += chunk
+            if size > COPY_LIMIT:
+                break
+    if size > COPY_LIMIT:  # it grew while read: known by its identity, as a large one
+        identity = f"large {opened.st_ino}:{size}:{opened.st_mtime_ns}:{opened.st_ctime_ns}:grown"
+        snapshot.add(path, Entry(FILE, mode, size, sha256(identity.encode()).hexdigest()))
+        return
+    snapshot.add(path, Entry(FILE, mode, size, digest.hexdigest()))
+    snapshot.keep(path, bytes(kept))
 
 
 def restore(root: Path, path: str, entry: Entry | None, content: bytes | None) -> None:

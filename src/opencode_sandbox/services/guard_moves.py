@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from opencode_sandbox.core.guard import FILE, Change, changes, diff_lines, shown
+from opencode_sandbox.core.guard import CROWDED, FILE, FOLDER_ENTRY_LIMIT, Change, changes, diff_lines, shown
 from opencode_sandbox.core.guard_privileged import Caught, Privileged, caught_from_mapping
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.services import guard_files, guard_mounts, guard_privileged
@@ -162,7 +162,8 @@ def _hold_changed_files(store: GuardStore, record: GuardRecord, walked: guard_fi
 
 
 def _needs_missing_copy(store: GuardStore, change: Change) -> bool:
-    return change.before is not None and change.before.kind == FILE and store.copy_of(change.before) is None
+    before = change.before
+    return before is not None and (before.kind == CROWDED or (before.kind == FILE and store.copy_of(before) is None))
 
 
 def _before(store: GuardStore, change: Change) -> bytes | None:
@@ -197,11 +198,12 @@ def revert(root: Path, store: GuardStore, now: guard_files.Snapshot, by_vm: Sequ
                 aside = guard_files.move_aside(root, change.path, folder)
                 if aside is not None:
                     put_aside[change.path] = aside
-            if before is not None and before.kind == FILE and content is None:
+            if before is not None and _needs_missing_copy(store, change):
                 aside = put_aside.get(change.path)
                 fate = (f"the VM's version is removed (not kept: {aside.not_kept})" if aside and aside.not_kept else
                         f"the VM's version is moved to {shown(aside.kept if aside else str(folder))}")
-                warn(f"{shown(change.path)}: its earlier version was not kept (over 1 MiB, or the record was lost); "
+                warn(f"{shown(change.path)}: its earlier version was not kept (over 1 MiB, a folder of over "
+                     f"{FOLDER_ENTRY_LIMIT} entries, or the record was lost); "
                      f"{fate}", "restore it from version control or a backup")
                 now.entries.pop(change.path, None)
                 continue
