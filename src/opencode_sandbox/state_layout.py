@@ -63,10 +63,13 @@ ATTENTION = Place("attention", FILE, "the id of the last time the agent needed t
                                     "where no desktop notification can be shown: an attached client rings its bell")
 ATTENTION_LOCK = Place("attention.rung", FILE, "the id of the event an attached client last rang its bell for, held "
                                                "with `flock` while a client claims one: one client rings for each")
+WATCH_FAILED = Place("watch-failed.yaml", FILE, "why the idle reaper stopped the VM at once when its watch could not "
+                                               "do its job (it failed, fell behind or died), until a start tells it")
 PROJECT_PLACES = (
     PROJECT_STATE, DAEMON_PASSWORD, PROVISIONED, IMAGE_CHECK, LEASES, STOP_LOCK, REAPER_SETTINGS, REAPER_LOG,
     EARLIER_REAPER_LOG, REAPER_LOCK, GUARD, GUARD_RECORD, GUARD_COPIES, GUARD_LOCK, GUARD_MOVED, GUARD_REVIEW, VM_GIT,
     GITFILE, GIT_SYNC_LOCK, GIT_SYNC_STAMP, GIT_HELD, VM_GIT_STAGING, INCOMING_BUNDLE, ATTENTION, ATTENTION_LOCK,
+    WATCH_FAILED,
 )
 
 
@@ -155,6 +158,10 @@ class ProjectLayout:
     @property
     def attention_lock(self) -> Path:
         return self[ATTENTION_LOCK]
+
+    @property
+    def watch_failed(self) -> Path:
+        return self[WATCH_FAILED]
 
     def vm_git_staging(self) -> Path:
         return self.folder / VM_GIT_STAGING.name.replace("*", os.urandom(6).hex())

@@ -189,8 +189,23 @@ class Project:
         """Ends the project's idle reaper, and with it the watch that puts the VM's changes back
         within seconds: what the VM changes then waits for the review, as when it lands between
         two rounds. The VM no longer stops by itself; the test stops it."""
-        subprocess.run(["pkill", "-KILL", "-f", f"opencode_sandbox.services.reaper --state-root "
-                        f"{self.paths.state_dir} --slug {self.slug}"], check=False)
+        watching = f"opencode_sandbox.services.reaper --state-root {self.paths.state_dir} --slug {self.slug}"
+        # Its supervisor first (the oldest of the two): a watching process that dies under it stops the VM.
+        subprocess.run(["pkill", "-KILL", "-o", "-f", watching], check=False)
+        subprocess.run(["pkill", "-KILL", "-f", watching], check=False)
+
+    def reaper_memory_kib(self) -> list[int]:
+        """The most memory (`VmHWM`) each of the project's reaper processes has held, in KiB."""
+        found = subprocess.run(["pgrep", "-f", f"opencode_sandbox.services.reaper --state-root {self.paths.state_dir} "
+                                f"--slug {self.slug}"], capture_output=True, text=True).stdout.split()
+        peaks = []
+        for pid in found:
+            try:
+                status = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                continue
+            peaks += [int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")]
+        return peaks
 
     def reaper_log(self, characters: int = 4000) -> str:
         """The end of the idle reaper's log, for a failure message."""

@@ -8,6 +8,7 @@ import re
 
 from opencode_sandbox.core.guard import OLD_REVIEW_FOLDER
 from tests.e2e.guard_scenarios import (
+    a_flood_of_sparse_files_neither_fills_the_reapers_memory_nor_blinds_it,
     a_planted_hook_is_reverted_before_git_runs_it,
     agent_settings_planted_below_the_top_are_put_back,
     privileged_entries_lose_their_privileges_within_seconds,
@@ -97,3 +98,9 @@ def unwrapped(text: str) -> str:
 
 def test_a_privileged_file_or_device_node_the_vm_makes_loses_its_privileges_within_seconds(project: Project) -> None:
     privileged_entries_lose_their_privileges_within_seconds(project)
+
+
+def test_a_flood_of_sparse_files_in_a_guarded_folder_neither_fills_the_reapers_memory_nor_blinds_it(
+    any_user_project: Project,
+) -> None:
+    a_flood_of_sparse_files_neither_fills_the_reapers_memory_nor_blinds_it(any_user_project)

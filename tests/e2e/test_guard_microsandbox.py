@@ -8,6 +8,7 @@ import pytest
 
 from tests.e2e.conftest import MICROVMS_ONLY
 from tests.e2e.guard_scenarios import (
+    a_flood_of_sparse_files_neither_fills_the_reapers_memory_nor_blinds_it,
     a_planted_hook_is_reverted_before_git_runs_it,
     the_existing_guarded_paths_are_read_only,
 )
@@ -32,3 +33,9 @@ def test_guarded_paths_are_read_only_in_the_microvm_and_what_root_changes_anyway
         lifted.stderr
     assert not (project.root / ".opencode-sandbox" / "config.yaml").exists(), \
         "a change beneath a read-only path is the VM's"
+
+
+def test_a_flood_of_sparse_files_in_a_guarded_folder_neither_fills_the_reapers_memory_nor_blinds_it(
+    msb_project: Project,
+) -> None:
+    a_flood_of_sparse_files_neither_fills_the_reapers_memory_nor_blinds_it(msb_project)

@@ -28,9 +28,9 @@ from opencode_sandbox.core.guard import (
 from opencode_sandbox.core.guard_privileged import PUT_BACK_HINT, Caught, Privileged
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.errors import SandboxError
-from opencode_sandbox.services import guard_files, guard_mounts, guard_moves
+from opencode_sandbox.services import guard_files, guard_mounts, guard_moves, watch_failure
 from opencode_sandbox.services.guard_store import GuardRecord, GuardStore, covered, watched
-from opencode_sandbox.state_layout import StateLayout
+from opencode_sandbox.state_layout import ProjectLayout, StateLayout
 from opencode_sandbox.ui.prompts import confirm
 
 if TYPE_CHECKING:
@@ -106,6 +106,10 @@ def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | N
     """Compare the guarded files with the record, show what the VM changed, keep or revert it
     (asked on a terminal; reverted without one), and record the result."""
     store = GuardStore(app.state.project_dir(app.project.slug))
+    stopped_blind = watch_failure.take(ProjectLayout(app.state.project_dir(app.project.slug)))
+    if stopped_blind is not None:
+        app.console.warn(stopped_blind, hint="the review below shows what the VM changed; `opencode-sandbox "
+                                             "guard status` and the reaper's log say more")
     paths = guarded_paths(app.settings, app.project.root, hooks_of(app))
     root = app.project.root
     host_git = app.project.is_git

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from opencode_sandbox import TYPE_CHECKING
+from opencode_sandbox.services.watch_failure import WatchFailed
 
 if TYPE_CHECKING:
     from opencode_sandbox.runtime.base import Runtime
@@ -20,6 +21,8 @@ WALK_COST_FACTOR = 20.0
 """A checkout that takes long to walk is walked less often: at most 1/20 of the time."""
 SYNC_COST_FACTOR = 2.0
 """A slow VM (an emulated one) is asked at most a third of the time."""
+ROUND_LIMIT_S = 120.0
+"""A look at the checkout that takes longer than this cannot keep up with the VM: the VM stops."""
 
 
 class LiveWatch:
@@ -33,6 +36,7 @@ class LiveWatch:
         self._clock = clock
         self._next_round = 0.0
         self._next_sync = 0.0
+        self._failed: str | None = None
 
     def due(self) -> bool:
         return self._clock() >= min(self._next_round, self._next_sync)
@@ -44,14 +48,27 @@ class LiveWatch:
             self._sync(settings)
 
     def _round(self, settings: ReaperSettings) -> None:
+        """One look; `WatchFailed` when the guard cannot do its job: over its budget, slower than
+        `ROUND_LIMIT_S`, or failed twice in a row (a file the VM swapped mid-look fails one)."""
+        from opencode_sandbox.services.guard_files import OverBudget
         from opencode_sandbox.services.guard_moves import catch_while_running
 
         began = self._clock()
         try:
             catch_while_running(settings.state_root, settings.slug, self._log)
-        except Exception as error:  # whatever the VM made of the checkout, the next round and the stop go on
-            self._log(f"looking for the VM's changes to what the host runs failed: {error!r}")
+        except OverBudget as error:
+            raise WatchFailed(f"the guarded files hold more than the guard reads: {error}") from None
+        except Exception as error:
+            if self._failed is not None:
+                raise WatchFailed(f"looking at what the VM changed failed twice: {self._failed}; {error!r}") from None
+            self._failed = repr(error)
+            self._log(f"looking for the VM's changes to what the host runs failed: {error!r}; looking again at once")
+            return
+        self._failed = None
         ended = self._clock()
+        if ended - began > ROUND_LIMIT_S:
+            raise WatchFailed(f"a look at what the VM changed took {ended - began:.0f} s, more than "
+                              f"{ROUND_LIMIT_S:.0f} s: the guard cannot keep up")
         self._next_round = ended + max(WATCH_INTERVAL_S, WALK_COST_FACTOR * (ended - began))
 
     def _sync(self, settings: ReaperSettings) -> None:

@@ -1,7 +1,9 @@
 """The idle reaper: stops a project VM once no client is attached and its sessions are quiet.
 
 One detached process per project (`python -m opencode_sandbox.services.reaper --state-root
-DIR --slug SLUG`, started by `spawn_reaper`) watches the client leases. When none is left
+DIR --slug SLUG`, started by `spawn_reaper`) holds the reaper's lock and forks the process that
+watches (`supervised`): when that one dies, the first stops the VM. The watching process watches
+the client leases. When none is left
 it waits `auto-stop-timeout` on the monotonic clock, then, in wait mode, polls the daemon
 until no session is working, and stops the VM gracefully. A daemon whose API cannot be read
 holds the VM only while its process runs, and for at most `ReaperSettings.unreadable_grace_s`
@@ -37,12 +39,14 @@ from opencode_sandbox.core.stop_mode import StopMode
 from opencode_sandbox.errors import NotFound, SandboxError
 from opencode_sandbox.runtime.kind import RuntimeKind
 from opencode_sandbox.runtime.types import SandboxStatus
+from opencode_sandbox.services import watch_failure
 from opencode_sandbox.services.reaper_settings import (
     ReaperSettings,
     load_settings,
     settings_path,
 )
 from opencode_sandbox.services.reaper_spawn import reaper_lock
+from opencode_sandbox.services.watch_failure import WatchFailed
 from opencode_sandbox.state.files import UnreadableState, ensure_private_dir
 from opencode_sandbox.state.leases import count_live_leases, stop_guard
 from opencode_sandbox.state_layout import ProjectLayout, StateLayout
@@ -70,6 +74,8 @@ class ReaperOutcome(StrEnum):
     STOPPED = "stopped"
     VM_GONE = "vm-gone"
     FAILED = "failed"
+    STOPPED_BLIND = "stopped-blind"
+    """Stopped at once: the watch could not look at what the VM changes (`WatchFailed`)."""
 
 
 class Timing(Record):
@@ -157,7 +163,10 @@ class Reaper:
                 idle_since, decision, held_for = None, None, ""
                 self._unreadable_since = None
             if self._watch is not None and self._watch.due():
-                self._watch(current)
+                try:
+                    self._watch(current)
+                except WatchFailed as failure:
+                    return self._fail_closed(current, failure.reason)
             if self._attention is not None and self._attention.due():
                 self._signal_attention(current)
             clients = count_live_leases(current.state_root, current.slug)
@@ -263,7 +272,11 @@ class Reaper:
                 return None
             self._log(f"stopping {current.vm_name}: {decision.reason}")
             if self._watch is not None:
-                self._watch(current)  # the last commits reach the host before the VM goes
+                try:
+                    self._watch(current)  # the last commits reach the host before the VM goes
+                except WatchFailed as failure:
+                    self._log(f"the last look before the stop failed: {failure.reason}")
+                    watch_failure.record(current.project(), failure.reason)
             if self._attention is not None:
                 self._signal_attention(current)  # a turn that ended since the last look is still told
             try:
@@ -280,6 +293,12 @@ class Reaper:
             self._note_guarded_files(current)
         return ReaperOutcome.STOPPED
 
+    def _fail_closed(self, current: ReaperSettings, reason: str) -> ReaperOutcome:
+        """Stop the VM at once, clients attached or not: nothing would watch what it does."""
+        self._log(f"stopping {current.vm_name} at once, clients attached or not: {reason}")
+        watch_failure.record(current.project(), reason)
+        return stop_blind(current, self._runtime(current.runtime_kind), self._log)
+
     def _note_guarded_files(self, current: ReaperSettings) -> None:
         """Where the VM left the files the host runs: later changes there are the user's."""
         from opencode_sandbox.services.guard import note_vm_stopped
@@ -288,6 +307,28 @@ class Reaper:
             note_vm_stopped(current.state_root, current.slug, self._log)
         except Exception as error:  # whatever the VM left in the checkout, the reaper ends as it should
             self._log(f"reading the guarded files failed: {error!r}")
+
+
+def stop_blind(current: ReaperSettings, runtime: Runtime, log: Callable[[str], None]) -> ReaperOutcome:
+    """Stop the VM because nothing watches it any more; where the VM left the guarded files is
+    noted as at any stop."""
+    from opencode_sandbox.services.guard import note_vm_stopped
+
+    with stop_guard(current.state_root, current.slug):
+        try:
+            runtime.stop_sandbox(current.vm_name)
+        except NotFound as error:
+            log(f"{current.vm_name} is gone: {error.message}")
+            return ReaperOutcome.VM_GONE
+        except SandboxError as error:
+            log(f"stopping {current.vm_name} failed: {error.message}")
+            return ReaperOutcome.FAILED
+        log(f"stopped {current.vm_name}")
+        try:
+            note_vm_stopped(current.state_root, current.slug, log)
+        except Exception as error:  # what failed the watch may fail this too; the VM is down
+            log(f"reading the guarded files failed: {error!r}")
+    return ReaperOutcome.STOPPED_BLIND
 
 
 def _mode_text(mode: StopMode, max_retries: int) -> str:
@@ -417,6 +458,10 @@ def run_exclusively(
         return work()
 
 
+WATCH_DIED = 3
+"""The exit status of a watching process that ended without finishing its job."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="opencode_sandbox.services.reaper", description=__doc__)
     parser.add_argument("--state-root", type=Path, required=True)
@@ -425,6 +470,56 @@ def main(argv: Sequence[str] | None = None) -> int:
     state_root: Path = arguments.state_root
     slug: str = arguments.slug
     log = ReaperLog(StateLayout(state_root).project(slug))
+    with reaper_lock(state_root, slug) as mine:
+        if not mine:
+            log("another reaper already watches this project; leaving it to that one")
+            return 0
+        return supervised(state_root, slug, log, lambda: _watch(state_root, slug, log))
+
+
+def supervised(state_root: Path, slug: str, log: Callable[[str], None], watch: Callable[[], int],
+               runtimes: Callable[[RuntimeKind], Runtime] | None = None) -> int:
+    """Run `watch` in a child process and stop the VM if it ends without finishing its job: killed
+    (the kernel's out-of-memory killer, a signal) or failed. This process only waits, so what the
+    VM makes the watch read never weighs on it."""
+    child = os.fork()
+    if child == 0:
+        status = WATCH_DIED
+        try:
+            status = watch()
+        finally:
+            os._exit(status)
+    while True:
+        try:
+            _, status = os.waitpid(child, 0)
+            break
+        except ChildProcessError:
+            return WATCH_DIED
+        except InterruptedError:
+            continue
+    if os.WIFSIGNALED(status):
+        reason = f"the watching process was killed by signal {os.WTERMSIG(status)}"
+    elif os.WEXITSTATUS(status) == WATCH_DIED:
+        reason = "the watching process failed (its log says why)"
+    else:
+        return os.WEXITSTATUS(status)
+    log(f"{reason}; stopping the VM, as nothing watches it any more")
+    try:
+        current = load_settings(state_root, slug)
+    except UnreadableState as error:
+        log(f"cannot stop the VM: its settings are unreadable: {error}")
+        return WATCH_DIED
+    if current is None:
+        return WATCH_DIED
+    watch_failure.record(current.project(), reason)
+    try:
+        stop_blind(current, (runtimes or RuntimeCache(state_root))(current.runtime_kind), log)
+    except Exception:
+        log("stopping the VM failed:\n" + traceback.format_exc().rstrip())
+    return WATCH_DIED
+
+
+def _watch(state_root: Path, slug: str, log: Callable[[str], None]) -> int:
     reader = DaemonActivityReader(log)
     try:
         from opencode_sandbox.services.attention import AttentionWatch
@@ -434,19 +529,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         activity = ActivityOfAgent(reader, TerminalAgentReader(runtimes))
         reaper = Reaper(SettingsFile(state_root, slug, log), runtimes, activity, log, watch=LiveWatch(runtimes, log),
                         attention=AttentionWatch(runtimes, reader, log))
-        outcome = run_exclusively(state_root, slug, log, reaper.run)
+        outcome = reaper.run()
     except SandboxError as error:
         log(f"giving up: {error.message}")
-        return 1
+        return WATCH_DIED
     except Exception:
         log("unexpected failure:\n" + traceback.format_exc().rstrip())
-        return 1
+        return WATCH_DIED
     finally:
         reader.close()
-    if outcome is None:
-        return 0
     log(f"done ({outcome.value})")
     return 1 if outcome is ReaperOutcome.FAILED else 0
+
 
 if __name__ == "__main__":
     sys.exit(main())
