@@ -187,13 +187,15 @@ def a_flood_of_sparse_files_neither_fills_the_reapers_memory_nor_blinds_it(proje
     made = project.backend().exec(project.vm, ["sh", "-c", flood], workdir="/workspace")
     assert made.exit_code == 0, made.stderr
     crowded, envrc = project.root / "deep" / ".claude", project.root / ".envrc"
-    assert wait_until(lambda: not crowded.exists() and not envrc.exists(), within), \
+    # The watch may meet the folder as it fills, before it is crowded: then file by file.
+    assert wait_until(lambda: not envrc.exists() and not (crowded.exists() and any(crowded.iterdir())), within), \
         f"the flood or the .envrc stayed; the reaper's log:\n{project.reaper_log()}"
     peaks = project.reaper_memory_kib()
     assert peaks and max(peaks) < REAPER_MEMORY_KIB, f"the reaper held {peaks} KiB; its log:\n{project.reaper_log()}"
     told = project.shell("true")
     assert told.returncode == 0, told.stderr
-    assert "deep/.claude: added (a folder of more than 2000 entries" in told.stderr, told.stderr
+    assert "deep/.claude" in told.stderr and ".envrc: added" in told.stderr, told.stderr
+    assert len(told.stderr.splitlines()) < 1000, "what the next start tells is bounded"
 
 
 def _as_root(project: Project, *argv: str) -> bool:

@@ -194,9 +194,14 @@ def _tell_moved(app: App, store: GuardStore, privileged_now: Sequence[Privileged
             console.note(f"  {shown(held.line())}")
             for line in held.diff:
                 console.note(f"    {shown(line)}")
+    for folder, count in notes.unlisted_in:
+        console.note(f"  {shown(folder)}/: {count} more file(s) put back the same way, not listed")
+    if notes.unlisted:
+        console.warn(f"{notes.unlisted} more of the VM's changes were moved aside or put back the same way, not "
+                     f"listed; the review folder holds what was kept: {shown(str(store.review))}")
     unresolved = [each for each in notes.privileged if each.failed and each.found in privileged_now]
     _tell_privileged(console, notes.privileged, unresolved)
-    if notes.moved or notes.held or notes.privileged:
+    if notes.moved or notes.held or notes.privileged or notes.unlisted or notes.unlisted_in:
         guard_moves.clear_notes(store, keep=unresolved)
     return frozenset(each.found for each in unresolved)
 

@@ -43,12 +43,25 @@ class Held(Record):
         return self.change + (f", the VM's version now in {self.kept}" if self.kept else "")
 
 
+NOTES_KEPT = 200
+"""What the notes list of each kind at most; past that they only count (`Notes.unlisted`), so the
+VM cannot grow them, nor the next start's message, without end."""
+HELD_PER_FOLDER = 5
+"""The files put back that the notes list for one folder; the rest of that folder's only count, so
+a flood in one folder never hides a change elsewhere."""
+LOGGED_PER_ROUND = 20
+
+
 class Notes(Record):
     moved: tuple[str, ...] = ()
     """Git directories moved aside: `path -> where` (`guard_files.Aside.where`)."""
     held: tuple[Held, ...] = ()
     privileged: tuple[Caught, ...] = ()
     """Privileged entries the VM made, and what was done about each."""
+    unlisted: int = 0
+    """More of them, past `NOTES_KEPT`, done the same way but not listed."""
+    unlisted_in: tuple[tuple[str, int], ...] = ()
+    """Files put back past `HELD_PER_FOLDER` in one folder: the folder and how many."""
 
 
 def catch_while_running(state_root: Path, slug: str, log: Callable[[str], None]) -> Notes:
@@ -154,9 +167,11 @@ def _hold_changed_files(store: GuardStore, record: GuardRecord, walked: guard_fi
     diffs = [tuple(diff_lines(change, _before(store, change), now.contents.get(change.path))) for change in revertible]
     put_aside = revert(root, store, now, revertible, folder, lambda message, hint: log(f"{message} ({hint})"))
     held = [_held(change, put_aside.get(change.path), diff) for change, diff in zip(revertible, diffs, strict=True)]
-    for each in held:
+    for each in held[:LOGGED_PER_ROUND]:
         where = f"removed (not kept: {each.not_kept})" if each.not_kept else f"in {shown(each.kept or '(none)')}"
         log(f"put back as recorded: {each.change}; the VM's version is {where}")
+    if len(held) > LOGGED_PER_ROUND:
+        log(f"put back as recorded: {len(held) - LOGGED_PER_ROUND} more, in {shown(str(folder))}")
     _note(store, held=held)
     return held
 
@@ -228,12 +243,16 @@ def read_notes(store: GuardStore) -> Notes:
     except UnreadableState:
         return Notes()
     moved, held, privileged = data.get("moved"), data.get("held"), data.get("privileged")
+    unlisted, unlisted_in = data.get("unlisted"), data.get("unlisted_in")
     return Notes(
         tuple(str(item) for item in moved) if isinstance(moved, list) else (),
         tuple(Held(str(item.get("change", "")), str(item.get("kept", "")),
                    tuple(str(line) for line in item.get("diff") or ()), str(item.get("not_kept") or ""))
               for item in held if isinstance(item, dict)) if isinstance(held, list) else (),
         tuple(_caught(privileged) if isinstance(privileged, list) else ()),
+        unlisted if isinstance(unlisted, int) else 0,
+        tuple((str(folder), count) for folder, count in unlisted_in.items() if isinstance(count, int))
+        if isinstance(unlisted_in, dict) else (),
     )
 
 
@@ -259,10 +278,41 @@ def _note(store: GuardStore, moved: Sequence[str] = (), held: Sequence[Held] = (
     fresh = [each for each in dict.fromkeys(privileged) if each not in earlier.privileged]
     if not (moved or held or fresh):
         return []
+    all_moved, all_privileged = [*earlier.moved, *moved], [*earlier.privileged, *fresh]
+    listed, unlisted_in = _held_by_folder(earlier, held)
+    unlisted = earlier.unlisted + sum(max(0, len(each) - NOTES_KEPT) for each in (all_moved, listed, all_privileged))
     write_yaml(store.moved_path, {
-        "moved": [*earlier.moved, *moved],
+        "moved": all_moved[:NOTES_KEPT],
         "held": [{"change": each.change, "kept": each.kept, "diff": list(each.diff), "not_kept": each.not_kept}
-                 for each in (*earlier.held, *held)],
-        "privileged": [each.as_mapping() for each in (*earlier.privileged, *fresh)],
+                 for each in listed[:NOTES_KEPT]],
+        "privileged": [each.as_mapping() for each in all_privileged[:NOTES_KEPT]],
+        "unlisted": unlisted,
+        "unlisted_in": unlisted_in,
     })
     return fresh
+
+
+def _held_by_folder(earlier: Notes, held: Sequence[Held]) -> tuple[list[Held], dict[str, int]]:
+    """The files put back to list, at most `HELD_PER_FOLDER` a folder, and how many more each
+    folder had."""
+    listed = list(earlier.held)
+    unlisted_in = dict(earlier.unlisted_in)
+    per_folder: dict[str, int] = {}
+    for each in listed:
+        folder = _folder_of(each)
+        per_folder[folder] = per_folder.get(folder, 0) + 1
+    for each in held:
+        folder = _folder_of(each)
+        if per_folder.get(folder, 0) >= HELD_PER_FOLDER:
+            unlisted_in[folder] = unlisted_in.get(folder, 0) + 1
+            continue
+        per_folder[folder] = per_folder.get(folder, 0) + 1
+        listed.append(each)
+    if len(unlisted_in) > NOTES_KEPT:
+        unlisted_in = dict(list(unlisted_in.items())[:NOTES_KEPT])
+    return listed, unlisted_in
+
+
+def _folder_of(held: Held) -> str:
+    path = held.change.split(": ", 1)[0]
+    return path.rsplit("/", 1)[0] if "/" in path else "."
