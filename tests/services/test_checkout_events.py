@@ -115,8 +115,11 @@ def test_the_reaper_looks_when_something_changed_and_not_otherwise(tmp_path: Pat
     (checkout / "sub").mkdir(parents=True)
     settings = _settings(state, checkout)
     GuardStore(settings.project().folder).save(GuardRecord(str(checkout), (".envrc",), {}, vm_may_write=True), {})
-    looks: list[float] = []
-    monkeypatch.setattr(guard_moves, "catch_while_running", lambda *_: looks.append(time.monotonic()))
+    looks: list[str] = []
+    named: list[str] = []
+    monkeypatch.setattr(guard_moves, "catch_while_running", lambda *_: looks.append("everything"))
+    monkeypatch.setattr(guard_moves, "catch_named", lambda _root, _slug, paths, _log: named.extend(paths) or
+                        guard_moves.Notes())
     watch = LiveWatch(lambda kind: None, lambda line: None)  # type: ignore[arg-type,return-value]
     try:
         watch(settings)  # the first look, with the events set up before it
@@ -130,6 +133,43 @@ def test_the_reaper_looks_when_something_changed_and_not_otherwise(tmp_path: Pat
             assert time.monotonic() - changed_at < 1.0, "a change calls for a look within a second"
             time.sleep(0.01)
         watch(settings)
-        assert len(looks) == 2
+        assert looks == ["everything"] and named == [str(checkout / "sub" / ".envrc")], \
+            "a file the events named is looked at alone"
+        (checkout / "sub" / "new").mkdir()
+        while not watch.due():
+            time.sleep(0.01)
+        watch(settings)
+        assert looks == ["everything", "everything"], "a new folder calls for a look at everything"
     finally:
+        watch.close()
+
+
+def test_a_start_asks_the_reaper_and_the_answer_vouches_only_for_the_record_it_looked_at(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from opencode_sandbox.services.reaper_looks import LookServer, ask_to_look, record_stamp, socket_name
+
+    checkout, state = tmp_path / "checkout", tmp_path / "state"
+    checkout.mkdir()
+    settings = _settings(state, checkout)
+    store = GuardStore(settings.project().folder)
+    store.save(GuardRecord(str(checkout), (".envrc",), {}, vm_may_write=True), {})
+    looks: list[float] = []
+    monkeypatch.setattr(guard_moves, "catch_while_running", lambda *_: looks.append(time.monotonic()))
+    monkeypatch.setattr(guard_moves, "catch_named", lambda *_: looks.append(time.monotonic()) or guard_moves.Notes())
+    watch = LiveWatch(lambda kind: None, lambda line: None)  # type: ignore[arg-type,return-value]
+    server = LookServer(socket_name(state, "slug"), watch.look_now).start()
+    try:
+        assert ask_to_look(state, "slug") == "blind the watch has not looked yet"
+        watch(settings)
+        assert ask_to_look(state, "slug") == f"clean {record_stamp(store.record_path)}"
+        assert len(looks) == 1, "nothing changed since the last look: the answer costs no look"
+        (checkout / ".envrc").write_text("id\n")
+        assert ask_to_look(state, "slug") == f"clean {record_stamp(store.record_path)}"
+        assert len(looks) == 2, "a change reported by the events is looked at before the answer"
+        store.save(GuardRecord(str(checkout), (".envrc", ".husky"), {}, vm_may_write=True), {})
+        assert ask_to_look(state, "slug") == f"clean {record_stamp(store.record_path)}"
+        assert len(looks) == 3, "a new record is compared with before the answer"
+        assert ask_to_look(state, "other-slug") is None, "no reaper of that project"
+    finally:
+        server.close()
         watch.close()

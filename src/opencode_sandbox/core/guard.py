@@ -6,7 +6,7 @@ A snapshot maps each guarded file or symlink, by its path relative to the checko
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from opencode_sandbox.core.guard_catalogue import CATALOGUE
 from opencode_sandbox.core.records import Record
@@ -76,6 +76,19 @@ class Entry(Record):
 
     def as_mapping(self) -> dict[str, object]:
         return dict(self._asdict())
+
+
+def guarded_root(path: str, top: Sequence[str]) -> str | None:
+    """The guarded path `path` is or lies in, as the snapshot takes it: one of `top` from the
+    checkout's top, or a default guarded name in a folder below it (`GUARDED_BELOW`); None when it
+    lies in none."""
+    parts = path.split("/")
+    for start, first in enumerate(parts):
+        rest = "/".join(parts[start:])
+        for each in top if start == 0 else GUARDED_BELOW.get(first, ()):
+            if rest == each or rest.startswith(each + "/"):
+                return "/".join([*parts[:start], each])
+    return None
 
 
 def entry_from_mapping(data: Mapping[str, object]) -> Entry:

@@ -34,6 +34,10 @@ _CHANGES = (inotify_flags.CREATE | inotify_flags.DELETE | inotify_flags.MODIFY |
             | inotify_flags.DELETE_SELF | inotify_flags.MOVE_SELF)
 _MASK = _CHANGES | inotify_flags.DONT_FOLLOW | inotify_flags.ONLYDIR | inotify_flags.EXCL_UNLINK
 _NEW_FOLDER = inotify_flags.CREATE | inotify_flags.MOVED_TO
+_WHOLE = inotify_flags.ISDIR | inotify_flags.ATTRIB | inotify_flags.DELETE_SELF | inotify_flags.MOVE_SELF
+"""Changes a look at the named files alone cannot judge: a folder made, moved or removed (a git
+directory, a guarded folder below the top, a link in place of a folder), a mode, owner or
+capability changed (a privileged entry)."""
 
 
 class Events(Record):
@@ -41,6 +45,8 @@ class Events(Record):
     """Absolute paths that changed (a folder: it or anything in it)."""
     everything: bool = False
     """The events cannot say what changed (the queue overflowed, or past `PENDING_LIMIT`)."""
+    whole: bool = False
+    """Among the changes is one that calls for a look at everything (`_WHOLE`)."""
 
 
 class CheckoutEvents:
@@ -52,6 +58,7 @@ class CheckoutEvents:
         self._skip = frozenset(str(each) for each in skip)
         self._pending: set[str] = set()
         self._everything = False
+        self._whole = False
         self.why_incomplete = ""
         for top in tops:
             self._watch_tree(str(top))
@@ -80,8 +87,8 @@ class CheckoutEvents:
             pass
         if not self._pending and not self._everything:
             return None
-        taken = Events(frozenset(self._pending), self._everything)
-        self._pending, self._everything = set(), False
+        taken = Events(frozenset(self._pending), self._everything, self._whole or self._everything)
+        self._pending, self._everything, self._whole = set(), False, False
         return taken
 
     def _note(self, wd: int, mask: int, name: str) -> None:
@@ -97,6 +104,8 @@ class CheckoutEvents:
         path = f"{folder}/{name}" if name else folder
         if mask & inotify_flags.ISDIR and mask & _NEW_FOLDER:
             self._watch_tree(path)
+        if mask & _WHOLE:
+            self._whole = True
         self._add(path)
 
     def _add(self, path: str) -> None:

@@ -30,6 +30,7 @@ from opencode_sandbox.core.records import Record
 from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.services import guard_files, guard_mounts, guard_moves, watch_failure
 from opencode_sandbox.services.guard_store import GuardRecord, GuardStore, covered, watched
+from opencode_sandbox.services.reaper_looks import record_stamp
 from opencode_sandbox.state_layout import ProjectLayout, StateLayout
 from opencode_sandbox.ui.prompts import confirm
 
@@ -102,9 +103,14 @@ def _inside(root: Path, hooks: Path) -> str | None:
     return inside
 
 
-def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | None = None) -> Review:
+def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | None = None,
+           ask_reaper: bool = False) -> Review:
     """Compare the guarded files with the record, show what the VM changed, keep or revert it
-    (asked on a terminal; reverted without one), and record the result."""
+    (asked on a terminal; reverted without one), and record the result.
+
+    With `ask_reaper` (a start or a detach while the VM runs on), the project's idle reaper is asked
+    first: when it answers that it looked at every change its file events reported, against this
+    very record, the checkout is not walked at all (`reaper_looks`); what it did is told."""
     store = GuardStore(app.state.project_dir(app.project.slug))
     stopped_blind = watch_failure.take(ProjectLayout(app.state.project_dir(app.project.slug)))
     if stopped_blind is not None:
@@ -113,10 +119,15 @@ def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | N
     paths = guarded_paths(app.settings, app.project.root, hooks_of(app))
     root = app.project.root
     host_git = app.project.is_git
+    vouched = _vouched_for(app) if ask_reaper and vm_may_write_after else None
     with store.lock():
         record = store.load()
         if record is not None and record.root != str(root):
             record = None
+        if (vouched is not None and record is not None and record.vm_may_write and record.paths == paths
+                and record_stamp(store.record_path) == vouched):
+            _tell_moved(app, store, [each.found for each in guard_moves.read_notes(store).privileged if each.failed])
+            return Review()
         walked, in_mounts, unresolved = _catch_and_tell(app, store, record)
         found = walked.git_dirs
         earlier = (*record.git_entries, *record.links_in, *record.below) if record is not None else ()
@@ -146,6 +157,18 @@ def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | N
         if recorded != record:  # a warm start whose files did not change writes nothing
             store.save(recorded, now.contents)
     return outcome
+
+
+def _vouched_for(app: App) -> str | None:
+    """The record the reaper compared everything that changed with, when it says so."""
+    from opencode_sandbox.services.reaper_looks import ask_to_look
+
+    answer = ask_to_look(app.paths.state_dir, app.project.slug)
+    if answer is None or not answer.startswith("clean "):
+        if answer is not None:
+            app.console.verbose(f"the idle reaper cannot vouch for the checkout: {shown(answer)}; walking it")
+        return None
+    return answer.removeprefix("clean ")
 
 
 def _catch_and_tell(app: App, store: GuardStore, record: GuardRecord | None

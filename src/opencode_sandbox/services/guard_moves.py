@@ -10,10 +10,21 @@ project's private `guard/moved.yaml` until the next review tells it (`read_notes
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+import os
+import stat
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
-from opencode_sandbox.core.guard import CROWDED, FILE, FOLDER_ENTRY_LIMIT, Change, changes, diff_lines, shown
+from opencode_sandbox.core.guard import (
+    CROWDED,
+    FILE,
+    FOLDER_ENTRY_LIMIT,
+    Change,
+    changes,
+    diff_lines,
+    guarded_root,
+    shown,
+)
 from opencode_sandbox.core.guard_privileged import Caught, Privileged, caught_from_mapping
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.services import guard_files, guard_mounts, guard_privileged
@@ -62,6 +73,9 @@ class Notes(Record):
     """More of them, past `NOTES_KEPT`, done the same way but not listed."""
     unlisted_in: tuple[tuple[str, int], ...] = ()
     """Files put back past `HELD_PER_FOLDER` in one folder: the folder and how many."""
+    left_for_review: int = 0
+    """What this look could not settle and leaves to the next review (not kept in the notes): a
+    changed file whose earlier version was not kept, a folder it could not look into."""
 
 
 def catch_while_running(state_root: Path, slug: str, log: Callable[[str], None]) -> Notes:
@@ -80,8 +94,51 @@ def catch_while_running(state_root: Path, slug: str, log: Callable[[str], None])
         for folder in walked.unwalked:
             log(f"cannot look inside {shown(folder)}: a privileged file there would not be caught")
         caught, moved = catch_new(store, record, walked, log)
-        held = _hold_changed_files(store, record, walked, log)
-        return Notes(tuple(moved), tuple(held), tuple(caught))
+        held, left = _hold_changed_files(store, record, walked, log)
+        unresolved = sum(1 for each in caught if each.failed)
+        return Notes(tuple(moved), tuple(held), tuple(caught),
+                     left_for_review=left + len(walked.unwalked) + unresolved)
+
+
+_GIT_MARKS = frozenset((".git", "HEAD", "objects", "refs", "commondir"))
+"""Names that can make a folder a git directory (`guard_files.walk_checkout`)."""
+
+
+def catch_named(state_root: Path, slug: str, changed: Iterable[str], log: Callable[[str], None]) -> Notes | None:
+    """`catch_while_running` for the files the kernel's events named alone (absolute paths), with
+    no walk of the checkout: each guarded file among them is put back as recorded. None when one
+    of them calls for a look at everything: a link, a folder, anything but a plain file of the
+    host user's modes, a name that can make a git directory, or a path in a folder mounted writable."""
+    store = GuardStore(StateLayout(state_root).project(slug).folder)
+    with store.lock():
+        record = store.load()
+        if record is None or not record.vm_may_write:
+            return Notes()
+        root = Path(record.root)
+        below: set[str] = set()
+        any_guarded = False
+        for absolute in changed:
+            relative = os.path.relpath(absolute, root)
+            if relative == "." or relative.startswith("../") or Path(absolute).name in _GIT_MARKS:
+                return None
+            try:
+                found = os.lstat(absolute)
+            except FileNotFoundError:
+                found = None
+            except OSError:
+                return None
+            if found is not None and (not stat.S_ISREG(found.st_mode) or found.st_mode & (stat.S_ISUID | stat.S_ISGID)):
+                return None
+            guarded = guarded_root(relative, record.paths)
+            any_guarded = any_guarded or guarded is not None
+            if guarded is not None and guarded not in record.paths:
+                below.add(guarded)
+        if not any_guarded:
+            return Notes()
+        walked = guard_files.Walk()
+        walked.guarded_below = sorted(below)
+        held, left = _hold_changed_files(store, record, walked, log)
+        return Notes(held=tuple(held), left_for_review=left)
 
 
 def catch_new(store: GuardStore, record: GuardRecord, walked: guard_files.Walk,
@@ -154,15 +211,17 @@ def move_new_git_dirs(store: GuardStore, record: GuardRecord, walked: guard_file
 
 
 def _hold_changed_files(store: GuardStore, record: GuardRecord, walked: guard_files.Walk,
-                        log: Callable[[str], None]) -> list[Held]:
+                        log: Callable[[str], None]) -> tuple[list[Held], int]:
+    """The changes put back, and how many are left to the review."""
     root = Path(record.root)
     paths = watched(record, walked.guarded_below)
     now = guard_files.take_snapshot(root, paths)
     found = changes(covered(record.entries, paths), covered(now.entries, paths))
     # A file whose recorded version was too big to copy cannot be put back: the review says so.
     revertible = [change for change in found if not _needs_missing_copy(store, change)]
+    left = len(found) - len(revertible)
     if not revertible:
-        return []
+        return [], left
     folder = new_review_folder(store)
     diffs = [tuple(diff_lines(change, _before(store, change), now.contents.get(change.path))) for change in revertible]
     put_aside = revert(root, store, now, revertible, folder, lambda message, hint: log(f"{message} ({hint})"))
@@ -173,7 +232,7 @@ def _hold_changed_files(store: GuardStore, record: GuardRecord, walked: guard_fi
     if len(held) > LOGGED_PER_ROUND:
         log(f"put back as recorded: {len(held) - LOGGED_PER_ROUND} more, in {shown(str(folder))}")
     _note(store, held=held)
-    return held
+    return held, left
 
 
 def _needs_missing_copy(store: GuardStore, change: Change) -> bool:

@@ -10,6 +10,7 @@ folders), the guard looks on a schedule as it did before, and its log says why."
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -55,20 +56,40 @@ class LiveWatch:
         self._changed = False
         self._next_look = 0.0
         """When events may next call for a look (`EVENT_COST_FACTOR`)."""
+        self._lock = threading.Lock()
+        """The reaper's loop and a start's question (`look_now`) take turns."""
+        self._settings: ReaperSettings | None = None
+        self._looked_at = ""
+        """The guard record the last look compared with (`reaper_looks.record_stamp`), once it found
+        the checkout as the record says or put it back so."""
+        self._failure: WatchFailed | None = None
+        self._left = 0
+        self._named: set[str] = set()
+        """The files the events named since the last look, when a look at them alone may do."""
+        self._whole = False
+        """The events called for a look at everything."""
 
     def due(self) -> bool:
-        now = self._clock()
-        if self._events is not None and self._events.take() is not None:
-            self._changed = True
-        return now >= min(self._next_round, self._next_sync) or (self._changed and now >= self._next_look)
+        with self._lock:
+            now = self._clock()
+            self._collect()
+            return (now >= min(self._next_round, self._next_sync) or (self._changed and now >= self._next_look)
+                    or self._failure is not None)
 
     def __call__(self, settings: ReaperSettings) -> None:
-        if self._events is None:
-            self._events = self._watch_events(settings)
-        now = self._clock()
-        if now >= self._next_round or (self._changed and now >= self._next_look):
-            self._changed = False
-            self._round(settings)
+        with self._lock:
+            if self._failure is not None:
+                raise self._failure
+            self._settings = settings
+            if self._events is None:
+                self._events = self._watch_events(settings)
+            now = self._clock()
+            if self._changed and not self._whole and now < self._next_round:
+                self._changed = False
+                self._look(settings, named=True)
+            elif now >= self._next_round or (self._changed and now >= self._next_look):
+                self._changed = False
+                self._look(settings)
         if not settings.project_root:
             self._next_sync = float("inf")  # nothing to sync with
         elif self._clock() >= self._next_sync:
@@ -77,6 +98,73 @@ class LiveWatch:
     def close(self) -> None:
         if self._events is not None:
             self._events.close()
+
+    def look_now(self) -> str:
+        """A start's question (`reaper_looks`): `clean STAMP` once everything the events reported is
+        looked at, `blind REASON` when the events cannot vouch for the checkout."""
+        with self._lock:
+            settings, events = self._settings, self._events
+            if self._failure is not None:
+                return f"blind {self._failure.reason}"
+            if settings is None or events is None:
+                return "blind the watch has not looked yet"
+            if not events.complete:
+                return f"blind {events.why_incomplete}"
+            self._collect()
+            if self._changed or self._looked_at != self._record_stamp(settings):
+                named = self._changed and not self._whole and self._looked_at == self._record_stamp(settings)
+                self._changed = False
+                try:
+                    self._look(settings, named=named)
+                except WatchFailed as failure:
+                    self._failure = failure  # the reaper's loop stops the VM
+                    return f"blind {failure.reason}"
+            return f"clean {self._looked_at}" if self._looked_at else "blind the last look failed"
+
+    def _collect(self) -> None:
+        taken = self._events.take() if self._events is not None else None
+        if taken is None:
+            return
+        self._changed = True
+        self._whole = self._whole or taken.whole
+        if not self._whole:
+            self._named |= taken.paths
+        else:
+            self._named.clear()
+
+    @staticmethod
+    def _record_stamp(settings: ReaperSettings) -> str:
+        from opencode_sandbox.services.guard_store import GuardStore
+        from opencode_sandbox.services.reaper_looks import record_stamp
+
+        return record_stamp(GuardStore(settings.project().folder).record_path)
+
+    def _look(self, settings: ReaperSettings, named: bool = False) -> None:
+        """A look at the files the events named when `named` and they allow it, else at everything."""
+        named_files, self._named, self._whole = self._named, set(), False
+        before = self._record_stamp(settings)
+        self._looked_at = ""
+        if not (named and self._named_look(settings, named_files)):
+            self._round(settings)
+        if self._failed is None and not self._left and self._record_stamp(settings) == before:
+            self._looked_at = before
+
+    def _named_look(self, settings: ReaperSettings, named: set[str]) -> bool:
+        """False when the named files call for a look at everything."""
+        from opencode_sandbox.services.guard_files import OverBudget
+        from opencode_sandbox.services.guard_moves import catch_named
+
+        try:
+            notes = catch_named(settings.state_root, settings.slug, named, self._log)
+        except OverBudget as error:
+            raise WatchFailed(f"the guarded files hold more than the guard reads: {error}") from None
+        except Exception as error:  # the look at everything that follows judges what is there
+            self._log(f"looking at the files the events named failed: {error!r}; looking at everything")
+            return False
+        if notes is None:
+            return False
+        self._left = notes.left_for_review
+        return True
 
     def _watch_events(self, settings: ReaperSettings) -> CheckoutEvents | None:
         """The events of the checkout and the folders mounted writable, from before the first look
@@ -102,11 +190,13 @@ class LiveWatch:
         """One look; `WatchFailed` when the guard cannot do its job: over its budget, slower than
         `ROUND_LIMIT_S`, or failed twice in a row (a file the VM swapped mid-look fails one)."""
         from opencode_sandbox.services.guard_files import OverBudget
-        from opencode_sandbox.services.guard_moves import catch_while_running
+        from opencode_sandbox.services.guard_moves import Notes, catch_while_running
 
         began = self._clock()
+        self._left = 0
         try:
-            catch_while_running(settings.state_root, settings.slug, self._log)
+            notes = catch_while_running(settings.state_root, settings.slug, self._log)
+            self._left = notes.left_for_review if isinstance(notes, Notes) else 0
         except OverBudget as error:
             raise WatchFailed(f"the guarded files hold more than the guard reads: {error}") from None
         except Exception as error:

@@ -55,6 +55,8 @@ if TYPE_CHECKING:
     from opencode_sandbox.daemon.client import DaemonClient
     from opencode_sandbox.guest.operations import GuestFactory
     from opencode_sandbox.runtime.base import Runtime
+    from opencode_sandbox.services.live_watch import LiveWatch
+    from opencode_sandbox.services.reaper_looks import LookServer
 
 MAX_LOG_BYTES = 512 * 1024
 _STILL_UP = (SandboxStatus.RUNNING, SandboxStatus.STARTING, SandboxStatus.DRAINING, SandboxStatus.UNKNOWN)
@@ -519,6 +521,18 @@ def supervised(state_root: Path, slug: str, log: Callable[[str], None], watch: C
     return WATCH_DIED
 
 
+def _answer_looks(state_root: Path, slug: str, watch: LiveWatch, log: Callable[[str], None]) -> LookServer | None:
+    """A start's questions answered by the watch (`reaper_looks`); without them a start walks the
+    checkout itself."""
+    from opencode_sandbox.services.reaper_looks import LookServer, socket_name
+
+    try:
+        return LookServer(socket_name(state_root, slug), watch.look_now).start()
+    except OSError as error:
+        log(f"cannot answer the starts' questions: {error}; each start walks the checkout itself")
+        return None
+
+
 def _watch(state_root: Path, slug: str, log: Callable[[str], None]) -> int:
     reader = DaemonActivityReader(log)
     try:
@@ -527,9 +541,16 @@ def _watch(state_root: Path, slug: str, log: Callable[[str], None]) -> int:
 
         runtimes = RuntimeCache(state_root)
         activity = ActivityOfAgent(reader, TerminalAgentReader(runtimes))
-        reaper = Reaper(SettingsFile(state_root, slug, log), runtimes, activity, log, watch=LiveWatch(runtimes, log),
+        watch = LiveWatch(runtimes, log)
+        looks = _answer_looks(state_root, slug, watch, log)
+        reaper = Reaper(SettingsFile(state_root, slug, log), runtimes, activity, log, watch=watch,
                         attention=AttentionWatch(runtimes, reader, log))
-        outcome = reaper.run()
+        try:
+            outcome = reaper.run()
+        finally:
+            if looks is not None:
+                looks.close()
+            watch.close()
     except SandboxError as error:
         log(f"giving up: {error.message}")
         return WATCH_DIED

@@ -125,7 +125,7 @@ def _review_guarded_files(app: App) -> None:
     """At detach: the VM keeps running for other clients, or until the idle reaper stops it."""
     from opencode_sandbox.services.guard import review
 
-    review(app, vm_may_write_after=True)
+    review(app, vm_may_write_after=True, ask_reaper=True)
 
 
 def _hand_to_reaper(app: App, ready: ReadyVm, leaving: bool = False) -> None:

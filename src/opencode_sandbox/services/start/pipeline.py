@@ -143,7 +143,7 @@ class Start:
         among the files the host runs is shown and kept or reverted, and the rest recorded."""
         from opencode_sandbox.services.guard import review
 
-        reviewed = review(self.app, vm_may_write_after=True)
+        reviewed = review(self.app, vm_may_write_after=True, ask_reaper=True)
         self.reverted = reviewed.reverted
         if reviewed.touched_tool_folder:
             self.app.reload_settings()
