@@ -80,6 +80,9 @@ BENCHMARKS = (
               lambda lines: (first(r"^\s*200000\s+([\d.]+)", lines) + " ms",
                              (lambda row: row[2] + " ms" if row else "?")(
                                  next((line.split() for line in lines if line.split()[:1] == ["200000"]), None)))),
+    Benchmark("large_checkout", "shell -- true, VM running, 200,000 files", "the same on one file", 1.3,
+              lambda lines: (first(r"^warm start, 200000 files\s+([\d.]+ms)", lines),
+                             first(r"^warm start, one file\s+([\d.]+ms)", lines))),
     Benchmark("warm_start", "shell -- true, VM stopped", "docker start + exec", 1.5, warm_row("after stop"),
               ratio_line="after-stop ratio"),
     Benchmark("warm_start", "shell -- true, VM running", "docker exec", 2.0, warm_row("warm")),
