@@ -36,3 +36,16 @@ def test_a_request_that_names_another_site_is_refused(host_header: str, client_s
                                                       server_sni: str | None, tls: bool, said: str) -> None:
     reason = disagreement(API, host_header, client_sni, server_sni, tls)
     assert reason is not None and said in reason and API in reason
+
+
+def test_a_request_target_naming_another_server_disagrees() -> None:
+    from opencode_sandbox.core.request_names import target_disagreement
+
+    assert target_disagreement("", "api.openai.com", 443) is None, "origin form names nothing"
+    assert target_disagreement("api.openai.com", "api.openai.com", 443) is None
+    assert target_disagreement("API.openai.com.:443", "api.openai.com", 443) is None
+    assert "names evil.example" in (target_disagreement("evil.example", "api.openai.com", 443) or "")
+    assert "names evil.example" in (target_disagreement("evil.example:443", "api.openai.com", 443) or "")
+    assert "port 8443" in (target_disagreement("api.openai.com:8443", "api.openai.com", 443) or "")
+    assert "names ::1" in (target_disagreement("[::1]:443", "api.openai.com", 443) or "")
+    assert target_disagreement("[::1]:443", "::1", 443) is None

@@ -146,23 +146,47 @@ def models_request(project: Project, site: Site) -> str:
 
 
 FRONTED = """const http = require('http'), tls = require('tls');
-const [connectTo, sni, host] = process.argv.slice(1);
+const [connectTo, sni, host, target] = process.argv.slice(1);
 http.request({host: 'opencode-sandbox-proxy', port: 8080, method: 'CONNECT', path: connectTo + ':443'})
   .on('connect', (answer, socket) => {
     if (answer.statusCode !== 200) { console.log('CONNECT ' + answer.statusCode); return; }
     const secure = tls.connect({socket, servername: sni, rejectUnauthorized: false}, () => secure.write(
-      'GET /v1/models HTTP/1.1\\r\\nHost: ' + host + '\\r\\nAuthorization: Bearer ' + process.env.OPENAI_API_KEY +
+      'GET ' + target + ' HTTP/1.1\\r\\nHost: ' + host + '\\r\\nAuthorization: Bearer ' + process.env.OPENAI_API_KEY +
       '\\r\\nConnection: close\\r\\n\\r\\n'));
     let got = ''; secure.on('data', part => got += part).on('end', () => console.log(got))
       .on('error', error => console.log('error ' + error.message));
   }).on('error', error => console.log('error ' + error.message)).end();
 """
+FRONTED_HTTP2 = """const http = require('http'), http2 = require('http2'), tls = require('tls');
+const [connectTo, authority] = process.argv.slice(1);
+http.request({host: 'opencode-sandbox-proxy', port: 8080, method: 'CONNECT', path: connectTo + ':443'})
+  .on('connect', (answer, socket) => {
+    if (answer.statusCode !== 200) { console.log('CONNECT ' + answer.statusCode); return; }
+    const session = http2.connect('https://' + connectTo, {createConnection: () => tls.connect(
+      {socket, servername: connectTo, ALPNProtocols: ['h2'], rejectUnauthorized: false})});
+    session.on('error', error => console.log('error ' + error.message));
+    const stream = session.request({':method': 'GET', ':path': '/v1/models', ':authority': authority,
+                                    'authorization': 'Bearer ' + process.env.OPENAI_API_KEY});
+    let got = '';
+    stream.on('response', headers => got += 'HTTP/2 ' + headers[':status'] + '\\n')
+      .on('data', part => got += part).on('end', () => { console.log(got); session.close(); })
+      .on('error', error => { console.log('error ' + error.message); session.close(); });
+    stream.end();
+  }).on('error', error => console.log('error ' + error.message)).end();
+"""
 
 
-def fronted_request(project: Project, connect_to: str, sni: str, host: str) -> str:
+def fronted_request(project: Project, connect_to: str, sni: str, host: str, target: str = "/v1/models") -> str:
     """A tunnel opened to `connect_to` through the proxy that then names another site, in TLS
-    (`sni`) or in `Host`, as a client on a shared front would; what comes back."""
-    result = docker("exec", "--user", "dev", project.vm, "node", "-e", FRONTED, connect_to, sni, host)
+    (`sni`), in `Host` or in the request target (absolute form), as a client on a shared front
+    would; what comes back."""
+    result = docker("exec", "--user", "dev", project.vm, "node", "-e", FRONTED, connect_to, sni, host, target)
+    return result.stdout + result.stderr
+
+
+def fronted_http2_request(project: Project, connect_to: str, authority: str) -> str:
+    """The same over HTTP/2, the other site named in `:authority` alone."""
+    result = docker("exec", "--user", "dev", project.vm, "node", "-e", FRONTED_HTTP2, connect_to, authority)
     return result.stdout + result.stderr
 
 
@@ -257,7 +281,17 @@ def test_the_agent_works_through_a_secret_whose_value_the_vm_never_holds(
             for sni, host in [(site.other_name, site.other_name), (site.model_name, site.other_name)]:
                 fronted = fronted_request(project, site.model_name, sni, host)
                 assert "HTTP/1.1 403" in fronted and "names_disagree" in fronted, fronted
+            # Every other name right, the other site named in the request target alone (absolute
+            # form), which a server takes before the Host header (HTTP/2: `test_http2_...`).
+            fronted = fronted_request(project, site.model_name, site.model_name, site.model_name,
+                                      f"https://{site.other_name}/v1/models")
+            assert "HTTP/1.1 403" in fronted and "names_disagree" in fronted, fronted
             assert model.authorizations[seen:] == [], "a request naming another site got the key"
+            same = fronted_request(project, site.model_name, site.model_name, site.model_name,
+                                   f"https://{site.model_name}/v1/models")
+            assert "scripted-model" in same, "an absolute-form target naming the same site passes: " + same
+            assert model.authorizations[seen:] == [f"Bearer {KEY}"]
+            seen = len(model.authorizations)
             for request in (f"CONNECT {site.model_name}:443 HTTP/1.1\r\nHost: {site.model_name}:443\r\n\r\n",
                             f"GET http://{site.other_name}:8080/ HTTP/1.1\r\nHost: {site.other_name}:8080\r\n"
                             f"Authorization: Bearer {PLACEHOLDER}\r\nConnection: close\r\n\r\n"):
@@ -301,3 +335,52 @@ def test_the_agent_works_through_a_secret_whose_value_the_vm_never_holds(
     assert docker("network", "ls", "--quiet", "--filter", labelled).stdout.strip() == ""
     volumes = docker("volume", "ls", "--format", "{{.Name}}", "--filter", labelled).stdout.split()
     assert ca_volume_name(project.slug) not in volumes
+
+
+H2_FRONT = """const http2 = require('http2');
+http2.createSecureServer({key: process.env.FRONT_KEY, cert: process.env.FRONT_CERT, allowHTTP1: true}, (req, res) => {
+  const named = req.headers[':authority'] || req.headers.host || '';
+  console.log(JSON.stringify({named, authorization: req.headers.authorization || ''}));
+  res.end('the front served ' + named);
+}).listen(443);
+"""
+
+
+def test_http2_naming_another_site_in_its_authority_alone_gets_no_key(
+    project: Project, site: Site, tmp_path: Path,
+    proxy_images_removed_after: None,  # noqa: F811 (the fixture imported above)
+) -> None:
+    """A front that speaks HTTP/2 and serves both names: in a tunnel to the secret's host, with SNI
+    that host, a request names the other site in `:authority` only. The proxy must refuse it, and
+    the front must see no key."""
+    ca = trustme.CA()
+    ca_file = tmp_path / "front-ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    leaf = ca.issue_cert(site.model_name, site.other_name)
+    front = f"{site.relay}-h2"
+    image = docker("image", "inspect", "--format", "{{.Id}}", "opencode-sandbox/runner-base:latest",
+                   check=True).stdout.strip()
+    docker("run", "-d", "--name", front, "--label", f"osb-test={site.network}", "--network", site.network,
+           "--network-alias", site.model_name, "--network-alias", site.other_name, "--user", "root",
+           "-e", f"FRONT_KEY={leaf.private_key_pem.bytes().decode()}",
+           "-e", f"FRONT_CERT={''.join(blob.bytes().decode() for blob in leaf.cert_chain_pems)}",
+           "--entrypoint", "node", image, "-e", H2_FRONT, check=True)
+    project.env.update({
+        "OPENCODE_SANDBOX_SECRETS": f"OPENAI_API_KEY={site.model_name}",
+        "OPENAI_API_KEY": KEY,
+        "OPENCODE_SANDBOX_EXTRA_CA_CERTIFICATES": str(ca_file),
+    })
+    try:
+        started = project.shell("true")
+        assert started.returncode == 0, started.stderr
+        serve_proxy(project, site)
+        same = fronted_http2_request(project, site.model_name, site.model_name)
+        assert "HTTP/2 200" in same and f"the front served {site.model_name}" in same, same
+        fronted = fronted_http2_request(project, site.model_name, site.other_name)
+        assert "HTTP/2 403" in fronted and "names_disagree" in fronted, fronted
+        seen = [json.loads(line) for line in docker("logs", front, check=True).stdout.splitlines()
+                if line.startswith("{")]
+        assert [each["named"] for each in seen] == [site.model_name], seen
+        assert [each for each in seen if KEY in each["authorization"] and each["named"] != site.model_name] == []
+    finally:
+        docker("rm", "-f", front)

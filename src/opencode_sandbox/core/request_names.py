@@ -46,3 +46,29 @@ def disagreement(host: str, host_header: str | None, client_sni: str | None, ser
     if host_header and host_of_authority(host_header) != target:
         return f"the Host header names {host_of_authority(host_header)}, not {target}, where the connection goes"
     return None
+
+
+def port_of_authority(authority: str) -> int | None:
+    """The port an authority names, None when it names none (or none that reads)."""
+    text = authority.strip()
+    tail = text[text.find("]") + 1:] if text.startswith("[") else text
+    if tail.count(":") != 1:
+        return None
+    port = tail.rsplit(":", 1)[1]
+    return int(port) if port.isdigit() else None
+
+
+def target_disagreement(authority: str, host: str, port: int) -> str | None:
+    """Why the request target's own authority (an absolute-form target, HTTP/2's `:authority`)
+    names another server than where the connection goes, or None when it names the same one or
+    none. A server takes its host from the target before the `Host` header (RFC 9112, 3.2.2), so
+    a request in a tunnel to an allowed host must not name another one there."""
+    if not authority.strip():
+        return None
+    named, target = host_of_authority(authority), _name(host)
+    if named != target:
+        return f"the request target names {named}, not {target}, where the connection goes"
+    named_port = port_of_authority(authority)
+    if named_port is not None and named_port != port:
+        return f"the request target names port {named_port}, not {port}, where the connection goes"
+    return None

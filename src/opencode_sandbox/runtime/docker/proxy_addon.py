@@ -2,6 +2,10 @@
 (`docker_proxy` copies it there, with `core/egress.py`), never in this tool's own process.
 
 Every CONNECT and every plain or decrypted request is judged by `EgressPolicy.judge_resolved`,
+after every name it gives for its server agrees (`core/request_names.py`: the connection's target,
+SNI, the certificate checked, `Host`, and the request target's own authority, absolute-form or
+HTTP/2's `:authority`); an HTTP/1 request then goes on in origin form, so the server cannot take
+its host from anything but what was judged.
 the same decision the rest of the tool makes: a refused one gets an HTTP 403 at once, whose JSON
 body names the policy, and one JSON line on the proxy's output (its `docker logs`).
 
@@ -26,7 +30,7 @@ from mitmproxy import http, tcp
 
 from opencode_sandbox.core.egress import EgressPolicy, IpAddress, address_of
 from opencode_sandbox.core.policy_document import policy_of_document
-from opencode_sandbox.core.request_names import disagreement
+from opencode_sandbox.core.request_names import disagreement, target_disagreement
 from opencode_sandbox.core.secret_substitution import substitute
 
 POLICY_VARIABLE = "OPENCODE_SANDBOX_EGRESS_POLICY"
@@ -51,11 +55,15 @@ class EgressPolicyAddon:
         if not self._from_its_vm(flow):
             return
         request = flow.request
-        fronted = disagreement(request.host, request.host_header, flow.client_conn.sni, flow.server_conn.sni,
-                               request.scheme == "https")
+        fronted = (disagreement(request.host, request.host_header, flow.client_conn.sni, flow.server_conn.sni,
+                                request.scheme == "https")
+                   or target_disagreement(request.authority, request.host, request.port))
         if fronted is not None:
             _refuse(flow, request.host, request.port, fronted, "names_disagree")
             return
+        if not request.http_version.startswith("HTTP/2"):
+            # Forwarded in origin form: the server can take its host only from what was judged.
+            request.authority = ""
         if flow.response is None:
             await self._judge(flow)
         if flow.response is None and self.policy.secrets:
