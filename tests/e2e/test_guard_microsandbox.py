@@ -10,6 +10,7 @@ from tests.e2e.conftest import MICROVMS_ONLY
 from tests.e2e.guard_scenarios import (
     a_flood_of_sparse_files_neither_fills_the_reapers_memory_nor_blinds_it,
     a_planted_hook_is_reverted_before_git_runs_it,
+    every_file_the_host_runs_unasked_is_put_back,
     the_existing_guarded_paths_are_read_only,
 )
 from tests.e2e.harness import Project
@@ -39,3 +40,7 @@ def test_a_flood_of_sparse_files_in_a_guarded_folder_neither_fills_the_reapers_m
     msb_project: Project,
 ) -> None:
     a_flood_of_sparse_files_neither_fills_the_reapers_memory_nor_blinds_it(msb_project)
+
+
+def test_every_file_the_host_runs_unasked_that_the_vm_writes_is_put_back(msb_project: Project) -> None:
+    every_file_the_host_runs_unasked_is_put_back(msb_project)
