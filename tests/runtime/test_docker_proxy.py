@@ -85,7 +85,8 @@ class Flow:
 
     def __init__(self, host: str, port: int) -> None:
         self.request = SimpleNamespace(host=host, port=port, scheme="http", url=f"http://{host}:{port}/",
-                                       host_header=host, headers=Fields([]), get_content=lambda strict=True: b"")
+                                       host_header=host, headers=Fields([]), get_content=lambda strict=True: b"",
+                                       authority="", http_version="HTTP/1.1")
         self.client_conn = SimpleNamespace(sni=None, peername=(VM_ADDRESS, 40000))
         self.server_conn = SimpleNamespace(sni=None)
         self.response: Any = None
@@ -185,14 +186,15 @@ class Fields:
 
 class RequestFlow(Flow):
     def __init__(self, url: str, headers: list[tuple[str, str]], body: bytes = b"", sni: str | None = None,
-                 host_header: str | None = None) -> None:
+                 host_header: str | None = None, target_authority: str = "", http_version: str = "HTTP/1.1") -> None:
         super().__init__("", 0)
         scheme, rest = url.split("://", 1)
         authority = rest.split("/", 1)[0]
         host, _, port = authority.partition(":")
         self.request = SimpleNamespace(host=host, port=int(port or (443 if scheme == "https" else 80)), scheme=scheme,
                                        url=url, host_header=host_header or authority, headers=Fields(headers),
-                                       get_content=lambda strict=True: body)
+                                       get_content=lambda strict=True: body, authority=target_authority,
+                                       http_version=http_version)
         if scheme == "https":  # mitmproxy checks the server's certificate for the client's name, else the host
             self.client_conn.sni = sni or host
             self.server_conn.sni = sni or host
@@ -255,6 +257,37 @@ def test_a_request_that_names_another_site_than_its_connection_gets_no_value_and
     assert body["error"] == "names_disagree" and said in body["reason"], body
     assert flow.request.headers.pairs == [bearer]
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["reason"] == body["reason"]
+
+
+@pytest.mark.parametrize(("target", "version", "said"), [
+    ("evil.example", "HTTP/1.1", "the request target names evil.example, not pub.example.test"),
+    ("pub.example.test:8443", "HTTP/1.1", "the request target names port 8443, not 443"),
+    ("evil.example", "HTTP/2.0", "the request target names evil.example"),
+])
+def test_a_request_target_that_names_another_site_gets_no_value_and_a_403(
+    addon_module: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, target: str, version: str, said: str,
+) -> None:
+    """In a tunnel to the secret's host, SNI and `Host` that host, the request target names another
+    (`GET https://evil.example/ HTTP/1.1`, or HTTP/2's `:authority`): a server takes that first."""
+    bearer = ("Authorization", "Bearer $MSB_API_KEY")
+    flow = requested(addon_module, RequestFlow("https://pub.example.test/v1", [bearer], target_authority=target,
+                                               http_version=version), monkeypatch, {"API_KEY": VALUE}, tmp_path)
+    assert flow.response is not None and flow.response.status_code == 403
+    body = json.loads(flow.response.body)
+    assert body["error"] == "names_disagree" and said in body["reason"], body
+    assert flow.request.headers.pairs == [bearer]
+
+
+def test_a_request_whose_target_names_its_own_site_goes_on_in_origin_form(
+    addon_module: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    bearer = ("Authorization", "Bearer $MSB_API_KEY")
+    flow = requested(addon_module, RequestFlow("https://pub.example.test/v1", [bearer],
+                                               target_authority="pub.example.test:443"),
+                     monkeypatch, {"API_KEY": VALUE}, tmp_path)
+    assert flow.response is None and flow.request.authority == ""
+    sent = [(name.lower(), value) for name, value in flow.request.headers.pairs]
+    assert sent == [("authorization", f"Bearer {VALUE}")]
 
 
 @pytest.mark.parametrize("client", ["172.30.0.1", "::ffff:172.30.0.9", None])

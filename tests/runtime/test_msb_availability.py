@@ -66,3 +66,22 @@ def test_a_broken_msb_is_told_apart_from_a_failed_call(tmp_path: Path) -> None:
     assert failed.value.message == f"msb inspect {NAME} failed: database is locked"
     assert failed.value.hint == "run `msb doctor` to check the runtime"
     assert working.subcommands() == ["inspect", "--version"]
+
+
+def test_msb_run_by_root_starts_without_the_capabilities_that_would_reach_host_files() -> None:
+    """msb's file server writes every extended attribute the VM sets through to the host file: run
+    by root with CAP_SETFCAP, root in the VM would give a host file capabilities."""
+    import os
+    import subprocess
+
+    from opencode_sandbox.runtime.microsandbox import cli
+
+    prefix = cli.without_host_privileges()
+    if os.geteuid() != 0:
+        assert prefix == []
+        return
+    assert prefix[1:3] == ["--bounding-set", "-setfcap,-sys_admin,-mknod,-fsetid,-linux_immutable"]
+    status = subprocess.run([*prefix, "grep", "CapBnd", "/proc/self/status"], capture_output=True, text=True,
+                            check=True).stdout
+    bounding = int(status.split()[1], 16)
+    assert not bounding >> 31 & 1 and not bounding >> 21 & 1

@@ -220,6 +220,15 @@ def shown(text: str) -> str:
     return text.translate(_INVISIBLE)
 
 
+_INVISIBLE_BUT_LINES = {code: escape for code, escape in _INVISIBLE.items() if code != ord("\n")}
+
+
+def terminal_text(text: str) -> str:
+    """A message of the tool's, whatever VM text it quotes, made safe for the terminal as `shown`
+    does, its line breaks kept."""
+    return text.translate(_INVISIBLE_BUT_LINES)
+
+
 def _digest_line(change: Change) -> str:
     def side(entry: Entry | None) -> str:
         return "absent" if entry is None else f"{entry.size} bytes, sha256 {entry.digest[:16]}"

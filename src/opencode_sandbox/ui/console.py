@@ -8,6 +8,7 @@ import os
 from enum import IntEnum
 
 from opencode_sandbox import TYPE_CHECKING
+from opencode_sandbox.core.guard import terminal_text
 
 if TYPE_CHECKING:  # the warm path loads no `typing`
     from typing import Protocol
@@ -75,31 +76,31 @@ class Console:
         self.out.flush()
 
     def error(self, message: str, hint: str | None = None) -> None:
-        self._emit(style("error:", "red", self.stream) + " " + message)
+        self._emit(style("error:", "red", self.stream) + " " + terminal_text(message))
         if hint:
-            self._emit(style("hint:", "cyan", self.stream) + " " + hint)
+            self._emit(style("hint:", "cyan", self.stream) + " " + terminal_text(hint))
 
     def warn(self, message: str, hint: str | None = None) -> None:
         if self.level >= LogLevel.WARNING:
-            self._emit(style("warning:", "yellow", self.stream) + " " + message)
+            self._emit(style("warning:", "yellow", self.stream) + " " + terminal_text(message))
             if hint:
-                self._emit(style("hint:", "cyan", self.stream) + " " + hint)
+                self._emit(style("hint:", "cyan", self.stream) + " " + terminal_text(hint))
 
     def warn_once(self, message: str) -> None:
         """A notice printed at most once per process, at the warning level, without prefix."""
         if message not in self._said and self.level >= LogLevel.WARNING:
             self._said.add(message)
-            self._emit(style(message, "yellow", self.stream))
+            self._emit(style(terminal_text(message), "yellow", self.stream))
 
     def note(self, message: str) -> None:
         """A line that belongs to the warning before it: shown at the warning level, without prefix."""
         if self.level >= LogLevel.WARNING:
-            self._emit(message)
+            self._emit(terminal_text(message))
 
     def info(self, message: str) -> None:
         if self.level >= LogLevel.INFO:
-            self._emit(message)
+            self._emit(terminal_text(message))
 
     def verbose(self, message: str) -> None:
         if self.level >= LogLevel.VERBOSE:
-            self._emit(style(message, "dim", self.stream))
+            self._emit(style(terminal_text(message), "dim", self.stream))

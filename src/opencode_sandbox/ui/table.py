@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TextIO
 
+from opencode_sandbox.core.guard import shown
 from opencode_sandbox.core.records import Record
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
@@ -45,7 +46,9 @@ def local_time(moment: datetime | None) -> str:
 
 
 def render(headers: Sequence[str], rows: Sequence[Sequence[str | Cell]], color: bool) -> str:
-    cells = [[cell if isinstance(cell, Cell) else Cell(cell) for cell in row] for row in rows]
+    # What a table shows may come from the VM (a name, a host it asked for): nothing in it acts on the terminal.
+    cells = [[Cell(shown(cell.text), cell.color) if isinstance(cell, Cell) else Cell(shown(cell)) for cell in row]
+             for row in rows]
     widths = [len(header) for header in headers]
     for row in cells:
         for index, cell in enumerate(row):

@@ -39,6 +39,39 @@ def locate_msb() -> Path:
         raise RuntimeUnavailable(f"msb not found: {error}", hint=_INSTALL_HINT) from error
 
 
+DROPPED_CAPABILITIES = ("setfcap", "sys_admin", "mknod", "fsetid", "linux_immutable")
+"""What msb, run by root, must not hold: its file server writes every extended attribute the VM
+sets through to the host file but its own, so with these root in the VM could give a host file
+capabilities (`security.capability`), `trusted.*` or `security.*` attributes, keep set-ID bits
+over a write, or make it immutable. msb needs none of them to run a VM."""
+_CAP_SETPCAP = 8
+_EXEC_FAILED = 127
+_prefix: list[str] | None = None
+
+
+def without_host_privileges() -> list[str]:
+    """The prefix that starts msb with `DROPPED_CAPABILITIES` out of its bounding set, so neither
+    it nor the VM processes it starts can hold them: `setpriv` (util-linux) when this process is
+    root and may drop them; empty otherwise (a user other than root holds none of them)."""
+    global _prefix
+    if _prefix is None:
+        import shutil
+
+        setpriv = shutil.which("setpriv")
+        _prefix = ([setpriv, "--bounding-set", ",".join(f"-{name}" for name in DROPPED_CAPABILITIES), "--"]
+                   if os.geteuid() == 0 and setpriv and _may_drop_capabilities() else [])
+    return _prefix
+
+
+def _may_drop_capabilities() -> bool:
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return False
+    effective = next((line.split()[1] for line in status.splitlines() if line.startswith("CapEff:")), "0")
+    return bool(int(effective, 16) >> _CAP_SETPCAP & 1)
+
+
 class MsbResult(Record):
     returncode: int
     stdout: str
@@ -91,7 +124,7 @@ class MsbCli:
         return self._binary
 
     def command(self, *args: str) -> list[str]:
-        return [str(self.binary), *args]
+        return [*without_host_privileges(), str(self.binary), *args]
 
     def check_runnable(self) -> None:
         """msb is there and executable, found without running it: a start's first msb call tells
@@ -126,11 +159,12 @@ class MsbCli:
                 f"msb {' '.join(args[:2])} did not answer within {timeout_s:.0f} s",
                 hint="check the host's load and `msb doctor`, then try again",
             ) from error
-        return MsbResult(
-            completed.returncode,
-            completed.stdout.decode("utf-8", errors="replace"),
-            completed.stderr.decode("utf-8", errors="replace"),
-        )
+        stderr = completed.stderr.decode("utf-8", errors="replace")
+        if completed.returncode == _EXEC_FAILED and without_host_privileges():
+            # Run through setpriv, msb that cannot start shows as setpriv's failure to start it.
+            said = (stderr.strip().splitlines() or ["it could not be started"])[-1]
+            raise RuntimeUnavailable(f"msb at {self.binary} cannot run: {said}", hint=_INSTALL_HINT)
+        return MsbResult(completed.returncode, completed.stdout.decode("utf-8", errors="replace"), stderr)
 
     def json(self, args: Sequence[str]) -> Any | None:
         """Decoded `--format json` output, or None when msb reports the object as not found."""
