@@ -118,8 +118,8 @@ def test_the_reaper_looks_when_something_changed_and_not_otherwise(tmp_path: Pat
     looks: list[str] = []
     named: list[str] = []
     monkeypatch.setattr(guard_moves, "catch_while_running", lambda *_: looks.append("everything"))
-    monkeypatch.setattr(guard_moves, "catch_named", lambda _root, _slug, paths, _log: named.extend(paths) or
-                        guard_moves.Notes())
+    monkeypatch.setattr(guard_moves, "catch_named", lambda _root, _slug, paths, _log: (named.extend(paths) or
+                        guard_moves.Notes(), False))
     watch = LiveWatch(lambda kind: None, lambda line: None)  # type: ignore[arg-type,return-value]
     try:
         watch(settings)  # the first look, with the events set up before it
@@ -155,7 +155,8 @@ def test_a_start_asks_the_reaper_and_the_answer_vouches_only_for_the_record_it_l
     store.save(GuardRecord(str(checkout), (".envrc",), {}, vm_may_write=True), {})
     looks: list[float] = []
     monkeypatch.setattr(guard_moves, "catch_while_running", lambda *_: looks.append(time.monotonic()))
-    monkeypatch.setattr(guard_moves, "catch_named", lambda *_: looks.append(time.monotonic()) or guard_moves.Notes())
+    monkeypatch.setattr(guard_moves, "catch_named",
+                        lambda *_: (looks.append(time.monotonic()) or guard_moves.Notes(), False))
     watch = LiveWatch(lambda kind: None, lambda line: None)  # type: ignore[arg-type,return-value]
     server = LookServer(socket_name(state, "slug"), watch.look_now).start()
     try:

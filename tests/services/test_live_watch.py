@@ -11,7 +11,8 @@ import opencode_sandbox.services.guard_moves as guard_moves
 import opencode_sandbox.services.vm_git as vm_git
 from opencode_sandbox.core.stop_mode import StopMode
 from opencode_sandbox.runtime.kind import RuntimeKind
-from opencode_sandbox.services.live_watch import WATCH_INTERVAL_S, LiveWatch
+from opencode_sandbox.services.guard_looks import SCHEDULE_S
+from opencode_sandbox.services.live_watch import LiveWatch
 from opencode_sandbox.services.reaper_settings import ReaperSettings
 from tests.fakes.runtime import FakeRuntime
 
@@ -45,4 +46,4 @@ def test_a_slow_sync_never_makes_the_guard_look_later(monkeypatch: pytest.Monkey
     assert len(syncs) == 1, "the slow sync waits its own turn"
     # The round in the sync's own call waits for it (one thread); every round after comes on time.
     gaps = [later - earlier for earlier, later in itertools.pairwise(rounds)]
-    assert len(rounds) >= 5 and max(gaps[1:]) <= WATCH_INTERVAL_S + 1.5, rounds
+    assert len(rounds) >= 5 and max(gaps[1:]) <= SCHEDULE_S + 1.5, rounds

@@ -77,8 +77,8 @@ def test_a_look_at_the_named_files_alone_puts_a_guarded_one_back_and_hands_anyth
     (checkout / "packages" / "web" / "opencode.json").write_text('{"mcp": {}}\n')
     (checkout / "README.md").write_text("an ordinary file\n")
     named = [str(checkout / each) for each in (".envrc", "packages/web/opencode.json", "README.md")]
-    notes = catch_named(state, slug, named, lambda line: None)
-    assert notes is not None and sorted(held.change.split(":")[0] for held in notes.held) == [
+    notes, whole = catch_named(state, slug, named, lambda line: None)
+    assert not whole and sorted(held.change.split(":")[0] for held in notes.held) == [
         ".envrc", "packages/web/opencode.json"]
     assert (checkout / ".envrc").read_text() == "export A=1\n"
     assert not (checkout / "packages" / "web" / "opencode.json").exists()
@@ -89,4 +89,4 @@ def test_a_look_at_the_named_files_alone_puts_a_guarded_one_back_and_hands_anyth
     (checkout / "link").symlink_to("/etc")
     (checkout / "packages" / "HEAD").write_text("ref: refs/heads/main\n")
     for each in ("tool", "link", "packages/HEAD", "packages"):
-        assert catch_named(state, slug, [str(checkout / each)], lambda line: None) is None, each
+        assert catch_named(state, slug, [str(checkout / each)], lambda line: None)[1], each

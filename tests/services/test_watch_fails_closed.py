@@ -19,7 +19,8 @@ from opencode_sandbox.runtime.types import SandboxStatus
 from opencode_sandbox.services import watch_failure
 from opencode_sandbox.services.guard import review
 from opencode_sandbox.services.guard_files import OverBudget
-from opencode_sandbox.services.live_watch import ROUND_LIMIT_S, LiveWatch
+from opencode_sandbox.services.guard_looks import LOOK_LIMIT_S
+from opencode_sandbox.services.live_watch import LiveWatch
 from opencode_sandbox.services.reaper import (
     WATCH_DIED,
     DaemonActivityReader,
@@ -101,7 +102,7 @@ def test_a_round_slower_than_the_limit_fails_the_watch(monkeypatch: pytest.Monke
     now = [0.0]
 
     def slow(*_: object) -> None:
-        now[0] += ROUND_LIMIT_S + 1
+        now[0] += LOOK_LIMIT_S + 1
 
     monkeypatch.setattr(guard_moves, "catch_while_running", slow)
     with pytest.raises(WatchFailed, match="the guard cannot keep up"):

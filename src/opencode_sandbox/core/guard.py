@@ -44,8 +44,10 @@ this the guard cannot look at them within its time, and says so (`OverBudget`)."
 ENTRY_BUDGET = 50_000
 """The entries one snapshot records, all guarded paths together, for the same reason."""
 FOLDER_ENTRY_LIMIT = 2_000
-"""A guarded folder holding more entries than this is recorded whole (`CROWDED`), not file by file:
-what it holds is not read, and a folder that becomes so while the VM runs is moved aside whole."""
+FOLDER_READ_LIMIT = 64 * 1024 * 1024
+"""A guarded folder holding more entries than this, or more bytes to read, is recorded whole
+(`CROWDED`), not file by file: what it holds is not read, and a folder that becomes so while the VM
+runs is moved aside whole."""
 SPARSE_FROM = 64 * 1024
 """A file of this size or more with fewer than half its bytes on disk (sparse) is recorded by its
 identity, never read: reading it costs the guard time and the VM no disk."""
@@ -71,7 +73,7 @@ class Entry(Record):
         if self.kind == LINK:
             return f"symlink to {shown(self.target)}"
         if self.kind == CROWDED:
-            return f"a folder of more than {FOLDER_ENTRY_LIMIT} entries, not read"
+            return f"a folder of more than {FOLDER_ENTRY_LIMIT} entries or {FOLDER_READ_LIMIT // 2**20} MiB, not read"
         return f"mode {self.mode:04o}, {self.size} bytes"
 
     def as_mapping(self) -> dict[str, object]:

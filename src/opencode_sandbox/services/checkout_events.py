@@ -44,7 +44,8 @@ class Events(Record):
     paths: frozenset[str] = frozenset()
     """Absolute paths that changed (a folder: it or anything in it)."""
     everything: bool = False
-    """The events cannot say what changed (the queue overflowed, or past `PENDING_LIMIT`)."""
+    """The events cannot say what changed (the queue overflowed, or past `PENDING_LIMIT`); after an
+    overflow, call `rewatch` before looking."""
     whole: bool = False
     """Among the changes is one that calls for a look at everything (`_WHOLE`)."""
 
@@ -60,8 +61,16 @@ class CheckoutEvents:
         self._everything = False
         self._whole = False
         self.why_incomplete = ""
-        for top in tops:
-            self._watch_tree(str(top))
+        self._tops = [str(top) for top in tops]
+        for top in self._tops:
+            self._watch_tree(top, new=False)
+
+    def rewatch(self) -> None:
+        """Every folder watched again: after an overflowed queue, folders made meanwhile were never
+        watched. A folder already watched keeps its watch (and is known by its path now)."""
+        self.why_incomplete = ""
+        for top in self._tops:
+            self._watch_tree(top, new=False)
 
     @property
     def complete(self) -> bool:
@@ -103,7 +112,7 @@ class CheckoutEvents:
             return
         path = f"{folder}/{name}" if name else folder
         if mask & inotify_flags.ISDIR and mask & _NEW_FOLDER:
-            self._watch_tree(path)
+            self._watch_tree(path, new=True)
         if mask & _WHOLE:
             self._whole = True
         self._add(path)
@@ -116,9 +125,10 @@ class CheckoutEvents:
             self._pending.clear()
             self._everything = True
 
-    def _watch_tree(self, top: str) -> None:
+    def _watch_tree(self, top: str, new: bool = True) -> None:
         """Watch `top` and every folder below it, one by one without recursion (the VM picks the
-        depth) and without following a link."""
+        depth) and without following a link. In a folder that is `new` (made or moved in while
+        watched) everything counts as changed: the VM may have filled it before its watch."""
         waiting = [top]
         while waiting:
             folder = waiting.pop()
@@ -128,9 +138,15 @@ class CheckoutEvents:
                 return
             try:
                 with os.scandir(folder) as listing:
-                    waiting += [entry.path for entry in listing if entry.is_dir(follow_symlinks=False)]
-            except OSError:
-                continue  # gone, or closed to this user: what is in it is walked on the schedule
+                    for entry in listing:
+                        if new:
+                            self._add(entry.path)
+                        if entry.is_dir(follow_symlinks=False):
+                            waiting.append(entry.path)
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # gone, or replaced by a file or a link meanwhile
+            except OSError as error:
+                self._unwatched(folder, error)
 
     def _watch_one(self, folder: str) -> bool:
         if len(self._folders) >= WATCH_LIMIT:
@@ -143,6 +159,14 @@ class CheckoutEvents:
                 self.why_incomplete = ("the kernel's limit of watched folders was reached "
                                        "(`sysctl fs.inotify.max_user_watches`)")
                 return False
-            return True  # gone, a link, or closed to this user meanwhile
-        self._folders[wd] = folder
+            if error.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                self._unwatched(folder, error)
+            return True  # gone, or a link or a file in its place meanwhile: nothing to watch there
+        self._folders[wd] = folder  # a folder moved keeps its watch, known by its new path
         return True
+
+    def _unwatched(self, folder: str, error: OSError) -> None:
+        """A folder that can be neither watched nor listed (closed to this user, deeper than a path
+        may be): what changes there is unseen, so the events no longer vouch for the checkout."""
+        if not self.why_incomplete:
+            self.why_incomplete = f"a folder cannot be watched ({error.strerror or error}): {folder[:200]!r}"

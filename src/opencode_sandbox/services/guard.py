@@ -92,8 +92,9 @@ def snapshot(root: Path, paths: Sequence[str]) -> guard_files.Snapshot:
         return guard_files.take_snapshot(root, paths)
     except guard_files.OverBudget as error:
         raise SandboxError(f"the guarded files of this checkout hold more than the guard reads: {shown(str(error))}",
-                           hint="with no VM running, look at that folder and move what you do not need out of "
-                                "the checkout; `opencode-sandbox guard status` tells when it fits") from None
+                           hint="the VM may have filled guarded folders to blind the guard: with no VM running, "
+                                "look at that folder, remove what you did not put there and move the rest out "
+                                "of the checkout; `opencode-sandbox guard status` tells when it fits") from None
 
 
 def _inside(root: Path, hooks: Path) -> str | None:
@@ -110,7 +111,8 @@ def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | N
 
     With `ask_reaper` (a start or a detach while the VM runs on), the project's idle reaper is asked
     first: when it answers that it looked at every change its file events reported, against this
-    very record, the checkout is not walked at all (`reaper_looks`); what it did is told."""
+    very record, the checkout is not walked (`reaper_looks`): what it did is told, and the guarded
+    files the record knows are read and compared as at any review."""
     store = GuardStore(app.state.project_dir(app.project.slug))
     stopped_blind = watch_failure.take(ProjectLayout(app.state.project_dir(app.project.slug)))
     if stopped_blind is not None:
@@ -126,9 +128,14 @@ def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | N
             record = None
         if (vouched is not None and record is not None and record.vm_may_write and record.paths == paths
                 and record_stamp(store.record_path) == vouched):
-            _tell_moved(app, store, [each.found for each in guard_moves.read_notes(store).privileged if each.failed])
-            return Review()
-        walked, in_mounts, unresolved = _catch_and_tell(app, store, record)
+            # Nothing new below the checkout since the record but what the reaper already caught: the
+            # record's walk stands, and only the guarded files are read again (a write through a
+            # mapped file or a second name of one raises no event that names it).
+            walked, in_mounts = _walk_of(record), list(record.mount_privileged)
+            failed = [each.found for each in guard_moves.read_notes(store).privileged if each.failed]
+            unresolved = _tell_moved(app, store, [*walked.privileged, *in_mounts, *failed])
+        else:
+            walked, in_mounts, unresolved = _catch_and_tell(app, store, record)
         found = walked.git_dirs
         earlier = (*record.git_entries, *record.links_in, *record.below) if record is not None else ()
         below = (*walked.links_in, *walked.guarded_below)
@@ -157,6 +164,16 @@ def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | N
         if recorded != record:  # a warm start whose files did not change writes nothing
             store.save(recorded, now.contents)
     return outcome
+
+
+def _walk_of(record: GuardRecord) -> guard_files.Walk:
+    """What the walk that made `record` found, as a walk now would find it."""
+    walked = guard_files.Walk()
+    walked.git_dirs = list(record.git_entries)
+    walked.links_in = list(record.links_in)
+    walked.guarded_below = list(record.below)
+    walked.privileged = list(record.privileged)
+    return walked
 
 
 def _vouched_for(app: App) -> str | None:

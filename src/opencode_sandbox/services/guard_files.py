@@ -24,6 +24,7 @@ from opencode_sandbox.core.guard import (
     ENTRY_BUDGET,
     FILE,
     FOLDER_ENTRY_LIMIT,
+    FOLDER_READ_LIMIT,
     GUARDED_BELOW,
     LINK,
     OLD_REVIEW_FOLDER,
@@ -65,6 +66,8 @@ class Snapshot:
         self.contents: dict[str, bytes] = {}
         self.kept = 0
         self.read = 0
+        self.crowded_read = 0
+        """What was read of folders recorded whole since: it no longer counts against the budget."""
 
     def add(self, path: str, entry: Entry) -> None:
         self.entries[path] = entry
@@ -73,7 +76,7 @@ class Snapshot:
 
     def count_read(self, amount: int, path: str) -> None:
         self.read += amount
-        if self.read > READ_BUDGET:
+        if self.read - self.crowded_read > READ_BUDGET:
             raise OverBudget(f"more than {READ_BUDGET // (1024 * 1024)} MiB in guarded files (the last: {path})")
 
     def keep(self, path: str, content: bytes) -> None:
@@ -81,8 +84,9 @@ class Snapshot:
             self.contents[path] = content
             self.kept += len(content)
 
-    def crowd(self, path: str) -> None:
-        """Record the folder at `path` whole, dropping what was recorded inside it."""
+    def crowd(self, path: str, read: int = 0) -> None:
+        """Record the folder at `path` whole, dropping what was recorded inside it (`read` bytes)."""
+        self.crowded_read += read
         inside = path + "/"
         for each in [each for each in self.entries if each.startswith(inside)]:
             del self.entries[each]
@@ -166,7 +170,7 @@ def _record_folder(parent: int, name: str, path: str, snapshot: Snapshot) -> Non
     # A stack rather than recursion: the VM picks the depth. Each level's folder is open while its
     # entries are looked at.
     stack: list[tuple[int, str, Iterator[str]]] = [(first, path, iter(_listing(first)))]
-    seen = 0
+    seen, read_before = 0, snapshot.read
     try:
         while stack:
             folder, here, items = stack[-1]
@@ -185,6 +189,9 @@ def _record_folder(parent: int, name: str, path: str, snapshot: Snapshot) -> Non
                 continue
             if not stat.S_ISDIR(found.st_mode):
                 _record_one(folder, item, child, found, snapshot)
+                if snapshot.read - read_before > FOLDER_READ_LIMIT:
+                    snapshot.crowd(path, snapshot.read - read_before)
+                    return
                 continue
             try:
                 inner = os.open(item, _DIRECTORY, dir_fd=folder)
@@ -314,7 +321,7 @@ def move_aside(root: Path, path: str, review: Path) -> Aside | None:
             return None
         opened.add(source)
         try:
-            os.stat(parts[-1], dir_fd=source, follow_symlinks=False)
+            found = os.stat(parts[-1], dir_fd=source, follow_symlinks=False)
         except FileNotFoundError:
             return None
         review_fd = os.open(review, _DIRECTORY)
@@ -322,6 +329,10 @@ def move_aside(root: Path, path: str, review: Path) -> Aside | None:
         target = _make_folders(review_fd, parts[:-1])
         opened.add(target)
         try:
+            if stat.S_ISREG(found.st_mode) and found.st_nlink > 1:
+                # Linked elsewhere too (a hard link the VM made): moved, the file kept for review would
+                # still be the VM's to write through the other name. A copy is the VM's no more.
+                raise OSError(errno.EXDEV, "a file with more than one name")
             os.rename(parts[-1], parts[-1], src_dir_fd=source, dst_dir_fd=target)
         except OSError as error:
             if error.errno != errno.EXDEV:
@@ -748,6 +759,9 @@ class _Open:
 
 LINK_HOPS = 40
 """The links the kernel follows on one path before it gives up (ELOOP), and so every program."""
+LINK_STEPS = 4096
+"""The path components one link's judgment follows at most: the VM picks how long its targets are
+(`a/../a/../...`), and a walk must not take minutes on its links."""
 _FOLLOWER_DEPENDENT = "/proc"
 """Where a link's meaning depends on the process that follows it (`/proc/self/cwd`, and `/dev/fd`,
 itself a link there): the guard cannot tell where it leads for the user's programs, so it counts as
@@ -770,11 +784,15 @@ class _LinkJudge:
 def _resolved(folder: str, path: str) -> str | None:
     """`path` from the real folder `folder`, every link on it followed as the kernel follows them,
     in a loop (the VM picks how long a chain is); what does not exist is taken as written. None
-    for a path through `/proc`, whose meaning depends on who follows it; a chain longer than
-    `LINK_HOPS` ends at the link where every program stops."""
+    for a path through `/proc`, whose meaning depends on who follows it, and for one longer to
+    follow than `LINK_STEPS`; a chain longer than `LINK_HOPS` ends at the link where every program
+    stops."""
     pending = [part for part in reversed(path.split("/")) if part]
-    reached, hops = folder, 0
+    reached, hops, steps = folder, 0, 0
     while pending:
+        steps += 1
+        if steps > LINK_STEPS:
+            return None  # no path of the user's takes this long to follow: judged as leading apart
         part = pending.pop()
         if part == ".":
             continue

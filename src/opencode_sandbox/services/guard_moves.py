@@ -104,41 +104,47 @@ _GIT_MARKS = frozenset((".git", "HEAD", "objects", "refs", "commondir"))
 """Names that can make a folder a git directory (`guard_files.walk_checkout`)."""
 
 
-def catch_named(state_root: Path, slug: str, changed: Iterable[str], log: Callable[[str], None]) -> Notes | None:
-    """`catch_while_running` for the files the kernel's events named alone (absolute paths), with
-    no walk of the checkout: each guarded file among them is put back as recorded. None when one
-    of them calls for a look at everything: a link, a folder, anything but a plain file of the
-    host user's modes, a name that can make a git directory, or a path in a folder mounted writable."""
+def catch_named(state_root: Path, slug: str, changed: Iterable[str], log: Callable[[str], None]
+                ) -> tuple[Notes, bool]:
+    """`catch_while_running` for the files the kernel's events named (absolute paths), with no walk
+    of the checkout: each guarded file among them is put back as recorded. Also whether one of
+    them calls for a look at everything, which this look leaves out: a link, a folder, anything but
+    a plain file of the host user's modes with one name, a path through a name that can make a
+    git directory, a path in a folder mounted writable."""
     store = GuardStore(StateLayout(state_root).project(slug).folder)
     with store.lock():
         record = store.load()
         if record is None or not record.vm_may_write:
-            return Notes()
+            return Notes(), False
         root = Path(record.root)
         below: set[str] = set()
-        any_guarded = False
+        any_guarded = whole = False
         for absolute in changed:
             relative = os.path.relpath(absolute, root)
-            if relative == "." or relative.startswith("../") or Path(absolute).name in _GIT_MARKS:
-                return None
+            if relative == "." or relative.startswith("../") or _GIT_MARKS.intersection(relative.split("/")):
+                whole = True
+                continue
             try:
-                found = os.lstat(absolute)
+                found: os.stat_result | None = os.lstat(absolute)
             except FileNotFoundError:
                 found = None
             except OSError:
-                return None
-            if found is not None and (not stat.S_ISREG(found.st_mode) or found.st_mode & (stat.S_ISUID | stat.S_ISGID)):
-                return None
+                whole = True
+                continue
+            if found is not None and (not stat.S_ISREG(found.st_mode) or found.st_nlink > 1
+                                      or found.st_mode & (stat.S_ISUID | stat.S_ISGID)):
+                whole = True
+                continue
             guarded = guarded_root(relative, record.paths)
             any_guarded = any_guarded or guarded is not None
             if guarded is not None and guarded not in record.paths:
                 below.add(guarded)
         if not any_guarded:
-            return Notes()
+            return Notes(), whole
         walked = guard_files.Walk()
         walked.guarded_below = sorted(below)
         held, left = _hold_changed_files(store, record, walked, log)
-        return Notes(held=tuple(held), left_for_review=left)
+        return Notes(held=tuple(held), left_for_review=left), whole
 
 
 def catch_new(store: GuardStore, record: GuardRecord, walked: guard_files.Walk,
