@@ -18,7 +18,8 @@ from opencode_sandbox.services.live_watch import LiveWatch
 from opencode_sandbox.services.reaper_settings import ReaperSettings
 
 
-def _taken(events: CheckoutEvents) -> Events:
+def taken_soon(events: CheckoutEvents) -> Events:
+    """What the events reported within about a second."""
     for _ in range(50):
         taken = events.take()
         if taken is not None:
@@ -34,9 +35,9 @@ def test_a_change_anywhere_below_is_named(tmp_path: Path) -> None:
         assert events.complete and events.watched == 3
         assert events.take() is None, "nothing changed"
         (tmp_path / "a" / "b" / ".envrc").write_text("x")
-        assert str(tmp_path / "a" / "b" / ".envrc") in _taken(events).paths
+        assert str(tmp_path / "a" / "b" / ".envrc") in taken_soon(events).paths
         os.chmod(tmp_path / "a" / "b" / ".envrc", 0o4755)
-        assert str(tmp_path / "a" / "b" / ".envrc") in _taken(events).paths, "a mode change is a change"
+        assert str(tmp_path / "a" / "b" / ".envrc") in taken_soon(events).paths, "a mode change is a change"
     finally:
         events.close()
 
@@ -46,9 +47,9 @@ def test_a_folder_made_and_filled_at_once_counts_whole_and_is_watched_from_then_
     try:
         (tmp_path / "new" / "deeper").mkdir(parents=True)
         (tmp_path / "new" / "deeper" / "HEAD").write_text("ref: refs/heads/main\n")
-        assert str(tmp_path / "new") in _taken(events).paths
+        assert str(tmp_path / "new") in taken_soon(events).paths
         (tmp_path / "new" / "deeper" / "config").write_text("[core]\n")
-        assert str(tmp_path / "new" / "deeper" / "config") in _taken(events).paths
+        assert str(tmp_path / "new" / "deeper" / "config") in taken_soon(events).paths
     finally:
         events.close()
 
@@ -61,7 +62,7 @@ def test_a_link_is_never_followed_and_the_checkouts_own_git_directory_is_left_ou
     try:
         assert events.watched == 1
         (tmp_path / "outside" / "x").write_text("x")
-        assert events.take() is None or not _taken(events).paths
+        assert events.take() is None or not taken_soon(events).paths
     finally:
         events.close()
 
@@ -85,7 +86,7 @@ def test_past_the_pending_limit_everything_counts_and_the_memory_stays_bounded(
     try:
         for index in range(500):
             (tmp_path / f"f{index}").write_text("x")
-        taken = _taken(events)
+        taken = taken_soon(events)
         assert taken.everything and len(taken.paths) <= 100
     finally:
         events.close()
@@ -99,7 +100,7 @@ def test_an_overflowed_queue_makes_everything_count(tmp_path: Path) -> None:
     try:
         for index in range(limit + 100):
             os.close(os.open(tmp_path / f"f{index}", os.O_CREAT | os.O_WRONLY, 0o644))
-        assert _taken(events).everything
+        assert taken_soon(events).everything
     finally:
         events.close()
 

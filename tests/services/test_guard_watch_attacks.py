@@ -12,23 +12,15 @@ import pytest
 from opencode_sandbox.app import App
 from opencode_sandbox.core.guard import CROWDED
 from opencode_sandbox.services import checkout_events, guard_files, guard_looks, guard_moves
-from opencode_sandbox.services.checkout_events import CheckoutEvents, Events
+from opencode_sandbox.services.checkout_events import CheckoutEvents
 from opencode_sandbox.services.guard import review
 from opencode_sandbox.services.guard_files import take_snapshot, walk_checkout
 from opencode_sandbox.services.guard_looks import GuardLooks
 from opencode_sandbox.services.guard_moves import Held, Notes, catch_named
 from opencode_sandbox.services.watch_failure import WatchFailed
 from tests.services.app_fakes import messages
+from tests.services.test_checkout_events import taken_soon
 from tests.services.test_guard_moves import checkout  # noqa: F401  (a fixture)
-
-
-def _taken(events: CheckoutEvents) -> Events:
-    for _ in range(100):
-        taken = events.take()
-        if taken is not None:
-            return taken
-        time.sleep(0.01)
-    return Events()
 
 
 def test_after_an_overflowed_queue_the_folders_made_meanwhile_are_watched_again(tmp_path: Path) -> None:
@@ -41,10 +33,10 @@ def test_after_an_overflowed_queue_the_folders_made_meanwhile_are_watched_again(
         for index in range(limit + 100):  # its own events lost
             os.close(os.open(tmp_path / f"f{index}", os.O_CREAT | os.O_WRONLY, 0o644))
         (tmp_path / "made-meanwhile").mkdir()
-        assert _taken(events).everything
+        assert taken_soon(events).everything
         events.rewatch()
         (tmp_path / "made-meanwhile" / ".envrc").write_text("id\n")
-        assert str(tmp_path / "made-meanwhile" / ".envrc") in _taken(events).paths
+        assert str(tmp_path / "made-meanwhile" / ".envrc") in taken_soon(events).paths
     finally:
         events.close()
 
@@ -155,7 +147,7 @@ def test_the_pending_paths_stay_bounded(tmp_path: Path, monkeypatch: pytest.Monk
         (tmp_path / "new").mkdir()
         for index in range(200):
             (tmp_path / "new" / f"f{index}").write_text("x")
-        taken = _taken(events)
+        taken = taken_soon(events)
         assert taken.everything and len(taken.paths) <= 50
     finally:
         events.close()
