@@ -101,7 +101,7 @@ def test_a_start_over_the_budget_stops_with_what_to_do(app: App, checkout: Path,
         (checkout / f"p{index}" / ".envrc").write_text("x")
     with pytest.raises(SandboxError) as raised:
         review(app, vm_may_write_after=True)
-    assert "hold more than the guard reads" in raised.value.message and "remove what you did not put there" in (
+    assert "holds more than the guard reads" in raised.value.message and "remove what you did not put there" in (
         raised.value.hint or "")
 
 

@@ -100,6 +100,18 @@ def test_a_vouched_start_still_reads_the_guarded_files(
     assert ".envrc: changed" in messages(app)
 
 
+def test_many_links_slow_to_follow_fail_the_walk_rather_than_hold_it(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(guard_files, "WALK_LINK_STEPS", 100_000)
+    (tmp_path / "a").mkdir()
+    for index in range(200):  # each just under the limit of one link
+        (tmp_path / f"l{index}").symlink_to("a/../" * 800 + "a")
+    began = time.monotonic()
+    with pytest.raises(guard_files.OverBudget, match="steps to follow the links"):
+        walk_checkout(tmp_path, host_git=False, kept_apart=[tmp_path / "state"])
+    assert time.monotonic() - began < 5.0
+
+
 def test_a_link_that_takes_long_to_follow_is_judged_at_once(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     for index in range(40):
@@ -149,5 +161,37 @@ def test_the_pending_paths_stay_bounded(tmp_path: Path, monkeypatch: pytest.Monk
             (tmp_path / "new" / f"f{index}").write_text("x")
         taken = taken_soon(events)
         assert taken.everything and len(taken.paths) <= 50
+    finally:
+        events.close()
+
+
+def test_a_git_directory_made_again_every_time_it_is_moved_aside_stops_the_vm(monkeypatch: pytest.MonkeyPatch,
+                                                                              tmp_path: Path) -> None:
+    from opencode_sandbox.core.stop_mode import StopMode
+    from opencode_sandbox.runtime.kind import RuntimeKind
+    from opencode_sandbox.services.reaper_settings import ReaperSettings
+
+    settings = ReaperSettings("slug", "vm", RuntimeKind.DOCKER, "http://127.0.0.1:1", 10.0,
+                              StopMode.WAIT_FOR_QUIESCENCE, 10, tmp_path)
+    moved = Notes(moved=("g/.git -> /state/guard-review/20261205T120000Z/g/.git",))
+    monkeypatch.setattr(guard_moves, "catch_while_running", lambda *_: moved)
+    looks = GuardLooks(lambda line: None)
+    with pytest.raises(WatchFailed, match=r"wrote g/\.git again 5 times"):
+        for _ in range(guard_looks.REWRITES_LIMIT):
+            looks.look(settings, waiting=False)
+            looks._next_backstop = 0.0
+
+
+def test_events_past_a_limit_cover_the_checkout_again_once_it_is_lifted(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(checkout_events, "WATCH_LIMIT", 2)
+    for index in range(3):
+        (tmp_path / f"f{index}").mkdir()
+    events = CheckoutEvents([tmp_path])
+    try:
+        assert not events.complete
+        monkeypatch.setattr(checkout_events, "WATCH_LIMIT", 100)
+        events.rewatch()
+        assert events.complete and events.watched == 4
     finally:
         events.close()

@@ -91,10 +91,14 @@ def snapshot(root: Path, paths: Sequence[str]) -> guard_files.Snapshot:
     try:
         return guard_files.take_snapshot(root, paths)
     except guard_files.OverBudget as error:
-        raise SandboxError(f"the guarded files of this checkout hold more than the guard reads: {shown(str(error))}",
-                           hint="the VM may have filled guarded folders to blind the guard: with no VM running, "
-                                "look at that folder, remove what you did not put there and move the rest out "
-                                "of the checkout; `opencode-sandbox guard status` tells when it fits") from None
+        raise over_budget(error) from None
+
+
+def over_budget(error: guard_files.OverBudget) -> SandboxError:
+    return SandboxError(f"the checkout holds more than the guard reads: {shown(str(error))}",
+                        hint="the VM may have filled it to blind the guard: with no VM running, look at that "
+                             "folder, remove what you did not put there and move the rest out of the checkout; "
+                             "`opencode-sandbox guard status` tells when it fits")
 
 
 def _inside(root: Path, hooks: Path) -> str | None:
@@ -193,7 +197,10 @@ def _catch_and_tell(app: App, store: GuardStore, record: GuardRecord | None
     """The checkout walked once; what a VM may have made there (or in a folder mounted writable)
     since the record neutralised or moved aside, and all of it told. What the walks found, and
     the privileged entries still not neutralised (never recorded as the user's)."""
-    walked = guard_files.walk_checkout(app.project.root, app.project.is_git, store.kept_apart)
+    try:
+        walked = guard_files.walk_checkout(app.project.root, app.project.is_git, store.kept_apart)
+    except guard_files.OverBudget as error:
+        raise over_budget(error) from None
     in_mounts = guard_mounts.walk(_writable_folders(app))
     if record is not None and record.vm_may_write:
         guard_moves.catch_new(store, record, walked, app.console.verbose, in_mounts)

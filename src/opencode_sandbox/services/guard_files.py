@@ -762,6 +762,10 @@ LINK_HOPS = 40
 LINK_STEPS = 4096
 """The path components one link's judgment follows at most: the VM picks how long its targets are
 (`a/../a/../...`), and a walk must not take minutes on its links."""
+WALK_LINK_STEPS = 2_000_000
+"""The path components the judgments of one walk follow at most, all links together (a few
+seconds; a pnpm store of 100,000 links takes about 600,000): past them the walk fails, and the
+watch with it (the VM stops)."""
 _FOLLOWER_DEPENDENT = "/proc"
 """Where a link's meaning depends on the process that follows it (`/proc/self/cwd`, and `/dev/fd`,
 itself a link there): the guard cannot tell where it leads for the user's programs, so it counts as
@@ -774,25 +778,32 @@ class _LinkJudge:
     def __init__(self, real_root: str, apart: Sequence[str]) -> None:
         self.real_root = real_root
         self.apart = apart
+        self.steps_left = WALK_LINK_STEPS
 
     def leads_apart(self, path: str) -> bool:
-        """`path`: a link below the checkout, reached through real folders (the walk follows none)."""
-        reached = _resolved(self.real_root, path)
+        """`path`: a link below the checkout, reached through real folders (the walk follows none).
+        Past the walk's budget of steps, `OverBudget`: many links made slow to follow would
+        otherwise hold the walk, and the watch, for as long as the VM likes."""
+        reached, steps = _resolved(self.real_root, path)
+        self.steps_left -= steps
+        if self.steps_left < 0:
+            raise OverBudget(f"more than {WALK_LINK_STEPS} steps to follow the links below the checkout "
+                             f"(the last: {path})")
         return reached is None or any(reached == folder or reached.startswith(folder + "/") for folder in self.apart)
 
 
-def _resolved(folder: str, path: str) -> str | None:
+def _resolved(folder: str, path: str) -> tuple[str | None, int]:
     """`path` from the real folder `folder`, every link on it followed as the kernel follows them,
     in a loop (the VM picks how long a chain is); what does not exist is taken as written. None
     for a path through `/proc`, whose meaning depends on who follows it, and for one longer to
     follow than `LINK_STEPS`; a chain longer than `LINK_HOPS` ends at the link where every program
-    stops."""
+    stops. Also how many steps it took."""
     pending = [part for part in reversed(path.split("/")) if part]
     reached, hops, steps = folder, 0, 0
     while pending:
         steps += 1
         if steps > LINK_STEPS:
-            return None  # no path of the user's takes this long to follow: judged as leading apart
+            return None, steps  # no path of the user's takes this long to follow: judged as leading apart
         part = pending.pop()
         if part == ".":
             continue
@@ -801,7 +812,7 @@ def _resolved(folder: str, path: str) -> str | None:
             continue
         here = os.path.join(reached, part)
         if here == _FOLLOWER_DEPENDENT:
-            return None
+            return None, steps
         try:
             target = os.readlink(here)
         except OSError:  # no link (or nothing) there: the path goes on from it as written
@@ -809,11 +820,11 @@ def _resolved(folder: str, path: str) -> str | None:
             continue
         hops += 1
         if hops > LINK_HOPS:
-            return here
+            return here, steps
         if target.startswith("/"):
             reached = "/"
         pending.extend(part for part in reversed(target.split("/")) if part)
-    return reached
+    return reached, steps
 
 
 def _walk_tree(root: int, walk: Walk, host_git: bool, links: _LinkJudge) -> None:

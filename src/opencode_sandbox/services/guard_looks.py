@@ -65,6 +65,7 @@ class GuardLooks:
         the checkout as the record says or put it back so; empty while anything is pending."""
         self._put_back: dict[str, list[float]] = {}
         self._walked_with = ""
+        self._said_incomplete = ""
         """The guard record the last look at everything compared with: a new one is looked at whole."""
 
     def close(self) -> None:
@@ -100,9 +101,10 @@ class GuardLooks:
             return  # the walk waits its turn; nothing is vouched for meanwhile
         if whole:
             self._whole = False
-            if self._lost and self.events is not None:
+            if self.events is not None and (self._lost or not self.events.complete):
                 self._lost = False
-                self.events.rewatch()
+                self.events.rewatch()  # folders made while events were lost, or past a limit now lifted
+            self._say_coverage()
             self._look_at_everything(settings)
         if self._failed is None and not self._left and record_stamp(settings) == before:
             self.looked_at = before
@@ -124,7 +126,7 @@ class GuardLooks:
         try:
             notes, whole = catch_named(settings.state_root, settings.slug, named, self._log)
         except OverBudget as error:
-            raise WatchFailed(f"the guarded files hold more than the guard reads: {error}") from None
+            raise WatchFailed(f"the checkout holds more than the guard reads: {error}") from None
         except Exception as error:  # the look at everything that follows judges what is there
             self._log(f"looking at the files the events named failed: {error!r}; looking at everything")
             return True
@@ -141,7 +143,7 @@ class GuardLooks:
         try:
             notes = catch_while_running(settings.state_root, settings.slug, self._log)
         except OverBudget as error:
-            raise WatchFailed(f"the guarded files hold more than the guard reads: {error}") from None
+            raise WatchFailed(f"the checkout holds more than the guard reads: {error}") from None
         except Exception as error:
             if self._failed is not None:
                 raise WatchFailed(f"looking at what the VM changed failed twice: {self._failed}; {error!r}") from None
@@ -167,17 +169,27 @@ class GuardLooks:
         else:
             self._next_backstop = ended + max(SCHEDULE_S, WALK_COST_FACTOR * took)
 
+    def _say_coverage(self) -> None:
+        """The log says when the events stop or start vouching for the checkout."""
+        why = self.events.why_incomplete if self.events is not None else ""
+        if why != self._said_incomplete:
+            self._log(f"the file events cannot cover the checkout: {why}; looking at it on a schedule instead"
+                      if why else "the file events cover the checkout again")
+            self._said_incomplete = why
+
     def _count_rewrites(self, notes: Notes) -> None:
-        """`WatchFailed` when the VM keeps writing a file back as soon as it is put back."""
+        """`WatchFailed` when the VM keeps writing a file back as soon as it is put back, or making a
+        git directory or a link again as soon as it is moved aside."""
         now = self._clock()
-        for held in notes.held:
-            path = held.change.split(": ", 1)[0]
+        paths = [held.change.split(": ", 1)[0] for held in notes.held]
+        paths += [moved.split(" -> ", 1)[0] for moved in notes.moved]
+        for path in paths:
             times = [moment for moment in self._put_back.get(path, ()) if now - moment < REWRITES_WINDOW_S]
             times.append(now)
             self._put_back[path] = times
             if len(times) >= REWRITES_LIMIT:
                 raise WatchFailed(f"the VM wrote {path} again {len(times)} times within {REWRITES_WINDOW_S:.0f} s "
-                                  "as soon as it was put back: it would be the VM's most of the time")
+                                  "as soon as it was put back or moved aside: it would be the VM's most of the time")
         if len(self._put_back) > REWRITES_KEPT:
             self._put_back = {path: times for path, times in self._put_back.items()
                               if times and now - times[-1] < REWRITES_WINDOW_S}
@@ -195,11 +207,7 @@ class GuardLooks:
         events = CheckoutEvents([root, *(Path(each) for each in record.mounts)],
                                 skip=[root / ".git"] if record.host_git else [])
         took = self._clock() - began
-        if events.complete:
-            self._log(f"watching {events.watched} folders for changes ({took * 1000:.0f} ms to set up)")
-        else:
-            self._log(f"the file events cannot cover the checkout: {events.why_incomplete}; "
-                      "looking at it on a schedule instead")
+        self._log(f"watching {events.watched} folders for changes ({took * 1000:.0f} ms to set up)")
         return events
 
 
