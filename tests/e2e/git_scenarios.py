@@ -174,7 +174,8 @@ REPLANT_S = 120
 
 def a_gitlink_commit_is_held_and_runs_nothing(project: Project, as_root: bool) -> None:
     """A gitlink the VM commits, both ways. (b) A loop in the VM puts `sub/.git` back every
-    20 ms, a repository whose `core.fsmonitor` runs, and the agent commits a gitlink `sub`: the sync
+    20 ms, a repository whose `core.fsmonitor` runs (the watch stops the VM once it has moved it aside
+    five times), and the agent commits a gitlink `sub`: the sync
     used to fast-forward the host's branch over it, and git entered `sub` on the host. (a) The guard
     used to keep the VM's moved repository in the checkout, where the VM read its path and committed
     a gitlink to it. Neither may run anything on the host, by the tool's sync or by the user's git
@@ -201,19 +202,30 @@ def a_gitlink_commit_is_held_and_runs_nothing(project: Project, as_root: bool) -
         assert planted.returncode != 0, "root in a docker VM wrote the checkout"
         return
     assert planted.returncode == 0, planted.stderr
-    looping = vm(f"setsid nohup sh -c 'end=$(($(date +%s)+{REPLANT_S})); while [ $(date +%s) -lt $end ]; do "
-                 f"[ -e /workspace/sub/.git ] || cp -a /tmp/prep-{user}/sub/.git /workspace/sub/.git 2>/dev/null; "
-                 "sleep 0.02; done' >/dev/null 2>&1 &")
-    assert looping.returncode == 0, looping.stderr
     committed = vm(f"git update-index --add --cacheinfo 160000,{before},sub && "
                    f"{AS_AGENT} commit -q -m 'vendor a module' && git rev-parse HEAD")
     assert committed.returncode == 0, committed.stderr
     gitlink_commit = committed.stdout.strip().splitlines()[-1]
+    looping = vm(f"setsid nohup sh -c 'end=$(($(date +%s)+{REPLANT_S})); while [ $(date +%s) -lt $end ]; do "
+                 f"[ -e /workspace/sub/.git ] || cp -a /tmp/prep-{user}/sub/.git /workspace/sub/.git 2>/dev/null; "
+                 "sleep 0.02; done' >/dev/null 2>&1 &")
+    assert looping.returncode == 0, looping.stderr
 
     def held() -> list[str]:
         status = json.loads(project.cli("guard", "status", "--format", "json").stdout)["result"]
         return list(status["held_branches"])
 
+    def held_or_stopped() -> bool:
+        return not project.vm_running() or any(line.startswith("main: held") for line in held())
+
+    assert wait_until(held_or_stopped, sync_within(project), interval=2), \
+        f"the VM's gitlink was not held; the reaper's log:\n{project.reaper_log()}"
+    if not project.vm_running():
+        # The loop made sub/.git again as soon as it was moved aside: the watch stopped the VM (it would
+        # be the VM's most of the time), and the next start says why and syncs what the VM committed.
+        again = project.shell("true")
+        assert again.returncode == 0, again.stderr
+        assert "could not do its job" in again.stderr and "sub/.git again" in again.stderr, again.stderr
     assert wait_until(lambda: any(line.startswith("main: held") for line in held()), sync_within(project),
                       interval=2), f"the VM's gitlink was not held; the reaper's log:\n{project.reaper_log()}"
     assert not marker.exists(), "the tool's sync ran the planted repository's fsmonitor on the host"

@@ -125,7 +125,7 @@ echo "tries $tries refused $refused"
 
 
 def test_dev_cannot_make_its_file_set_user_id_however_often_it_tries(any_user_project: Project) -> None:
-    """Finding N3 as it was found: `dev` copies a program the host can run into the checkout and sets
+    """The threat as an attacker runs it: `dev` copies a program the host can run into the checkout and sets
     its set-user-ID bit again every 10 ms; a root host user's `dev` file is root's on the host, so
     each moment the bit held another local user could run it as root. The host looks every few
     milliseconds meanwhile: the bit is never there, because the VM cannot set it at all."""
