@@ -34,7 +34,7 @@ def in_vm(project: Project, script: str, as_root: bool) -> subprocess.CompletedP
 
 
 def the_host_git_dir_is_out_of_reach(project: Project, as_root: bool) -> None:
-    """Attacks 1 (a new commondir) and 2 (renaming .git) of the attack trial, as `dev` or root."""
+    """Two ways into the host's git directory, as `dev` or root: a new commondir, and renaming .git."""
     marker = project.root.parent / f"pwned-commondir{'-root' if as_root else ''}"
     planted = in_vm(project,
         "mkdir -p .git/x && ln -s ../objects .git/x/objects && ln -s ../refs .git/x/refs && "

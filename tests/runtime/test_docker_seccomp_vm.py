@@ -1,7 +1,7 @@
 """A docker-runtime VM under its seccomp profile: neither `dev` nor root in it can make a set-user-ID,
-set-group-ID or device file (finding N3: a root host user's `dev` is root on the host), while the
+set-group-ID or device file (a root host user's `dev` is root on the host), while the
 ordinary work of a development VM goes on. The VM is made by `DockerRuntime.create_sandbox` with the
-test user's ids for `dev`, so a root test user gets the id-mapped checkout N3 was found on."""
+test user's ids for `dev`, so a root test user gets the id-mapped checkout where the bit is root's."""
 
 from __future__ import annotations
 

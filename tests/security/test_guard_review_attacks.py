@@ -1,6 +1,6 @@
-"""A hostile VM against what the guard keeps for review (finding N1a of the attack of
-2026-12-05): the guard moved the VM's nested repository into `.opencode-sandbox/guard/<time>/`,
-inside the checkout, where the VM read its path and committed a gitlink at it; the host's git
+"""A hostile VM against what the guard keeps for review: the guard once moved the VM's nested
+repository into `.opencode-sandbox/guard/<time>/`, inside the checkout, where the VM read its
+path and committed a gitlink at it; the host's git
 entered the moved repository and ran its `core.fsmonitor`, as did the user's `git status` and a
 user who looked at the copy with git.
 

@@ -2,10 +2,10 @@
 which arguments.
 
 Why: a root host user's checkout reaches the VM through an id-mapped mount where `dev` is root on
-the host, so a set-user-ID file `dev` makes there is a set-user-ID root program for every local user
-(finding N3 of the 2026-12-05 review). A watch on the host that strips the bit can only race with a
-VM that sets it again; the VM must not be able to set it at all. No capability is needed to set
-the bit on one's own file, so only the system calls can be held: every call that takes a file mode
+the host, so a set-user-ID file `dev` makes there is a set-user-ID root program for every local user.
+A watch on the host that strips the bit can only race with a VM that sets it again; the VM must
+not be able to set it at all. No capability is needed to set the bit on one's own file, so only
+the system calls can be held: every call that takes a file mode
 (`chmod`, `fchmod`, `fchmodat`, `fchmodat2`, `open`, `openat`, `creat`, `mkdir`, `mkdirat`, `mknod`,
 `mknodat`) is allowed only when the mode has neither S_ISUID nor S_ISGID, `mknod` only for regular
 files, FIFOs and sockets (no device node); `openat2` and `clone3`, whose arguments lie in a struct
