@@ -47,7 +47,11 @@ FOLDER_ENTRY_LIMIT = 2_000
 FOLDER_READ_LIMIT = 64 * 1024 * 1024
 """A guarded folder holding more entries than this, or more bytes to read, is recorded whole
 (`CROWDED`), not file by file: what it holds is not read, and a folder that becomes so while the VM
-runs is moved aside whole."""
+runs is moved aside whole. The smallest such folder is: a plugin folder beside a crowded
+`node_modules` stays recorded file by file."""
+FOLDER_SEEN_LIMIT = 10 * FOLDER_ENTRY_LIMIT
+"""The names one guarded folder's walk may list, in all its subfolders, crowded ones included: past
+it the guarded folder is recorded whole, so nesting crowded folders costs a walk no more."""
 SPARSE_FROM = 64 * 1024
 """A file of this size or more with fewer than half its bytes on disk (sparse) is recorded by its
 identity, never read: reading it costs the guard time and the VM no disk."""

@@ -87,6 +87,9 @@ NOT_COVERED: tuple[Guarded, ...] = (
             "run when you build; an IDE's import of a Gradle or Maven project builds too"),
     Guarded(".gitattributes", "git", "names filters and diff drivers, which run only when your own git "
             "configuration defines them"),
+    Guarded("a crowded folder in a guarded folder", "opencode, any", "a folder of more than 2,000 entries or "
+            "64 MiB, such as `.opencode/node_modules` (what plugins import), is recorded whole: a change inside it "
+            "is not seen, only one that makes or removes it"),
     Guarded("files a guarded file calls", "any", "a hook or MCP entry that runs `./scripts/x.sh` or "
             "`node tools/mcp.js` runs what is there: guard such a file with `guarded-paths`"),
 )

@@ -25,6 +25,7 @@ from opencode_sandbox.core.guard import (
     FILE,
     FOLDER_ENTRY_LIMIT,
     FOLDER_READ_LIMIT,
+    FOLDER_SEEN_LIMIT,
     GUARDED_BELOW,
     LINK,
     OLD_REVIEW_FOLDER,
@@ -160,49 +161,82 @@ def _descend(root_fd: int, parts: Sequence[str], snapshot: Snapshot | None) -> I
             os.close(folder)
 
 
+class _Level:
+    """One open folder of a guarded folder's walk: its entries and the bytes read below it, less
+    what its crowded subfolders hold."""
+
+    def __init__(self, descriptor: int, path: str, names: list[str], snapshot: Snapshot) -> None:
+        self.descriptor = descriptor
+        self.path = path
+        self.names = iter(names)
+        self.entries = len(names) if len(names) > FOLDER_ENTRY_LIMIT else 0
+        self.read_from = _counted_read(snapshot)
+
+    def crowded(self, snapshot: Snapshot) -> bool:
+        return (self.entries > FOLDER_ENTRY_LIMIT
+                or _counted_read(snapshot) - self.read_from > FOLDER_READ_LIMIT)
+
+
+def _counted_read(snapshot: Snapshot) -> int:
+    return snapshot.read - snapshot.crowded_read
+
+
 def _record_folder(parent: int, name: str, path: str, snapshot: Snapshot) -> None:
     """Everything in the folder, however deep; a folder this user cannot read is left out (the walk
-    names it), as what is in it cannot reach them."""
+    names it), as what is in it cannot reach them. The smallest folder that holds too much is
+    recorded whole (`Snapshot.crowd`), so a big `node_modules` beside a plugin folder leaves the
+    plugins recorded file by file."""
     try:
         first = os.open(name, _DIRECTORY, dir_fd=parent)
     except PermissionError:
         return
     # A stack rather than recursion: the VM picks the depth. Each level's folder is open while its
     # entries are looked at.
-    stack: list[tuple[int, str, Iterator[str]]] = [(first, path, iter(_listing(first)))]
-    seen, read_before = 0, snapshot.read
+    names = _listing(first)
+    seen = len(names)
+    stack = [_Level(first, path, names, snapshot)]
+    whole = stack[0]
     try:
         while stack:
-            folder, here, items = stack[-1]
-            item = next(items, None)
+            if seen > FOLDER_SEEN_LIMIT:
+                for level in stack[1:]:
+                    os.close(level.descriptor)
+                del stack[1:]
+                whole.entries = seen
+            level = stack[-1]
+            item = None if level.crowded(snapshot) else next(level.names, None)
             if item is None:
-                os.close(stack.pop()[0])
+                stack.pop()
+                os.close(level.descriptor)
+                counted = 1
+                if level.crowded(snapshot):
+                    snapshot.crowd(level.path, _counted_read(snapshot) - level.read_from)
+                else:
+                    counted += level.entries
+                if stack:
+                    stack[-1].entries += counted
                 continue
-            seen += 1
-            if seen > FOLDER_ENTRY_LIMIT:
-                snapshot.crowd(path)
-                return
-            child = f"{here}/{item}"
+            child = f"{level.path}/{item}"
             try:
-                found = os.stat(item, dir_fd=folder, follow_symlinks=False)
+                found = os.stat(item, dir_fd=level.descriptor, follow_symlinks=False)
             except (FileNotFoundError, PermissionError):
                 continue
             if not stat.S_ISDIR(found.st_mode):
-                _record_one(folder, item, child, found, snapshot)
-                if snapshot.read - read_before > FOLDER_READ_LIMIT:
-                    snapshot.crowd(path, snapshot.read - read_before)
-                    return
+                _record_one(level.descriptor, item, child, found, snapshot)
+                level.entries += 1
                 continue
             try:
-                inner = os.open(item, _DIRECTORY, dir_fd=folder)
+                inner = os.open(item, _DIRECTORY, dir_fd=level.descriptor)
             except OSError as error:
                 if error.errno in (errno.ENOENT, errno.EACCES, errno.EMFILE, *_NOT_A_FOLDER):
                     continue  # gone, closed to this user, or past every descriptor it may open: the walk says so
                 raise
-            stack.append((inner, child, iter(_listing(inner))))
+            names = _listing(inner)
+            seen += len(names)
+            stack.append(_Level(inner, child, names, snapshot))
     finally:
-        for folder, _, _ in stack:
-            os.close(folder)
+        for level in stack:
+            os.close(level.descriptor)
 
 
 def _listing(folder: int) -> list[str]:
