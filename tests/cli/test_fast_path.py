@@ -199,7 +199,7 @@ WARM_PATH_MODULES = [
     "opencode_sandbox.runtime.docker.description", "opencode_sandbox.guest.shell", "opencode_sandbox.state_layout",
     "opencode_sandbox.services.start.checks", "opencode_sandbox.services.start.vm_step",
     "opencode_sandbox.services.start.provision", "opencode_sandbox.cli.terminal",
-    "opencode_sandbox.services.vm_git", "opencode_sandbox.services.guard", "opencode_sandbox.services.stopping",
+    "opencode_sandbox.services.vm_git", "opencode_sandbox.services.guard.reviews", "opencode_sandbox.services.stopping",
     "opencode_sandbox.runtime.docker.network_holder",
 ]
 KEPT_OFF_THE_WARM_PATH = ["click", "typing", "dataclasses", "inspect", "uuid", "hashlib", "tempfile", "logging",

@@ -60,6 +60,7 @@ memory: 512M
 pids-limit: 1000
 agent: codex
 notify: false
+terminal-clipboard: true
 auto-stop-timeout: 90m
 auto-stop-on-active-sessions: true
 auto-stop-max-session-retries: 3
@@ -85,6 +86,7 @@ git-sync-branches: 50
     assert settings.runtime is RuntimeKind.DOCKER
     assert settings.agent == "codex"
     assert settings.notify is False
+    assert settings.terminal_clipboard is True
     assert settings.cpus == 6
     assert settings.memory == 512 * 1024**2
     assert settings.pids_limit == 1000
@@ -112,7 +114,7 @@ git-sync-branches: 50
     assert [(port.guest, port.host) for port in settings.ports] == [(3000, None), (80, 8080)]
     assert settings.guarded_paths == (".husky", "Makefile")
     assert settings.git_sync_branches == 50
-    assert len(KEYS) == 24
+    assert len(KEYS) == 25
     assert all(source.startswith(str(user_dir / "config.yaml")) for source in settings.sources.values())
 
 
@@ -414,6 +416,7 @@ WIDER_AND_NARROWER = {  # key: (a value that widens what the user's configuratio
     "runtime": ("docker", "microsandbox"),
     "network": ("all", "none"),
     "dind": ("true", "false"),
+    "terminal-clipboard": ("true", "false"),
     "trust-host-ca": (None, "false"),  # on by default: the checkout can only turn it off
     "auto-prune-age": ("1s", "60d"),
     "manual-prune-age": ("1s", "30d"),

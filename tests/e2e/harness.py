@@ -311,12 +311,15 @@ class Tmux:
     (the test's HOME, XDG folders and settings), not that of an older tmux server.
     """
 
-    def __init__(self, name: str, command: list[str], cwd: Path, env: dict[str, str]) -> None:
+    def __init__(self, name: str, command: list[str], cwd: Path, env: dict[str, str],
+                 config: Path | None = None) -> None:
+        """`config`: the server's configuration file, read before the command starts."""
         self.name = name
         self._base = ["tmux", "-L", name]
         line = f"{shlex.join(command)}; echo EXIT-CODE=$?; sleep 600"
         subprocess.run(
-            [*self._base, "new-session", "-d", "-s", name, "-x", "160", "-y", "48", "-c", str(cwd), line],
+            [*self._base, *(["-f", str(config)] if config else []), "new-session", "-d", "-s", name, "-x", "160",
+             "-y", "48", "-c", str(cwd), line],
             check=True, env={**os.environ, **env},
         )
 
@@ -332,6 +335,11 @@ class Tmux:
                 return screen
             time.sleep(0.5)
         raise AssertionError(f"{pattern!r} did not appear; the screen shows:\n{self.screen().rstrip()}")
+
+    def paste_buffer(self) -> str | None:
+        """What the terminal's clipboard holds (tmux keeps an OSC 52 write as a paste buffer), None when empty."""
+        shown = subprocess.run([*self._base, "show-buffer"], capture_output=True, text=True)
+        return shown.stdout if shown.returncode == 0 else None
 
     def send(self, *keys: str) -> None:
         subprocess.run([*self._base, "send-keys", "-t", self.name, *keys], check=True)

@@ -377,6 +377,7 @@ class FakeRuntime:
         workdir: str = "/workspace",
         env: Mapping[str, str] | None = None,
         tty: bool = True,
+        clipboard: bool = False,
     ) -> int:
         self._call("attach", name)
         return self.exec(name, argv, user=user, workdir=workdir, env=env).exit_code

@@ -22,10 +22,10 @@ from opencode_sandbox.app import App
 from opencode_sandbox.core.guard import OLD_REVIEW_FOLDER
 from opencode_sandbox.core.stop_mode import StopMode
 from opencode_sandbox.runtime.types import RuntimeKind
-from opencode_sandbox.services import guard_files
-from opencode_sandbox.services.guard import GuardStore, review, status
-from opencode_sandbox.services.guard_moves import Notes, catch_while_running
-from opencode_sandbox.services.live_watch import LiveWatch
+from opencode_sandbox.services.guard import files as guard_files
+from opencode_sandbox.services.guard.live_watch import LiveWatch
+from opencode_sandbox.services.guard.moves import Notes, catch_while_running
+from opencode_sandbox.services.guard.reviews import GuardStore, review, status
 from opencode_sandbox.services.reaper_settings import ReaperSettings
 from tests.fakes.runtime import FakeRuntime
 from tests.services.app_fakes import SLUG, make_app
@@ -347,7 +347,7 @@ def test_a_guarded_name_under_1100_folders_is_put_back_within_a_logins_descripto
 
 def test_whatever_the_round_raises_the_watch_logs_it_and_goes_on(monkeypatch: pytest.MonkeyPatch,
                                                                   tmp_path: Path) -> None:
-    import opencode_sandbox.services.guard_moves as guard_moves
+    import opencode_sandbox.services.guard.moves as guard_moves
 
     def broken(*_: object) -> Notes:
         raise RecursionError("maximum recursion depth exceeded")

@@ -19,8 +19,8 @@ import pytest
 
 from opencode_sandbox.app import App
 from opencode_sandbox.core.guard import OLD_REVIEW_FOLDER
-from opencode_sandbox.services.guard import GuardStore, review
-from opencode_sandbox.services.guard_moves import Notes, catch_while_running
+from opencode_sandbox.services.guard.moves import Notes, catch_while_running
+from opencode_sandbox.services.guard.reviews import GuardStore, review
 from tests.security.test_guard_below_attacks import app
 from tests.services.app_fakes import SLUG, messages
 from tests.services.test_guard import git

@@ -11,10 +11,11 @@ import pytest
 
 from opencode_sandbox.core.stop_mode import StopMode
 from opencode_sandbox.runtime.kind import RuntimeKind
-from opencode_sandbox.services import checkout_events, guard_moves
-from opencode_sandbox.services.checkout_events import CheckoutEvents, Events
-from opencode_sandbox.services.guard_store import GuardRecord, GuardStore
-from opencode_sandbox.services.live_watch import LiveWatch
+from opencode_sandbox.services.guard import events as checkout_events
+from opencode_sandbox.services.guard import moves as guard_moves
+from opencode_sandbox.services.guard.events import CheckoutEvents, Events
+from opencode_sandbox.services.guard.live_watch import LiveWatch
+from opencode_sandbox.services.guard.store import GuardRecord, GuardStore
 from opencode_sandbox.services.reaper_settings import ReaperSettings
 
 

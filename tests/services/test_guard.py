@@ -17,8 +17,8 @@ from opencode_sandbox.core.guard import COPY_LIMIT, LINK, OLD_REVIEW_FOLDER
 from opencode_sandbox.errors import ConfigError
 from opencode_sandbox.paths import ToolPaths
 from opencode_sandbox.runtime.types import RuntimeKind
-from opencode_sandbox.services import guard_files
-from opencode_sandbox.services.guard import (
+from opencode_sandbox.services.guard import files as guard_files
+from opencode_sandbox.services.guard.reviews import (
     GuardStore,
     note_vm_stopped,
     read_only_paths,

@@ -15,10 +15,10 @@ import pytest
 from opencode_sandbox.app import App
 from opencode_sandbox.core.guard import CONTENTS_BUDGET, CROWDED, FOLDER_ENTRY_LIMIT
 from opencode_sandbox.errors import SandboxError
-from opencode_sandbox.services import guard_files
-from opencode_sandbox.services.guard import review
-from opencode_sandbox.services.guard_files import OverBudget, take_snapshot, walk_checkout
-from opencode_sandbox.services.guard_moves import catch_while_running
+from opencode_sandbox.services.guard import files as guard_files
+from opencode_sandbox.services.guard.files import OverBudget, take_snapshot, walk_checkout
+from opencode_sandbox.services.guard.moves import catch_while_running
+from opencode_sandbox.services.guard.reviews import review
 from tests.services.app_fakes import SLUG
 from tests.services.test_guard_moves import checkout  # noqa: F401  (a fixture)
 

@@ -13,10 +13,10 @@ import pytest
 from opencode_sandbox.app import App
 from opencode_sandbox.cli.render import render_status
 from opencode_sandbox.core.guard import COPY_LIMIT, OLD_REVIEW_FOLDER
-from opencode_sandbox.services import guard_files
-from opencode_sandbox.services.guard import review, status
-from opencode_sandbox.services.guard_files import MOVE_COPY_LIMIT
-from opencode_sandbox.services.guard_moves import Notes, catch_while_running
+from opencode_sandbox.services.guard import files as guard_files
+from opencode_sandbox.services.guard.files import MOVE_COPY_LIMIT
+from opencode_sandbox.services.guard.moves import Notes, catch_while_running
+from opencode_sandbox.services.guard.reviews import review, status
 from tests.services.app_fakes import SLUG, messages
 from tests.services.test_guard import git, review_root
 

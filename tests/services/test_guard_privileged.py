@@ -22,11 +22,12 @@ from opencode_sandbox.cli.render import render_status
 from opencode_sandbox.config.loader import load_settings
 from opencode_sandbox.core.guard import OLD_REVIEW_FOLDER
 from opencode_sandbox.core.guard_privileged import BLOCK_DEVICE, CAPABILITY_ATTRIBUTE, CHARACTER_DEVICE, FILE
-from opencode_sandbox.services import guard_files, guard_privileged
-from opencode_sandbox.services.guard import note_vm_stopped, review, status
-from opencode_sandbox.services.guard_mounts import writable_folders
-from opencode_sandbox.services.guard_moves import Notes, catch_while_running
-from opencode_sandbox.services.guard_store import GuardStore
+from opencode_sandbox.services.guard import files as guard_files
+from opencode_sandbox.services.guard import privileged as guard_privileged
+from opencode_sandbox.services.guard.mounts import writable_folders
+from opencode_sandbox.services.guard.moves import Notes, catch_while_running
+from opencode_sandbox.services.guard.reviews import note_vm_stopped, review, status
+from opencode_sandbox.services.guard.store import GuardStore
 from tests.services.app_fakes import SLUG, messages
 from tests.services.test_guard import git
 

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from opencode_sandbox.runtime.types import RuntimeKind
-from opencode_sandbox.services import guard_files
-from opencode_sandbox.services.guard import guarded_paths, hooks_of, review
-from opencode_sandbox.services.guard_moves import catch_while_running
+from opencode_sandbox.services.guard import files as guard_files
+from opencode_sandbox.services.guard.moves import catch_while_running
+from opencode_sandbox.services.guard.reviews import guarded_paths, hooks_of, review
 from tests.fakes.runtime import FakeRuntime
 from tests.services.app_fakes import make_app
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-import opencode_sandbox.services.guard_moves as guard_moves
+import opencode_sandbox.services.guard.moves as guard_moves
 import opencode_sandbox.services.vm_git as vm_git
 from opencode_sandbox.core.stop_mode import StopMode
 from opencode_sandbox.runtime.kind import RuntimeKind
-from opencode_sandbox.services.guard_looks import SCHEDULE_S
-from opencode_sandbox.services.live_watch import LiveWatch
+from opencode_sandbox.services.guard.live_watch import LiveWatch
+from opencode_sandbox.services.guard.looks import SCHEDULE_S
 from opencode_sandbox.services.reaper_settings import ReaperSettings
 from tests.fakes.runtime import FakeRuntime
 

@@ -155,7 +155,7 @@ def test_stops_after_the_timeout_when_sessions_are_quiet(setup: Setup) -> None:
 
 
 def test_a_stop_notes_where_the_vm_left_the_files_the_host_runs(setup: Setup) -> None:
-    from opencode_sandbox.services.guard_store import GuardRecord, GuardStore
+    from opencode_sandbox.services.guard.store import GuardRecord, GuardStore
 
     checkout = setup.root / "checkout"
     (checkout / ".git" / "hooks").mkdir(parents=True)
@@ -492,7 +492,7 @@ def test_the_stop_record_is_written_before_a_waiting_start_may_take_its_lease(
     import fcntl
     import os
 
-    from opencode_sandbox.services import guard
+    from opencode_sandbox.services.guard import reviews as guard
     from opencode_sandbox.state_layout import StateLayout
 
     guard_held: list[bool] = []

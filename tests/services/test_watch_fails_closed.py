@@ -13,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
-import opencode_sandbox.services.guard_moves as guard_moves
+import opencode_sandbox.services.guard.moves as guard_moves
 from opencode_sandbox.app import App
 from opencode_sandbox.runtime.types import SandboxStatus
-from opencode_sandbox.services import watch_failure
-from opencode_sandbox.services.guard import review
-from opencode_sandbox.services.guard_files import OverBudget
-from opencode_sandbox.services.guard_looks import LOOK_LIMIT_S
-from opencode_sandbox.services.live_watch import LiveWatch
+from opencode_sandbox.services.guard import watch_failure
+from opencode_sandbox.services.guard.files import OverBudget
+from opencode_sandbox.services.guard.live_watch import LiveWatch
+from opencode_sandbox.services.guard.looks import LOOK_LIMIT_S
+from opencode_sandbox.services.guard.reviews import review
+from opencode_sandbox.services.guard.watch_failure import WatchFailed
 from opencode_sandbox.services.reaper import (
     WATCH_DIED,
     DaemonActivityReader,
@@ -30,7 +31,6 @@ from opencode_sandbox.services.reaper import (
     supervised,
 )
 from opencode_sandbox.services.reaper_settings import save_settings
-from opencode_sandbox.services.watch_failure import WatchFailed
 from opencode_sandbox.state_layout import ProjectLayout
 from tests.services.app_fakes import messages
 from tests.services.test_guard_moves import checkout  # noqa: F401  (a fixture)

@@ -23,7 +23,7 @@ def guard() -> None:
 def guard_status(app: App, output_format: str) -> None:
     """Show whether the guarded files changed since the last run, shell, detach or stop recorded them."""
     from opencode_sandbox.cli.render import render_status
-    from opencode_sandbox.services.guard import status
+    from opencode_sandbox.services.guard.reviews import status
 
     click.echo(render_status(status(app), output_format))
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from opencode_sandbox.core.egress import EgressPolicy
     from opencode_sandbox.runtime.types import Refusal, SandboxInfo, VolumeInfo
     from opencode_sandbox.services.doctor import DoctorReport
-    from opencode_sandbox.services.guard import GuardStatus
+    from opencode_sandbox.services.guard.reviews import GuardStatus
     from opencode_sandbox.services.listing import RunnerImage
     from opencode_sandbox.services.secrets import Lookup
 

@@ -25,6 +25,7 @@ class Settings(Record):
     auto_stop_on_active_sessions: bool
     auto_stop_max_session_retries: int
     notify: bool
+    terminal_clipboard: bool
     daemon_start_timeout: timedelta
     auto_prune_age: timedelta
     manual_prune_age: timedelta

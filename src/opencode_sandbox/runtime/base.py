@@ -98,8 +98,10 @@ class Runtime(Protocol):
         workdir: str = "/workspace",
         env: Mapping[str, str] | None = None,
         tty: bool = True,
+        clipboard: bool = False,
     ) -> int:
-        """Run interactively on the user's terminal (resize, signals); return the exit code."""
+        """Run interactively on the user's terminal (resize, signals); return the exit code. On a
+        terminal, what the VM draws passes `core/screen_filter.py` (`clipboard`: OSC 52 writes too)."""
 
     # volumes
     def create_volume(self, name: str, labels: Mapping[str, str]) -> VolumeInfo: ...

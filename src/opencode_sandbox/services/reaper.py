@@ -39,14 +39,14 @@ from opencode_sandbox.core.stop_mode import StopMode
 from opencode_sandbox.errors import NotFound, SandboxError
 from opencode_sandbox.runtime.kind import RuntimeKind
 from opencode_sandbox.runtime.types import SandboxStatus
-from opencode_sandbox.services import watch_failure
+from opencode_sandbox.services.guard import watch_failure
+from opencode_sandbox.services.guard.watch_failure import WatchFailed
 from opencode_sandbox.services.reaper_settings import (
     ReaperSettings,
     load_settings,
     settings_path,
 )
 from opencode_sandbox.services.reaper_spawn import reaper_lock
-from opencode_sandbox.services.watch_failure import WatchFailed
 from opencode_sandbox.state.files import UnreadableState, ensure_private_dir
 from opencode_sandbox.state.leases import count_live_leases, stop_guard
 from opencode_sandbox.state_layout import ProjectLayout, StateLayout
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from opencode_sandbox.daemon.client import DaemonClient
     from opencode_sandbox.guest.operations import GuestFactory
     from opencode_sandbox.runtime.base import Runtime
-    from opencode_sandbox.services.live_watch import LiveWatch
+    from opencode_sandbox.services.guard.live_watch import LiveWatch
     from opencode_sandbox.services.reaper_looks import LookServer
 
 MAX_LOG_BYTES = 512 * 1024
@@ -303,7 +303,7 @@ class Reaper:
 
     def _note_guarded_files(self, current: ReaperSettings) -> None:
         """Where the VM left the files the host runs: later changes there are the user's."""
-        from opencode_sandbox.services.guard import note_vm_stopped
+        from opencode_sandbox.services.guard.reviews import note_vm_stopped
 
         try:
             note_vm_stopped(current.state_root, current.slug, self._log)
@@ -314,7 +314,7 @@ class Reaper:
 def stop_blind(current: ReaperSettings, runtime: Runtime, log: Callable[[str], None]) -> ReaperOutcome:
     """Stop the VM because nothing watches it any more; where the VM left the guarded files is
     noted as at any stop."""
-    from opencode_sandbox.services.guard import note_vm_stopped
+    from opencode_sandbox.services.guard.reviews import note_vm_stopped
 
     with stop_guard(current.state_root, current.slug):
         try:
@@ -537,7 +537,7 @@ def _watch(state_root: Path, slug: str, log: Callable[[str], None]) -> int:
     reader = DaemonActivityReader(log)
     try:
         from opencode_sandbox.services.attention import AttentionWatch
-        from opencode_sandbox.services.live_watch import LiveWatch
+        from opencode_sandbox.services.guard.live_watch import LiveWatch
 
         runtimes = RuntimeCache(state_root)
         activity = ActivityOfAgent(reader, TerminalAgentReader(runtimes))

@@ -81,7 +81,7 @@ def sync_git(app: App) -> None:
 def _review_guarded_files(app: App) -> None:
     """The VM is down: what it changed among the files the host runs is shown and kept or
     reverted, and from now on changes there are the user's."""
-    from opencode_sandbox.services.guard import review
+    from opencode_sandbox.services.guard.reviews import review
 
     review(app, vm_may_write_after=False)
 

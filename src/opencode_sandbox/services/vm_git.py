@@ -449,7 +449,7 @@ def guarded_for_sync(project_dir: Path) -> tuple[str, ...]:
     """The paths the host runs, as the guard last recorded them for the project (its defaults
     before any record: every default name counts in every folder all the same)."""
     from opencode_sandbox.core.guard import DEFAULT_GUARDED
-    from opencode_sandbox.services.guard_store import GuardStore
+    from opencode_sandbox.services.guard.store import GuardStore
 
     record = GuardStore(project_dir).load()
     return tuple(dict.fromkeys((*DEFAULT_GUARDED, *(record.paths if record is not None else ()))))

@@ -466,6 +466,7 @@ class DockerRuntime:
         workdir: str = "/workspace",
         env: Mapping[str, str] | None = None,
         tty: bool = True,
+        clipboard: bool = False,
     ) -> int:
         env = with_dev_home(user, env)
         # With a TTY the CLI's raw mode, resizing and signal handling are worth its cost.
@@ -481,6 +482,11 @@ class DockerRuntime:
         import subprocess
 
         args = exec_args(name, argv, user=user, workdir=workdir, env=env, interactive=True, tty=tty)
+        from opencode_sandbox.runtime.screen_relay import attach_relayed, relay_wanted
+
+        if relay_wanted(tty):  # the VM's screen is filtered on its way to the user's terminal
+            with docker_exec.sigint_handled_by(signal.SIG_IGN):
+                return attach_relayed(self.cli.command(args), child_environment(env), clipboard)
         process = subprocess.Popen(self.cli.command(args), env=child_environment(env))
         with docker_exec.sigint_handled_by(signal.SIG_IGN):  # Ctrl-C belongs to the attached program
             return process.wait()

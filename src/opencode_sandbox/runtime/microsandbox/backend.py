@@ -377,9 +377,14 @@ class MicrosandboxRuntime:
         workdir: str = "/workspace",
         env: Mapping[str, str] | None = None,
         tty: bool = True,
+        clipboard: bool = False,
     ) -> int:
         args = self._exec_args(user, workdir, env)
         args += ["--tty" if tty else "--no-tty", name, "--", *argv]
+        from opencode_sandbox.runtime.screen_relay import attach_relayed, relay_wanted
+
+        if relay_wanted(tty):  # the VM's screen is filtered on its way to the user's terminal
+            return attach_relayed(self._cli.command(*args), child_environment(env), clipboard)
         # The terminal belongs to msb for the whole session: it handles resizes and signals.
         attached: subprocess.Popen[bytes] | None = None
         try:

@@ -123,7 +123,7 @@ def leaving_on_hangup_or_termination() -> Iterator[None]:
 
 def _review_guarded_files(app: App) -> None:
     """At detach: the VM keeps running for other clients, or until the idle reaper stops it."""
-    from opencode_sandbox.services.guard import review
+    from opencode_sandbox.services.guard.reviews import review
 
     review(app, vm_may_write_after=True, ask_reaper=True)
 
@@ -211,7 +211,8 @@ def run_attached(app: App, rebuild: bool, worktree: str | None, serve_only: bool
             wait_forever()
             return 0
         argv = ["opencode", "attach", GUEST_URL, *(["--dir", directory] if directory else []), *opencode_args]
-        return app.runtime.attach(ready.name, argv, env={"OPENCODE_SERVER_PASSWORD": ready.password})
+        return app.runtime.attach(ready.name, argv, env={"OPENCODE_SERVER_PASSWORD": ready.password},
+                                  clipboard=app.settings.terminal_clipboard)
 
 
 def run_terminal_agent(app: App, rebuild: bool, worktree: str | None, serve_only: bool,
@@ -247,7 +248,7 @@ def run_terminal_agent(app: App, rebuild: bool, worktree: str | None, serve_only
 
     with client_of_vm(app, rebuild, wait_for_daemon=False, start_early=start_early) as ready:
         return app.runtime.attach(ready.name, attach_command(profile, agent_args), workdir=WORKSPACE,
-                                  env=terminal or None)
+                                  env=terminal or None, clipboard=app.settings.terminal_clipboard)
 
 
 def run_shell(app: App, rebuild: bool, root: bool, command: Sequence[str]) -> int:
@@ -260,4 +261,5 @@ def run_shell(app: App, rebuild: bool, root: bool, command: Sequence[str]) -> in
         )
     argv = list(command) if command else ["bash", "-l"]
     with client_of_vm(app, rebuild, wait_for_daemon=False) as ready:
-        return app.runtime.attach(ready.name, argv, user=user, workdir="/workspace", tty=interactive)
+        return app.runtime.attach(ready.name, argv, user=user, workdir="/workspace", tty=interactive,
+                                  clipboard=app.settings.terminal_clipboard)

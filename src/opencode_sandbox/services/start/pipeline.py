@@ -141,7 +141,7 @@ class Start:
     def _review_guarded_files(self) -> None:
         """Before anything reads the checkout's configuration or Dockerfile: what a VM changed
         among the files the host runs is shown and kept or reverted, and the rest recorded."""
-        from opencode_sandbox.services.guard import review
+        from opencode_sandbox.services.guard.reviews import review
 
         reviewed = review(self.app, vm_may_write_after=True, ask_reaper=True)
         self.reverted = reviewed.reverted

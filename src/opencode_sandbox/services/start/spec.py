@@ -38,7 +38,7 @@ def vm_shape(app: App, host_mounts: tuple[Mount, ...], git_layout: Layout | None
 def read_only_guarded(app: App) -> list[Mount]:
     """The guarded files and folders that exist, mounted read-only over the checkout (never
     inside `.git`, which is the VM's own)."""
-    from opencode_sandbox.services.guard import guarded_paths, read_only_paths
+    from opencode_sandbox.services.guard.reviews import guarded_paths, read_only_paths
 
     root = app.project.root
     paths = [path for path in read_only_paths(root, guarded_paths(app.settings))

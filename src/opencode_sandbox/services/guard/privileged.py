@@ -29,7 +29,7 @@ from opencode_sandbox.core.guard_privileged import (
     fix_command,
     needs_capability_check,
 )
-from opencode_sandbox.services import guard_files
+from opencode_sandbox.services.guard import files as guard_files
 
 _NO_CAPABILITY = (errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP)
 

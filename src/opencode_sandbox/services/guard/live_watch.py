@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from opencode_sandbox import TYPE_CHECKING
-from opencode_sandbox.services.guard_looks import GuardLooks, record_stamp
-from opencode_sandbox.services.watch_failure import WatchFailed
+from opencode_sandbox.services.guard.looks import GuardLooks, record_stamp
+from opencode_sandbox.services.guard.watch_failure import WatchFailed
 
 if TYPE_CHECKING:
     from opencode_sandbox.runtime.base import Runtime

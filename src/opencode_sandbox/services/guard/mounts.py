@@ -12,7 +12,8 @@ from pathlib import Path
 
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.guard_privileged import Caught, Privileged
-from opencode_sandbox.services import guard_files, guard_privileged
+from opencode_sandbox.services.guard import files as guard_files
+from opencode_sandbox.services.guard import privileged as guard_privileged
 
 if TYPE_CHECKING:
     from opencode_sandbox.config.settings import Settings

@@ -28,8 +28,11 @@ from opencode_sandbox.core.guard import (
 from opencode_sandbox.core.guard_privileged import PUT_BACK_HINT, Caught, Privileged
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.errors import SandboxError
-from opencode_sandbox.services import guard_files, guard_mounts, guard_moves, watch_failure
-from opencode_sandbox.services.guard_store import GuardRecord, GuardStore, covered, watched
+from opencode_sandbox.services.guard import files as guard_files
+from opencode_sandbox.services.guard import mounts as guard_mounts
+from opencode_sandbox.services.guard import moves as guard_moves
+from opencode_sandbox.services.guard import watch_failure
+from opencode_sandbox.services.guard.store import GuardRecord, GuardStore, covered, watched
 from opencode_sandbox.services.reaper_looks import record_stamp
 from opencode_sandbox.state_layout import ProjectLayout, StateLayout
 from opencode_sandbox.ui.prompts import confirm

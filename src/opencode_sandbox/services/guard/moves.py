@@ -27,8 +27,10 @@ from opencode_sandbox.core.guard import (
 )
 from opencode_sandbox.core.guard_privileged import Caught, Privileged, caught_from_mapping
 from opencode_sandbox.core.records import Record
-from opencode_sandbox.services import guard_files, guard_mounts, guard_privileged
-from opencode_sandbox.services.guard_store import GuardRecord, GuardStore, covered, watched
+from opencode_sandbox.services.guard import files as guard_files
+from opencode_sandbox.services.guard import mounts as guard_mounts
+from opencode_sandbox.services.guard import privileged as guard_privileged
+from opencode_sandbox.services.guard.store import GuardRecord, GuardStore, covered, watched
 from opencode_sandbox.state.files import UnreadableState, read_yaml_mapping, write_yaml
 from opencode_sandbox.state_layout import StateLayout
 

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from opencode_sandbox import TYPE_CHECKING
-from opencode_sandbox.services.checkout_events import CheckoutEvents
-from opencode_sandbox.services.watch_failure import WatchFailed
+from opencode_sandbox.services.guard.events import CheckoutEvents
+from opencode_sandbox.services.guard.watch_failure import WatchFailed
 
 if TYPE_CHECKING:
-    from opencode_sandbox.services.guard_moves import Notes
+    from opencode_sandbox.services.guard.moves import Notes
     from opencode_sandbox.services.reaper_settings import ReaperSettings
 
 SCHEDULE_S = 3.0
@@ -120,8 +120,8 @@ class GuardLooks:
 
     def _look_at_named(self, settings: ReaperSettings, named: set[str]) -> bool:
         """Whether a look at everything is needed besides."""
-        from opencode_sandbox.services.guard_files import OverBudget
-        from opencode_sandbox.services.guard_moves import catch_named
+        from opencode_sandbox.services.guard.files import OverBudget
+        from opencode_sandbox.services.guard.moves import catch_named
 
         try:
             notes, whole = catch_named(settings.state_root, settings.slug, named, self._log)
@@ -135,8 +135,8 @@ class GuardLooks:
         return whole
 
     def _look_at_everything(self, settings: ReaperSettings) -> None:
-        from opencode_sandbox.services.guard_files import OverBudget
-        from opencode_sandbox.services.guard_moves import Notes, catch_while_running
+        from opencode_sandbox.services.guard.files import OverBudget
+        from opencode_sandbox.services.guard.moves import Notes, catch_while_running
 
         began = self._clock()
         self._left = 0
@@ -189,7 +189,9 @@ class GuardLooks:
             self._put_back[path] = times
             if len(times) >= REWRITES_LIMIT:
                 raise WatchFailed(f"the VM wrote {path} again {len(times)} times within {REWRITES_WINDOW_S:.0f} s "
-                                  "as soon as it was put back or moved aside: it would be the VM's most of the time")
+                                  "as soon as it was put back or moved aside: it would be the VM's most of the time "
+                                  "(an agent that keeps editing a file the guard protects does this too: its edits "
+                                  "never stay, so make such a change on the host yourself)")
         if len(self._put_back) > REWRITES_KEPT:
             self._put_back = {path: times for path, times in self._put_back.items()
                               if times and now - times[-1] < REWRITES_WINDOW_S}
@@ -197,7 +199,7 @@ class GuardLooks:
     def _watch_events(self, settings: ReaperSettings) -> CheckoutEvents | None:
         """The events of the checkout and the folders mounted writable, from before the first look
         on, so nothing the VM changes during it goes unseen."""
-        from opencode_sandbox.services.guard_store import GuardStore
+        from opencode_sandbox.services.guard.store import GuardStore
 
         record = GuardStore(settings.project().folder).load()
         if record is None:
@@ -212,7 +214,7 @@ class GuardLooks:
 
 
 def record_stamp(settings: ReaperSettings) -> str:
-    from opencode_sandbox.services.guard_store import GuardStore
+    from opencode_sandbox.services.guard.store import GuardStore
     from opencode_sandbox.services.reaper_looks import record_stamp as stamp_of
 
     return stamp_of(GuardStore(settings.project().folder).record_path)
