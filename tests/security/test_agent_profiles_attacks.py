@@ -40,7 +40,8 @@ from opencode_sandbox.runtime.kind import RuntimeKind
 from opencode_sandbox.runtime.types import EXEC_OUTPUT_LIMIT, ExecResult, SandboxInfo, SandboxStatus, too_much_output
 from opencode_sandbox.services import provisioning
 from opencode_sandbox.services.attention import SIGNAL_GAP_S, AttentionWatch, desktop_command
-from opencode_sandbox.services.guard.files import take_snapshot, walk_checkout
+from opencode_sandbox.services.guard.files import take_snapshot
+from opencode_sandbox.services.guard.walk import walk_checkout
 from opencode_sandbox.services.reaper import Reaper, TerminalAgentReader, Timing
 from opencode_sandbox.services.reaper_settings import ReaperSettings
 from tests.services.test_attention import SLUG, VM, running_vm

@@ -22,7 +22,7 @@ from opencode_sandbox.app import App
 from opencode_sandbox.core.guard import OLD_REVIEW_FOLDER
 from opencode_sandbox.core.stop_mode import StopMode
 from opencode_sandbox.runtime.types import RuntimeKind
-from opencode_sandbox.services.guard import files as guard_files
+from opencode_sandbox.services.guard import walk as guard_walk
 from opencode_sandbox.services.guard.live_watch import LiveWatch
 from opencode_sandbox.services.guard.moves import Notes, catch_while_running
 from opencode_sandbox.services.guard.reviews import GuardStore, review, status
@@ -298,7 +298,7 @@ def test_the_walk_leaves_the_users_read_only_folders_as_they_are(checkout: Path)
     cache.mkdir(parents=True)
     cache.chmod(0o555)
     try:
-        guard_files.walk_checkout(checkout, host_git=True)
+        guard_walk.walk_checkout(checkout, host_git=True)
         assert stat.S_IMODE(cache.stat().st_mode) == 0o555
     finally:
         cache.chmod(0o755)

@@ -11,7 +11,8 @@ import pytest
 from opencode_sandbox.core.guard import DEFAULT_GUARDED
 from opencode_sandbox.core.guard_catalogue import CATALOGUE, NOT_COVERED
 from opencode_sandbox.core.vm_commits import runs_on_host
-from opencode_sandbox.services.guard.files import take_snapshot, walk_checkout
+from opencode_sandbox.services.guard.files import take_snapshot
+from opencode_sandbox.services.guard.walk import walk_checkout
 
 RUN_BY_THE_HOST = (
     ".envrc", ".env", ".envrc.local", "flake.nix", "mise.toml", ".mise.toml", ".tool-versions",

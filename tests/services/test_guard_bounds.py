@@ -16,9 +16,10 @@ from opencode_sandbox.app import App
 from opencode_sandbox.core.guard import CONTENTS_BUDGET, CROWDED, FOLDER_ENTRY_LIMIT
 from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.services.guard import files as guard_files
-from opencode_sandbox.services.guard.files import OverBudget, take_snapshot, walk_checkout
+from opencode_sandbox.services.guard.files import OverBudget, take_snapshot
 from opencode_sandbox.services.guard.moves import catch_while_running
 from opencode_sandbox.services.guard.reviews import review
+from opencode_sandbox.services.guard.walk import walk_checkout
 from tests.services.app_fakes import SLUG
 from tests.services.test_guard_moves import checkout  # noqa: F401  (a fixture)
 
@@ -160,14 +161,14 @@ def test_crowded_folders_nested_in_many_folders_cost_one_guarded_folder_no_more_
     monkeypatch.setattr(guard_files, "FOLDER_ENTRY_LIMIT", 10)
     monkeypatch.setattr(guard_files, "FOLDER_SEEN_LIMIT", 100)
     listed: list[int] = []
-    listing = guard_files._listing
+    listing = guard_files.listing
 
     def counted(folder: int) -> list[str]:
         names = listing(folder)
         listed.append(len(names))
         return names
 
-    monkeypatch.setattr(guard_files, "_listing", counted)
+    monkeypatch.setattr(guard_files, "listing", counted)
     for outer in range(40):
         inner = tmp_path / ".claude" / f"o{outer}" / "big"
         inner.mkdir(parents=True)

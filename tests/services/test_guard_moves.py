@@ -13,8 +13,9 @@ import pytest
 from opencode_sandbox.app import App
 from opencode_sandbox.cli.render import render_status
 from opencode_sandbox.core.guard import COPY_LIMIT, OLD_REVIEW_FOLDER
+from opencode_sandbox.services.guard import aside as guard_aside
 from opencode_sandbox.services.guard import files as guard_files
-from opencode_sandbox.services.guard.files import MOVE_COPY_LIMIT
+from opencode_sandbox.services.guard.aside import MOVE_COPY_LIMIT
 from opencode_sandbox.services.guard.moves import Notes, catch_while_running
 from opencode_sandbox.services.guard.reviews import review, status
 from tests.services.app_fakes import SLUG, messages
@@ -171,7 +172,7 @@ def across_file_systems(monkeypatch: pytest.MonkeyPatch) -> None:
         real(source, target, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
 
     monkeypatch.setattr(guard_files.os, "rename", rename)
-    monkeypatch.setattr(guard_files, "_copied", guard_files._Budget(guard_files.COPY_QUOTA))
+    monkeypatch.setattr(guard_aside, "_copied", guard_aside._Budget(guard_aside.COPY_QUOTA))
 
 
 def everything_below(folder: Path) -> list[str]:
@@ -322,8 +323,8 @@ def test_across_file_systems_the_copies_of_a_session_stop_at_the_quota_and_then_
     """Ten nested repositories, each holding a file of
     60 MiB that costs the VM nothing (sparse) and put back after every move, took 3.6 GB of the
     host's disk in 50 s."""
-    monkeypatch.setattr(guard_files, "COPY_QUOTA", 3 * MOVE_COPY_LIMIT // 2)
-    monkeypatch.setattr(guard_files, "_copied", guard_files._Budget(3 * MOVE_COPY_LIMIT // 2))
+    monkeypatch.setattr(guard_aside, "COPY_QUOTA", 3 * MOVE_COPY_LIMIT // 2)
+    monkeypatch.setattr(guard_aside, "_copied", guard_aside._Budget(3 * MOVE_COPY_LIMIT // 2))
     review(app, vm_may_write_after=True)
     told: list[str] = []
     for round_ in range(4):

@@ -22,8 +22,8 @@ from opencode_sandbox.cli.render import render_status
 from opencode_sandbox.config.loader import load_settings
 from opencode_sandbox.core.guard import OLD_REVIEW_FOLDER
 from opencode_sandbox.core.guard_privileged import BLOCK_DEVICE, CAPABILITY_ATTRIBUTE, CHARACTER_DEVICE, FILE
-from opencode_sandbox.services.guard import files as guard_files
 from opencode_sandbox.services.guard import privileged as guard_privileged
+from opencode_sandbox.services.guard import walk as guard_walk
 from opencode_sandbox.services.guard.mounts import writable_folders
 from opencode_sandbox.services.guard.moves import Notes, catch_while_running
 from opencode_sandbox.services.guard.reviews import note_vm_stopped, review, status
@@ -70,7 +70,7 @@ def device(path: Path, kind: int = stat.S_IFBLK, major: int = 7, minor: int = 7)
 
 
 def privileged_paths(root: Path) -> list[str]:
-    return [found.path for found in guard_files.walk_checkout(root, host_git=True).privileged]
+    return [found.path for found in guard_walk.walk_checkout(root, host_git=True).privileged]
 
 
 def capability_of(path: Path) -> bytes:
@@ -101,7 +101,7 @@ def test_the_walk_finds_set_id_files_and_leaves_ordinary_entries_and_links_alone
     (checkout / "link-in").symlink_to("bin/setuid")
     (checkout / "linked-folder").symlink_to(checkout / "bin")
 
-    walked = guard_files.walk_checkout(checkout, host_git=True)
+    walked = guard_walk.walk_checkout(checkout, host_git=True)
 
     assert [(found.path, found.kind, found.mode) for found in walked.privileged] == [
         ("bin/both", FILE, 0o6755), ("bin/setgid", FILE, 0o2711), ("bin/setuid", FILE, 0o4755),
@@ -127,13 +127,13 @@ def test_the_walk_finds_git_directories_and_privileged_entries_inside_them_and_w
     executable(kept / "setgid", 0o2755)
     executable(checkout / ".git" / "hooks" / "host-only", 0o4755)  # the host's own .git: not the VM's
 
-    walked = guard_files.walk_checkout(checkout, host_git=True)
+    walked = guard_walk.walk_checkout(checkout, host_git=True)
 
     old_git = f"{OLD_REVIEW_FOLDER}/20260101T000000Z/old/.git"
     assert walked.git_dirs == [old_git, "bare", "sub/.git", "worktree/.git"], "nothing in the checkout is exempt"
     assert [found.path for found in walked.privileged] == [
         f"{OLD_REVIEW_FOLDER}/20260101T000000Z/old/setgid", "bare/objects/hidden", "sub/.git/hooks/setuid"]
-    assert guard_files.walk_checkout(checkout, host_git=False).git_dirs == [".git", old_git, "bare", "sub/.git",
+    assert guard_walk.walk_checkout(checkout, host_git=False).git_dirs == [".git", old_git, "bare", "sub/.git",
                                                                            "worktree/.git"]
 
 
@@ -144,7 +144,7 @@ def test_the_walk_finds_executables_with_capabilities_and_device_nodes(checkout:
     device(checkout / "disk", stat.S_IFBLK, 7, 7)
     device(checkout / "null", stat.S_IFCHR, 1, 3)
 
-    walked = guard_files.walk_checkout(checkout, host_git=True)
+    walked = guard_walk.walk_checkout(checkout, host_git=True)
 
     assert [(found.path, found.kind, found.device) for found in walked.privileged] == [
         ("disk", BLOCK_DEVICE, "7:7"), ("null", CHARACTER_DEVICE, "1:3"), ("py", FILE, "")]
@@ -154,8 +154,8 @@ def test_the_walk_finds_executables_with_capabilities_and_device_nodes(checkout:
 # neutralising ------------------------------------------------------------------------------
 
 
-def found_at(root: Path, path: str) -> guard_files.Privileged:
-    [found] = [each for each in guard_files.walk_checkout(root, host_git=True).privileged if each.path == path]
+def found_at(root: Path, path: str) -> guard_walk.Privileged:
+    [found] = [each for each in guard_walk.walk_checkout(root, host_git=True).privileged if each.path == path]
     return found
 
 
@@ -228,7 +228,7 @@ def test_a_capability_is_removed_and_a_device_node_unlinked(checkout: Path) -> N
     disk = device(checkout / "disk")
 
     by_path = {found.path: guard_privileged.neutralise(checkout, found)
-               for found in guard_files.walk_checkout(checkout, host_git=True).privileged}
+               for found in guard_walk.walk_checkout(checkout, host_git=True).privileged}
 
     assert capability_of(py) == b"" and stat.S_IMODE(py.stat().st_mode) == 0o755
     assert not disk.exists() and not disk.is_symlink()
@@ -263,7 +263,7 @@ def test_as_a_host_user_who_may_not_change_them_files_are_replaced_by_copies_or_
         capable = executable(folder / "capable", 0o755)
         os.chown(capable, nobody, nobody)  # the user's own file, with a capability only root may remove
         with_capability(capable)
-        found = {each.path: each for each in guard_files.walk_checkout(folder, host_git=True).privileged}
+        found = {each.path: each for each in guard_walk.walk_checkout(folder, host_git=True).privileged}
 
         done = _as_user(nobody, lambda: [guard_privileged.neutralise(folder, found[name]) for name in sorted(found)])
 
@@ -274,7 +274,7 @@ def test_as_a_host_user_who_may_not_change_them_files_are_replaced_by_copies_or_
         assert stat.S_IMODE(readable.stat().st_mode) == 0o755
         assert capability_of(capable) == b"" and capable.stat().st_mode & 0o111
         assert not unreadable.exists()
-        assert guard_files.walk_checkout(folder, host_git=True).privileged == []
+        assert guard_walk.walk_checkout(folder, host_git=True).privileged == []
     finally:
         shutil.rmtree(folder)
 
@@ -468,6 +468,6 @@ def test_a_folder_the_vm_made_unreadable_is_opened_again_and_walked(app: App, ch
         notes = catch(app)
         assert [caught.found.path for caught in notes.privileged] == ["hidden/sh"]
         assert stat.S_IMODE(planted.stat().st_mode) == 0o755
-        assert guard_files.walk_checkout(checkout, host_git=True).unwalked == []
+        assert guard_walk.walk_checkout(checkout, host_git=True).unwalked == []
     finally:
         hidden.chmod(0o755)

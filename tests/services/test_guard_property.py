@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from opencode_sandbox.runtime.types import RuntimeKind
 from opencode_sandbox.services.guard import files as guard_files
+from opencode_sandbox.services.guard import walk as guard_walk
 from opencode_sandbox.services.guard.moves import catch_while_running
 from opencode_sandbox.services.guard.reviews import guarded_paths, hooks_of, review
 from tests.fakes.runtime import FakeRuntime
@@ -96,13 +97,13 @@ def test_no_change_the_vm_made_is_ever_taken_as_the_users(steps: list[tuple[tupl
                                         lambda _: None)
                     now = guard_files.take_snapshot(root, paths).entries
                     assert now == before, "a change the VM made stayed in place past a round"
-                    assert guard_files.walk_checkout(root, host_git=True).git_dirs == [], "a git directory stayed"
+                    assert guard_walk.walk_checkout(root, host_git=True).git_dirs == [], "a git directory stayed"
 
             review(app, vm_may_write_after=False)  # the stop, with no terminal: the VM's changes go
 
             after = guard_files.take_snapshot(root, paths).entries
             assert after == before, "a change the VM made stayed as the user's"
-            assert guard_files.walk_checkout(root, host_git=True).git_dirs == [], "a git directory the VM made stayed"
+            assert guard_walk.walk_checkout(root, host_git=True).git_dirs == [], "a git directory the VM made stayed"
             second = review(app, vm_may_write_after=False)
             assert not second.by_vm, "the next review found the VM's work still there"
         finally:

@@ -15,11 +15,13 @@ from opencode_sandbox.services.guard import events as checkout_events
 from opencode_sandbox.services.guard import files as guard_files
 from opencode_sandbox.services.guard import looks as guard_looks
 from opencode_sandbox.services.guard import moves as guard_moves
+from opencode_sandbox.services.guard import walk as guard_walk
 from opencode_sandbox.services.guard.events import CheckoutEvents
-from opencode_sandbox.services.guard.files import take_snapshot, walk_checkout
+from opencode_sandbox.services.guard.files import take_snapshot
 from opencode_sandbox.services.guard.looks import GuardLooks
 from opencode_sandbox.services.guard.moves import Held, Notes, catch_named
 from opencode_sandbox.services.guard.reviews import review
+from opencode_sandbox.services.guard.walk import walk_checkout
 from opencode_sandbox.services.guard.watch_failure import WatchFailed
 from tests.services.app_fakes import messages
 from tests.services.test_checkout_events import taken_soon
@@ -105,7 +107,7 @@ def test_a_vouched_start_still_reads_the_guarded_files(
 
 def test_many_links_slow_to_follow_fail_the_walk_rather_than_hold_it(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(guard_files, "WALK_LINK_STEPS", 100_000)
+    monkeypatch.setattr(guard_walk, "WALK_LINK_STEPS", 100_000)
     (tmp_path / "a").mkdir()
     for index in range(200):  # each just under the limit of one link
         (tmp_path / f"l{index}").symlink_to("a/../" * 800 + "a")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from opencode_sandbox.app import App
-from opencode_sandbox.services.guard import files as guard_files
+from opencode_sandbox.services.guard import walk as guard_walk
 from opencode_sandbox.services.guard.reviews import review
 from opencode_sandbox.services.guard.store import GuardStore
 from opencode_sandbox.services.reaper_looks import LookServer, record_stamp, socket_name
@@ -22,13 +22,13 @@ def _serving(app: App, answer: str) -> LookServer:
 
 def _walks(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     walked: list[Path] = []
-    real = guard_files.walk_checkout
+    real = guard_walk.walk_checkout
 
-    def counted(root: Path, *args: object, **kwargs: object) -> guard_files.Walk:
+    def counted(root: Path, *args: object, **kwargs: object) -> guard_walk.Walk:
         walked.append(root)
         return real(root, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(guard_files, "walk_checkout", counted)
+    monkeypatch.setattr(guard_walk, "walk_checkout", counted)
     return walked
 
 

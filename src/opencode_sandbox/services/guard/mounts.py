@@ -12,8 +12,8 @@ from pathlib import Path
 
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.guard_privileged import Caught, Privileged
-from opencode_sandbox.services.guard import files as guard_files
 from opencode_sandbox.services.guard import privileged as guard_privileged
+from opencode_sandbox.services.guard import walk as guard_walk
 
 if TYPE_CHECKING:
     from opencode_sandbox.config.settings import Settings
@@ -42,7 +42,7 @@ def walk(folders: Sequence[str]) -> list[Privileged]:
     found: list[Privileged] = []
     for folder in folders:
         try:
-            walked = guard_files.walk_checkout(Path(folder), host_git=False)
+            walked = guard_walk.walk_checkout(Path(folder), host_git=False)
         except OSError:
             continue
         found += [each._replace(path=f"{folder.rstrip('/')}/{each.path}") for each in walked.privileged]

@@ -27,9 +27,11 @@ from opencode_sandbox.core.guard import (
 )
 from opencode_sandbox.core.guard_privileged import Caught, Privileged, caught_from_mapping
 from opencode_sandbox.core.records import Record
+from opencode_sandbox.services.guard import aside as guard_aside
 from opencode_sandbox.services.guard import files as guard_files
 from opencode_sandbox.services.guard import mounts as guard_mounts
 from opencode_sandbox.services.guard import privileged as guard_privileged
+from opencode_sandbox.services.guard import walk as guard_walk
 from opencode_sandbox.services.guard.store import GuardRecord, GuardStore, covered, watched
 from opencode_sandbox.state.files import UnreadableState, read_yaml_mapping, write_yaml
 from opencode_sandbox.state_layout import StateLayout
@@ -48,7 +50,7 @@ class Held(Record):
     or none could be kept; notes of older versions: relative to the checkout)."""
     diff: tuple[str, ...] = ()
     not_kept: str = ""
-    """Why the VM's version was removed without a copy (`guard_files.Aside.not_kept`), when so."""
+    """Why the VM's version was removed without a copy (`guard_aside.Aside.not_kept`), when so."""
 
     def line(self) -> str:
         if self.not_kept:
@@ -67,7 +69,7 @@ LOGGED_PER_ROUND = 20
 
 class Notes(Record):
     moved: tuple[str, ...] = ()
-    """Git directories moved aside: `path -> where` (`guard_files.Aside.where`)."""
+    """Git directories moved aside: `path -> where` (`guard_aside.Aside.where`)."""
     held: tuple[Held, ...] = ()
     privileged: tuple[Caught, ...] = ()
     """Privileged entries the VM made, and what was done about each."""
@@ -92,7 +94,7 @@ def catch_while_running(state_root: Path, slug: str, log: Callable[[str], None])
         record = store.load()
         if record is None or not record.vm_may_write or not Path(record.root).is_dir():
             return Notes()
-        walked = guard_files.walk_checkout(Path(record.root), record.host_git, store.kept_apart)
+        walked = guard_walk.walk_checkout(Path(record.root), record.host_git, store.kept_apart)
         for folder in walked.unwalked:
             log(f"cannot look inside {shown(folder)}: a privileged file there would not be caught")
         caught, moved = catch_new(store, record, walked, log)
@@ -103,7 +105,7 @@ def catch_while_running(state_root: Path, slug: str, log: Callable[[str], None])
 
 
 _GIT_MARKS = frozenset((".git", "HEAD", "objects", "refs", "commondir"))
-"""Names that can make a folder a git directory (`guard_files.walk_checkout`)."""
+"""Names that can make a folder a git directory (`guard_walk.walk_checkout`)."""
 
 
 def catch_named(state_root: Path, slug: str, changed: Iterable[str], log: Callable[[str], None]
@@ -143,13 +145,13 @@ def catch_named(state_root: Path, slug: str, changed: Iterable[str], log: Callab
                 below.add(guarded)
         if not any_guarded:
             return Notes(), whole
-        walked = guard_files.Walk()
+        walked = guard_walk.Walk()
         walked.guarded_below = sorted(below)
         held, left = _hold_changed_files(store, record, walked, log)
         return Notes(held=tuple(held), left_for_review=left), whole
 
 
-def catch_new(store: GuardStore, record: GuardRecord, walked: guard_files.Walk,
+def catch_new(store: GuardStore, record: GuardRecord, walked: guard_walk.Walk,
               log: Callable[[str], None], mounts_walked: list[Privileged] | None = None
               ) -> tuple[list[Caught], list[str]]:
     """What `walked` found that the record does not hold, made harmless: privileged entries
@@ -170,7 +172,7 @@ def catch_new(store: GuardStore, record: GuardRecord, walked: guard_files.Walk,
     return [*caught, *in_mounts], move_new_git_dirs(store, record, walked, log)
 
 
-def neutralise_new_privileged(store: GuardStore, record: GuardRecord, walked: guard_files.Walk,
+def neutralise_new_privileged(store: GuardStore, record: GuardRecord, walked: guard_walk.Walk,
                               log: Callable[[str], None]) -> list[Caught]:
     """Never put back: the user's word is setting a bit again themselves. Noted for the next review;
     one that could not be neutralised stays in `walked` and is tried again at the next round."""
@@ -188,7 +190,7 @@ def neutralise_new_privileged(store: GuardStore, record: GuardRecord, walked: gu
     return caught
 
 
-def move_new_git_dirs(store: GuardStore, record: GuardRecord, walked: guard_files.Walk,
+def move_new_git_dirs(store: GuardStore, record: GuardRecord, walked: guard_walk.Walk,
                       log: Callable[[str], None]) -> list[str]:
     """Each git directory whole, so nothing of one stays behind to be read, and each link into what
     is set aside (`Walk.links_in`); noted for the next review."""
@@ -202,7 +204,7 @@ def move_new_git_dirs(store: GuardStore, record: GuardRecord, walked: guard_file
     moved: list[str] = []
     for path, found, what in new:
         try:
-            aside = guard_files.move_aside(root, path, folder)
+            aside = guard_aside.move_aside(root, path, folder)
         except OSError as error:
             log(f"cannot move the VM's {what} {shown(path)} aside: {error}")
             continue
@@ -218,7 +220,7 @@ def move_new_git_dirs(store: GuardStore, record: GuardRecord, walked: guard_file
     return moved
 
 
-def _hold_changed_files(store: GuardStore, record: GuardRecord, walked: guard_files.Walk,
+def _hold_changed_files(store: GuardStore, record: GuardRecord, walked: guard_walk.Walk,
                         log: Callable[[str], None]) -> tuple[list[Held], int]:
     """The changes put back, and how many are left to the review."""
     root = Path(record.root)
@@ -252,7 +254,7 @@ def _before(store: GuardStore, change: Change) -> bytes | None:
     return store.copy_of(change.before) if change.before is not None and change.before.kind == FILE else None
 
 
-def _held(change: Change, aside: guard_files.Aside | None, diff: tuple[str, ...]) -> Held:
+def _held(change: Change, aside: guard_aside.Aside | None, diff: tuple[str, ...]) -> Held:
     """What is told of a change put back, the VM's version moved aside as `aside` (None: there was none)."""
     if aside is None:
         return Held(change.headline(), "", diff)
@@ -263,21 +265,21 @@ def new_review_folder(store: GuardStore) -> Path:
     """A new folder of the project's review folder, named by the time (UTC)."""
     from datetime import UTC, datetime
 
-    return guard_files.new_review_folder(store.review, datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"))
+    return guard_aside.new_review_folder(store.review, datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"))
 
 
 def revert(root: Path, store: GuardStore, now: guard_files.Snapshot, by_vm: Sequence[Change], folder: Path,
-           warn: Warn) -> dict[str, guard_files.Aside]:
+           warn: Warn) -> dict[str, guard_aside.Aside]:
     """Each change's path back as the record holds it, the VM's version moved into `folder`;
     `now` updated to what the checkout holds afterwards. What became of each VM's version moved,
     by path."""
-    put_aside: dict[str, guard_files.Aside] = {}
+    put_aside: dict[str, guard_aside.Aside] = {}
     for change in by_vm:
         before = change.before
         content = _before(store, change)
         try:
             if change.after is not None:
-                aside = guard_files.move_aside(root, change.path, folder)
+                aside = guard_aside.move_aside(root, change.path, folder)
                 if aside is not None:
                     put_aside[change.path] = aside
             if before is not None and _needs_missing_copy(store, change):

@@ -29,7 +29,8 @@ from opencode_sandbox.core.guard_privileged import (
     fix_command,
     needs_capability_check,
 )
-from opencode_sandbox.services.guard import files as guard_files
+from opencode_sandbox.services.guard import paths as guard_paths
+from opencode_sandbox.services.guard import walk as guard_walk
 
 _NO_CAPABILITY = (errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP)
 
@@ -40,7 +41,7 @@ def neutralise(root: Path, found: Privileged, known: Collection[Privileged] = ()
     as a VM that swaps in a new file at every round must not slip through."""
     parts = found.path.split("/")
     try:
-        with guard_files.opened_folder(root, parts[:-1]) as folder:
+        with guard_paths.opened_folder(root, parts[:-1]) as folder:
             return None if folder is None else _neutralise_in(folder, parts[-1], found.path, known)
     except FileNotFoundError:
         return None  # gone, or replaced while it was being neutralised: the next walk judges
@@ -54,7 +55,7 @@ def _neutralise_in(folder: int, name: str, path: str, known: Collection[Privileg
         now = os.fstat(handle)  # a link opened so is the link itself: never privileged, never followed
         reopened = f"/proc/self/fd/{handle}"  # the entry `handle` holds, whatever its name is now
         capability = _capability(reopened) if stat.S_ISREG(now.st_mode) else b""
-        current = guard_files.privileged_entry(
+        current = guard_walk.privileged_entry(
             path, now, capability if needs_capability_check(now.st_mode) else b"")
         if current is None or current in known:
             return None

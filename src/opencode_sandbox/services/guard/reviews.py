@@ -28,9 +28,11 @@ from opencode_sandbox.core.guard import (
 from opencode_sandbox.core.guard_privileged import PUT_BACK_HINT, Caught, Privileged
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.errors import SandboxError
+from opencode_sandbox.services.guard import aside as guard_aside
 from opencode_sandbox.services.guard import files as guard_files
 from opencode_sandbox.services.guard import mounts as guard_mounts
 from opencode_sandbox.services.guard import moves as guard_moves
+from opencode_sandbox.services.guard import walk as guard_walk
 from opencode_sandbox.services.guard import watch_failure
 from opencode_sandbox.services.guard.store import GuardRecord, GuardStore, covered, watched
 from opencode_sandbox.services.reaper_looks import record_stamp
@@ -162,7 +164,7 @@ def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | N
                 asked = ask or (lambda question: confirm(app.console, question, default=True, interactive=True))
                 outcome = _decide(app, store, now, by_vm, asked)
                 if outcome.reverted:
-                    walked = guard_files.walk_checkout(root, host_git, store.kept_apart)
+                    walked = guard_walk.walk_checkout(root, host_git, store.kept_apart)
                     found = walked.git_dirs
         privileged = tuple(each for each in walked.privileged if each not in unresolved)
         recorded = GuardRecord(str(root), paths, now.entries, vm_may_write_after, None, tuple(found),
@@ -173,9 +175,9 @@ def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | N
     return outcome
 
 
-def _walk_of(record: GuardRecord) -> guard_files.Walk:
+def _walk_of(record: GuardRecord) -> guard_walk.Walk:
     """What the walk that made `record` found, as a walk now would find it."""
-    walked = guard_files.Walk()
+    walked = guard_walk.Walk()
     walked.git_dirs = list(record.git_entries)
     walked.links_in = list(record.links_in)
     walked.guarded_below = list(record.below)
@@ -196,12 +198,12 @@ def _vouched_for(app: App) -> str | None:
 
 
 def _catch_and_tell(app: App, store: GuardStore, record: GuardRecord | None
-                    ) -> tuple[guard_files.Walk, list[Privileged], frozenset[Privileged]]:
+                    ) -> tuple[guard_walk.Walk, list[Privileged], frozenset[Privileged]]:
     """The checkout walked once; what a VM may have made there (or in a folder mounted writable)
     since the record neutralised or moved aside, and all of it told. What the walks found, and
     the privileged entries still not neutralised (never recorded as the user's)."""
     try:
-        walked = guard_files.walk_checkout(app.project.root, app.project.is_git, store.kept_apart)
+        walked = guard_walk.walk_checkout(app.project.root, app.project.is_git, store.kept_apart)
     except guard_files.OverBudget as error:
         raise over_budget(error) from None
     in_mounts = guard_mounts.walk(_writable_folders(app))
@@ -296,7 +298,7 @@ def _decide(app: App, store: GuardStore, now: guard_files.Snapshot, by_vm: Seque
         if aside.not_kept:
             console.warn(f"{shown(path)}: the VM's version was removed, not kept: {aside.not_kept}",
                          hint=f"the review folder lies on another file system than the checkout, so the VM's "
-                              f"version had to be copied there (at most {guard_files.MOVE_COPY_LIMIT >> 20} MiB "
+                              f"version had to be copied there (at most {guard_aside.MOVE_COPY_LIMIT >> 20} MiB "
                               "of one), and could not be; nothing of it remains")
     return Review(tuple(by_vm), True, str(folder))
 
@@ -319,7 +321,7 @@ def note_vm_stopped(state_root: Path, slug: str, log: Callable[[str], None] = la
         record = store.load()
         if record is None or not record.vm_may_write or not Path(record.root).is_dir():
             return
-        walked = guard_files.walk_checkout(Path(record.root), record.host_git, store.kept_apart)
+        walked = guard_walk.walk_checkout(Path(record.root), record.host_git, store.kept_apart)
         guard_moves.catch_new(store, record, walked, log)
         now = guard_files.take_snapshot(Path(record.root), watched(record, walked.guarded_below))
         store.save(record._replace(vm_may_write=False, at_stop=now.entries), {})
@@ -333,7 +335,7 @@ def status(app: App) -> GuardStatus:
     held_branches = _held_branch_lines(app)
     if record is None or record.root != str(app.project.root):
         return GuardStatus(False, paths, git=git, held_branches=held_branches)
-    walked = guard_files.walk_checkout(app.project.root, app.project.is_git, store.kept_apart)
+    walked = guard_walk.walk_checkout(app.project.root, app.project.is_git, store.kept_apart)
     found = walked.git_dirs
     below = (*walked.links_in, *walked.guarded_below, *record.links_in, *record.below)
     now = snapshot(app.project.root, (*paths, *found, *record.git_entries, *below))
@@ -351,7 +353,7 @@ def status(app: App) -> GuardStatus:
     return told._replace(by_vm=tuple(by_vm), on_host=tuple(later))
 
 
-def _unrecorded(record: GuardRecord, walked: guard_files.Walk, told: Sequence[Caught]) -> tuple[Privileged, ...]:
+def _unrecorded(record: GuardRecord, walked: guard_walk.Walk, told: Sequence[Caught]) -> tuple[Privileged, ...]:
     """Privileged entries below the checkout that are neither the user's (in the record, or made
     with no VM running) nor already told as not neutralised."""
     if not record.vm_may_write:
