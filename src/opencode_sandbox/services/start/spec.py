@@ -18,6 +18,11 @@ if TYPE_CHECKING:
     from opencode_sandbox.services.vm_git import Layout
 
 
+BELOW_READ_ONLY_LIMIT = 16
+"""Guarded paths below the checkout's top mounted read-only, at most: each is a mount of the VM (on
+microsandbox a share of its own), and the watch guards the rest."""
+
+
 class VmShape(Record):
     """What every spec of one start shares, read once before the VM step."""
 
@@ -37,11 +42,14 @@ def vm_shape(app: App, host_mounts: tuple[Mount, ...], git_layout: Layout | None
 
 def read_only_guarded(app: App) -> list[Mount]:
     """The guarded files and folders that exist, mounted read-only over the checkout (never
-    inside `.git`, which is the VM's own)."""
-    from opencode_sandbox.services.guard.reviews import guarded_paths, read_only_paths
+    inside `.git`, which is the VM's own): those at the top, and the first `BELOW_READ_ONLY_LIMIT`
+    of those in folders below it that the start's review found."""
+    from opencode_sandbox.services.guard.reviews import guarded_below_found, guarded_paths, read_only_paths
 
     root = app.project.root
-    paths = [path for path in read_only_paths(root, guarded_paths(app.settings))
+    top = guarded_paths(app.settings)
+    below = [path for path in guarded_below_found(app) if not path.startswith(tuple(f"{each}/" for each in top))]
+    paths = [path for path in read_only_paths(root, (*top, *below[:BELOW_READ_ONLY_LIMIT]))
              if path != ".git" and not path.startswith(".git/")]
     return [Mount(MountKind.BIND, str(root / path), f"/workspace/{path}", readonly=True) for path in paths]
 
