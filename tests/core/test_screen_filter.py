@@ -4,7 +4,7 @@ however the VM splits it across reads."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from opencode_sandbox.core.screen_filter import SEQUENCE_LIMIT, STATUS_OK, VT220_ATTRIBUTES, ScreenFilter
@@ -146,7 +146,8 @@ def test_however_the_screen_is_cut_into_reads_the_same_passes(parts: list[bytes]
 
 
 PIECES = [b"\x1b", b"[", b"]", b"52;c;", b"0;", b"6n", b"5n", b"c", b"\x07", b"\\", b"P", b"q", b"$", b"?", b">",
-          b"\xc2", b"\x9d", b"\x9c", b"a", b"\x18", b"_", b"1337;", b";", b"t", b"21", b"\x05", b"Z", b"u", b"1", b"m"]
+          b"\xc2", b"\x9d", b"\x9c", b"\x9b", b"\xe0\x80", b"\xe2\x94", b"\x80", b"a", b"\x18", b"_", b"1337;", b";",
+          b"t", b"21", b"\x05", b"Z", b"u", b"1", b"m", b"2h", b"=1s"]
 
 
 def _obeyed(shown: bytes) -> list[bytes]:
@@ -162,11 +163,14 @@ def _obeyed(shown: bytes) -> list[bytes]:
     for osc in re.finditer(rb"\x1b\](\d*)", shown):
         if not osc.group(1) or int(osc.group(1)) not in OSC_KEPT:
             found.append(osc.group())
-    for other in re.finditer(rb"\x1b[_^XZ]|\x1bP(?![0-9;]*q|=[12]s)|\x05|\xc2[\x80-\x9f]", shown):
+    for other in re.finditer(rb"\x1b[_^XZ]|\x1bP(?![0-9;]*q|=[12]s)|\x05", shown):
         found.append(other.group())
+    text = shown.decode("utf-8", errors="strict")  # raises on anything that is no UTF-8: a raw C1 byte
+    found += [char.encode() for char in text if 0x80 <= ord(char) <= 0x9F]
     return found
 
 
+@settings(max_examples=2000)
 @given(st.lists(st.sampled_from(PIECES), max_size=60), st.data())
 def test_no_sequence_a_terminal_obeys_beyond_drawing_survives_any_bytes(pieces: list[bytes],
                                                                          data: st.DataObject) -> None:
@@ -175,3 +179,45 @@ def test_no_sequence_a_terminal_obeys_beyond_drawing_survives_any_bytes(pieces: 
     shown, answers = filtered(noise, cuts)
     assert _obeyed(shown) == []
     assert answers.replace(STATUS_OK, b"").replace(VT220_ATTRIBUTES, b"") == b""
+
+
+@pytest.mark.parametrize(("sent", "shown"), [
+    (b"x\xc2\x1b]52;c;aWQ=\x07y\xc2\x1b[6n", "x\ufffdy\ufffd".encode()),  # a lone lead byte before ESC
+    (b"\xc2\xc2\x9b\x9b6n", "\ufffd\ufffd6n".encode()),  # a lone lead byte before a C1 control
+    (b"a\x9b6n\x9d52;c;aWQ=\x07b", "a\ufffd6n\ufffd52;c;aWQ=\x07b".encode()),  # raw C1 bytes
+    (b"\xe0\x80\x9b6n", "\ufffd\ufffd\ufffd6n".encode()),  # an overlong ESC-like form
+    (b"\xc1\x9b", "\ufffd\ufffd".encode()),
+])
+def test_what_is_no_utf8_never_reaches_the_terminal_as_a_control(sent: bytes, shown: bytes) -> None:
+    assert filtered(sent) == (shown, b"")
+
+
+@given(st.text(max_size=200), st.data())
+def test_every_character_of_text_passes_however_it_is_cut(text: str, data: st.DataObject) -> None:
+    wanted = "".join(char for char in text if not (ord(char) < 0x20 and char not in "\t\r\n\x07\x08")
+                     and char not in "\x7f" and not 0x80 <= ord(char) <= 0x9f and char != "\x05").encode()
+    encoded = wanted
+    cuts = data.draw(st.lists(st.integers(0, len(encoded)), max_size=5))
+    assert filtered(encoded, cuts) == (encoded, b"")
+
+
+def test_the_modes_a_session_changed_are_given_back_and_only_those() -> None:
+    screen = ScreenFilter()
+    shown, _ = screen.feed(b"\x1b[?1049h\x1b[?1000;1006h\x1b[?1004h\x1b[?25l\x1b[?7l\x1b=\x1b[>1u\x1b[>4;2m"
+                           b"\x1b[2 q\x1b[4h\x1b[3;20r\x1b[?2004h\x1b[?2004l")
+    assert b"\x1b[?1049h" in shown and b"\x1b=" in shown
+    restore = screen.modes.restore()
+    assert restore.startswith(b"\x1b[0m\x1b[?1049l")
+    for expected in (b"\x1b[?1000l", b"\x1b[?1006l", b"\x1b[?1004l", b"\x1b[?25h", b"\x1b[?7h", b"\x1b>",
+                     b"\x1b[<1u", b"\x1b[>4m", b"\x1b[0 q", b"\x1b[4l", b"\x1b7\x1b[r\x1b8"):
+        assert expected in restore, expected
+    assert b"2004" not in restore, "reset by the session itself"
+    assert ScreenFilter().modes.restore() == b"\x1b[0m"
+
+
+def test_keyboard_lock_and_send_receive_modes_never_pass() -> None:
+    assert filtered(b"a\x1b[2hb\x1b[12hc\x1b[4;2hd\x1b[4he") == (b"abcd\x1b[4he", b"")
+
+
+def test_a_synchronized_update_mark_is_whole_and_what_follows_is_judged_again() -> None:
+    assert filtered(b"\x1bP=1s\x1b\\x\x1b]52;c;aWQ=\x07y") == (b"\x1bP=1s\x1b\\xy", b"")

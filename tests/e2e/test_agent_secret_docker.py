@@ -291,6 +291,13 @@ def test_the_agent_works_through_a_secret_whose_value_the_vm_never_holds(
                                    f"https://{site.model_name}/v1/models")
             assert "scripted-model" in same, "an absolute-form target naming the same site passes: " + same
             assert model.authorizations[seen:] == [f"Bearer {KEY}"]
+            # The judged site spelt so a shared front would not know it (and serve its default site):
+            # the front is told the judged name alone.
+            heard = len(model.hosts)
+            for spelling in (f"[{site.model_name}]", f"{site.model_name}..", f"{site.model_name}:8443"):
+                spelt = fronted_request(project, site.model_name, site.model_name, spelling)
+                assert "scripted-model" in spelt, spelt
+            assert model.hosts[heard:] == [site.model_name] * 3, model.hosts[heard:]
             seen = len(model.authorizations)
             for request in (f"CONNECT {site.model_name}:443 HTTP/1.1\r\nHost: {site.model_name}:443\r\n\r\n",
                             f"GET http://{site.other_name}:8080/ HTTP/1.1\r\nHost: {site.other_name}:8080\r\n"

@@ -223,7 +223,8 @@ def test_the_addon_puts_the_value_only_into_https_requests_to_the_secrets_host(
     sent = requested(addon_module, RequestFlow("https://pub.example.test/v1", [("Accept", "*/*"), bearer]),
                      monkeypatch, {"API_KEY": VALUE}, tmp_path)
     assert sent.response is None
-    assert sent.request.headers.pairs == [("Accept", "*/*"), ("authorization", f"Bearer {VALUE}")]
+    assert sent.request.headers.pairs == [("Accept", "*/*"), ("host", "pub.example.test"),
+                                          ("authorization", f"Bearer {VALUE}")]
 
     for url, reason in [("https://lan.example.test/v1", "placeholder of the secret API_KEY to lan.example.test"),
                         ("http://pub.example.test/v1", "over plain HTTP to pub.example.test")]:
@@ -231,7 +232,8 @@ def test_the_addon_puts_the_value_only_into_https_requests_to_the_secrets_host(
         assert refused.response is not None and refused.response.status_code == 403, url
         body = json.loads(refused.response.body)
         assert body["error"] == "secret_policy_denied" and reason in body["reason"]
-        assert refused.request.headers.pairs == [bearer] and VALUE not in refused.response.body
+        assert bearer in refused.request.headers.pairs and VALUE not in str(refused.request.headers.pairs)
+        assert VALUE not in refused.response.body
         logged = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
         assert logged["event"] == "denied" and logged["host"] == refused.request.host and VALUE not in str(logged)
     in_body = requested(addon_module, RequestFlow("https://lan.example.test/", [], b'{"k": "$MSB_API_KEY"}'),
@@ -287,7 +289,38 @@ def test_a_request_whose_target_names_its_own_site_goes_on_in_origin_form(
                      monkeypatch, {"API_KEY": VALUE}, tmp_path)
     assert flow.response is None and flow.request.authority == ""
     sent = [(name.lower(), value) for name, value in flow.request.headers.pairs]
-    assert sent == [("authorization", f"Bearer {VALUE}")]
+    assert sent == [("host", "pub.example.test"), ("authorization", f"Bearer {VALUE}")]
+
+
+@pytest.mark.parametrize(("named", "version"), [
+    ("[pub.example.test]", "HTTP/1.1"), ("[pub.example.test", "HTTP/1.1"), ("pub.example.test..", "HTTP/1.1"),
+    ("pub.example.test:8443", "HTTP/1.1"), ("", "HTTP/1.1"), (None, "HTTP/1.0"), ("pub.example.test", "HTTP/2.0"),
+])
+def test_a_request_goes_on_naming_the_judged_server_alone_however_it_spelled_its_host(
+    addon_module: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, named: str | None, version: str,
+) -> None:
+    """A front that cannot read the request's own spelling of its host (brackets, trailing dots,
+    another port, none at all) serves its default site: the key would go there."""
+    bearer = ("Authorization", "Bearer $MSB_API_KEY")
+    headers = [bearer] if named is None else [("Host", named), bearer]
+    flow = RequestFlow("https://pub.example.test/v1", headers, host_header=named or "", http_version=version)
+    flow.request.host_header = named
+    flow = requested(addon_module, flow, monkeypatch, {"API_KEY": VALUE}, tmp_path)
+    assert flow.response is None
+    hosts = [value for name, value in flow.request.headers.pairs if name.lower() == "host"]
+    if version == "HTTP/2.0":
+        assert (flow.request.authority, hosts) == ("pub.example.test", [])
+    else:
+        assert (flow.request.authority, hosts) == ("", ["pub.example.test"])
+
+
+def test_the_judged_authority_names_a_port_only_where_it_is_not_the_schemes() -> None:
+    from opencode_sandbox.core.request_names import judged_authority
+
+    assert judged_authority("API.example.", 443, "https") == "api.example"
+    assert judged_authority("api.example", 8443, "https") == "api.example:8443"
+    assert judged_authority("2001:db8::1", 80, "http") == "[2001:db8::1]"
+    assert judged_authority("192.0.2.7", 8080, "http") == "192.0.2.7:8080"
 
 
 @pytest.mark.parametrize("client", ["172.30.0.1", "::ffff:172.30.0.9", None])

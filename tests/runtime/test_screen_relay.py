@@ -129,3 +129,46 @@ def test_without_the_relay_the_same_session_reaches_the_terminal(session: Path, 
     assert terminal.clipboard() == "id > /tmp/pwn\n"
     answer, *_ = ast.literal_eval(out.read_text())
     assert answer.startswith(b"\x1b[") and answer.endswith(b"R")
+
+
+MODES_SESSION = r'''
+import os, sys, time
+os.write(1, b"\x1b[?1049h\x1b[?1003h\x1b[?1006h\x1b[?1004h\x1b[?25l\x1b=\x1b[?1h\x1b[2h")
+time.sleep(0.2)
+'''
+
+FLOOD_SESSION = r'''
+import os, sys
+query = b"\x1b[c" * 100_000  # 300 KB a write, never reading the answers
+for _ in range(14):
+    os.write(1, query)
+os.write(1, b"flooded\r\n")
+'''
+
+
+def run_relayed(session_text: str, tmp_path: Path, terminals: list[Terminal]) -> Terminal:
+    session = tmp_path / "session.py"
+    session.write_text(session_text)
+    program = tmp_path / "attach.py"
+    program.write_text(RELAYED.format(session=str(session), out=str(tmp_path / "out.txt")))
+    terminal = Terminal(f"relay-{tmp_path.name}"[-40:], f"{shlex.quote(sys.executable)} {shlex.quote(str(program))}",
+                        tmp_path)
+    terminals.append(terminal)
+    terminal.wait_for("EXIT-CODE=", timeout=60)
+    return terminal
+
+
+def test_the_modes_a_session_left_set_are_reset_when_it_ends(tmp_path: Path, terminals: list[Terminal]) -> None:
+    terminal = run_relayed(MODES_SESSION, tmp_path, terminals)
+    flags = subprocess.run([*terminal.base, "display-message", "-p",
+                            "#{alternate_on} #{mouse_any_flag} #{mouse_sgr_flag} #{cursor_flag} #{keypad_flag} "
+                            "#{keypad_cursor_flag} #{pane_in_mode}"], capture_output=True, text=True).stdout.split()
+    assert flags == ["0", "0", "0", "1", "0", "0", "0"], flags
+
+
+def test_a_session_that_floods_queries_and_reads_no_answer_costs_bounded_time(
+        tmp_path: Path, terminals: list[Terminal]) -> None:
+    began = time.monotonic()
+    terminal = run_relayed(FLOOD_SESSION, tmp_path, terminals)
+    assert "EXIT-CODE=0" in terminal.screen()  # the answers it never read, echoed, push the rest off the screen
+    assert time.monotonic() - began < 30

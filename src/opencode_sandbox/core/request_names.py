@@ -72,3 +72,16 @@ def target_disagreement(authority: str, host: str, port: int) -> str | None:
     if named_port is not None and named_port != port:
         return f"the request target names port {named_port}, not {port}, where the connection goes"
     return None
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def judged_authority(host: str, port: int, scheme: str) -> str:
+    """The authority of the server the policy judged (`host`, `port`), as a `Host` header or
+    HTTP/2's `:authority` names it; the port is left out where it is the scheme's own. Sent in
+    place of whatever the request named, so a front that cannot read the request's own spelling
+    (`[api.example]`, a trailing dot, none at all) serves the judged site, never its default one."""
+    name = _name(host)
+    shown = f"[{name}]" if ":" in name else name
+    return shown if _DEFAULT_PORTS.get(scheme) == port else f"{shown}:{port}"

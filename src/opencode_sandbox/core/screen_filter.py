@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import re
 
+from opencode_sandbox.core.screen_modes import ANSI_MODES_KEPT, ScreenModes
+
 SEQUENCE_LIMIT = 4096
 """The bytes of one unfinished control sequence held back between two reads."""
 
@@ -42,14 +44,22 @@ _ESC = 0x1B
 _ENQ = 0x05
 
 _SAFE_RUN = re.compile(
-    rb"(?:[^\x1b\x05\xc2]+"  # text and the other C0 controls
-    rb"|\xc2[^\x80-\x9f]"  # a two-byte character that is no C1 control
-    rb"|\x1b\[[0-9;:]*[@A-MPSTXZ`abdefghlmrsu]"  # the common drawing CSIs, no private marker
-    rb"|\x1b\[\?[0-9;]*[hlJK]"  # DEC private modes set and reset, selective erase
-    rb"|\x1b[78=>DEHMNOc]"  # save and restore the cursor, keypad modes, index, reset
+    rb"(?:[\x00-\x04\x06-\x1a\x1c-\x7f]+"  # ASCII text and the C0 controls but ENQ and ESC
+    # a character of UTF-8 as RFC 3629 has it: no C1 control (U+0080 to U+009F), no overlong form
+    rb"|\xc2[\xa0-\xbf]|[\xc3-\xdf][\x80-\xbf]"
+    rb"|\xe0[\xa0-\xbf][\x80-\xbf]|[\xe1-\xec\xee\xef][\x80-\xbf]{2}|\xed[\x80-\x9f][\x80-\xbf]"
+    rb"|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}|\xf4[\x80-\x8f][\x80-\xbf]{2}"
+    rb"|\x1b\[[0-9;:]*[@A-MPSTXZ`abdefgms]"  # the common drawing CSIs; modes and regions are tracked
+    rb"|\x1b[78DEHMNOc]"  # save and restore the cursor, index, reset
     rb"|\x1b[()*+\-./][\x30-\x7e]"  # character set designations
     rb")+"
 )
+_UTF8_BEGUN = re.compile(
+    rb"(?:[\xc2-\xdf]|\xe0[\xa0-\xbf]?|[\xe1-\xec\xee\xef][\x80-\xbf]?|\xed[\x80-\x9f]?"
+    rb"|\xf0(?:[\x90-\xbf][\x80-\xbf]?)?|[\xf1-\xf3][\x80-\xbf]{0,2}|\xf4(?:[\x80-\x8f][\x80-\xbf]?)?)\Z"
+)
+"""The start of a character of UTF-8 that the next read completes."""
+REPLACEMENT = "\ufffd".encode()
 _CSI = re.compile(rb"\x1b\[([\x3c-\x3f]?)([\x30-\x3b]*)([\x20-\x2f]*)([\x40-\x7e])")
 _CSI_BODY = re.compile(rb"\x1b\[[\x20-\x3f]*")
 _STRING_END = re.compile(rb"[\x07\x18\x1a\x1b]|\xc2\x9c")
@@ -63,9 +73,13 @@ def _csi_allowed(private: bytes, params: bytes, intermediates: bytes, final: byt
     if not private and not intermediates:
         if final == b"t":
             return params in (b"22", b"23") or params.startswith((b"22;", b"23;"))  # the title stack
-        return final in b"@ABCDEFGHIJKLMPSTXZ`abdefghlmrsu"
+        if final in b"hl":
+            return all(part.isdigit() and int(part) in ANSI_MODES_KEPT for part in params.split(b";"))
+        return final in b"@ABCDEFGHIJKLMPSTXZ`abdefgmrsu"
     if private == b"?" and not intermediates:
-        return final in b"hlJKsr"  # DEC modes set, reset, saved, restored; selective erase
+        if final in b"hl":  # DEC modes set and reset, each a plain number the filter can give back
+            return all(part.isdigit() and len(part) <= 6 for part in params.split(b";"))
+        return final in b"JKsr"  # selective erase; modes saved and restored
     if private in (b">", b"<", b"=") and not intermediates:
         return final == b"u" or (private == b">" and final == b"m")  # keyboard protocols set and popped
     if not private and intermediates in (b" ", b"!", b'"'):
@@ -99,6 +113,8 @@ class ScreenFilter:
         """In the rest of a sixel image, passed on as it comes."""
         self._clipboard = clipboard
         """Whether OSC 52 may set the host's clipboard (never read it)."""
+        self.modes = ScreenModes()
+        """What the session changed of the terminal's modes: `modes.restore()` gives it back."""
 
     def feed(self, data: bytes) -> tuple[bytes, bytes]:
         data = self._held + data
@@ -175,16 +191,8 @@ class ScreenFilter:
         first = data[at]
         if first == _ENQ:
             return at + 1
-        if first == 0xC2:  # a C1 control in UTF-8, or the first byte of a character not read yet
-            if at + 1 >= len(data):
-                return None
-            if 0x80 <= data[at + 1] <= 0x9F:
-                return at + 2
-            shown.append(data[at:at + 1])
-            return at + 1
         if first != _ESC:
-            shown.append(data[at:at + 1])
-            return at + 1
+            return self._not_text(data, at, shown)
         if at + 1 >= len(data):
             return None
         kind = data[at + 1:at + 2]
@@ -194,12 +202,16 @@ class ScreenFilter:
             return self._csi(data, at, shown, answers)
         if kind == b"]":
             return self._osc(data, at, shown)
+        if kind in b"=>":  # the keypad's modes
+            self.modes.keypad_application = kind == b"="
+            shown.append(data[at:at + 2])
+            return at + 2
         if kind == b"P":
             kept = _DCS_KEPT.match(data, at)
             if kept is None and len(data) - at < 12 and _NOT_SIXEL.search(data, at + 2) is None:
                 return None
             if kept is not None:
-                self._passing = True
+                self._passing = kept.group().endswith(b"q")  # a sixel image follows; a sync mark is whole
                 shown.append(kept.group())
                 return kept.end()
             self._dropping = True
@@ -214,7 +226,18 @@ class ScreenFilter:
         return at + 2  # ESC Z (identify) and every other unknown escape: dropped
 
     @staticmethod
-    def _csi(data: bytes, at: int, shown: list[bytes], answers: list[bytes]) -> int | None:
+    def _not_text(data: bytes, at: int, shown: list[bytes]) -> int | None:
+        """A byte the safe run did not take as text: a C1 control in UTF-8 (dropped), the start of a
+        character the next read completes (held), or a byte that is no UTF-8 at all (shown as
+        U+FFFD, as a terminal would, so that no terminal reads it as a control)."""
+        if data[at] == 0xC2 and at + 1 < len(data) and 0x80 <= data[at + 1] <= 0x9F:
+            return at + 2
+        if _UTF8_BEGUN.match(data, at) is not None:
+            return None
+        shown.append(REPLACEMENT)
+        return at + 1
+
+    def _csi(self, data: bytes, at: int, shown: list[bytes], answers: list[bytes]) -> int | None:
         found = _CSI.match(data, at)
         if found is None:
             body = _CSI_BODY.match(data, at)
@@ -227,6 +250,7 @@ class ScreenFilter:
         private, params, intermediates, final = found.groups()
         if _csi_allowed(private, params, intermediates, final):
             shown.append(found.group())
+            self.modes.track(private, params, intermediates, final)
         else:
             answers.append(_answer(private, params, intermediates, final))
         return found.end()

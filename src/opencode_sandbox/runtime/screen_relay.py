@@ -23,7 +23,8 @@ END_GRACE_S = 5.0
 """How long the runtime's client may take to end once its terminal is closed."""
 _READ = 65536
 _PENDING_LIMIT = 1 << 20
-"""Bytes waiting for the session's input before the user's keys are read again."""
+"""Bytes waiting for the session's input (keys, and the filter's answers) past which no more are
+read or made: the session reads none of them."""
 
 
 def relay_wanted(tty: bool) -> bool:
@@ -50,14 +51,17 @@ def attach_relayed(command: Sequence[str], env: Mapping[str, str] | None, clipbo
         os.close(slave)
     saved = termios.tcgetattr(0)
     previous = signal.signal(signal.SIGWINCH, lambda _number, _frame: _copy_size(master))  # the main thread's
+    screen = ScreenFilter(clipboard)
     try:
         _raw(0)
-        _relay(master, ScreenFilter(clipboard))
+        _relay(master, screen)
         return process.wait()
     finally:
         signal.signal(signal.SIGWINCH, previous)
         os.close(master)  # a client still running gets its terminal's hang-up
         _ended(process)
+        with contextlib.suppress(OSError):  # the modes the session left set, reset
+            _write_all(1, screen.modes.restore())
         termios.tcsetattr(0, termios.TCSAFLUSH, saved)  # and what the terminal typed since is dropped
 
 
@@ -86,7 +90,7 @@ def _raw(descriptor: int) -> None:
 def _relay(master: int, screen: ScreenFilter) -> None:
     """Keys to the session, its screen through `screen` to the user, until the session's terminal closes."""
     os.set_blocking(master, False)
-    to_session = b""
+    to_session = bytearray()
     reading_keys = True
     while True:
         readable = [master]
@@ -110,13 +114,14 @@ def _relay(master: int, screen: ScreenFilter) -> None:
                 return  # every process of the session closed its terminal
             shown, answers = screen.feed(drawn)
             _write_all(1, shown)
-            to_session += answers
+            if len(to_session) < _PENDING_LIMIT:  # a session that never reads is answered no further
+                to_session += answers
         if writable and to_session:
             try:
                 written = os.write(master, to_session)
             except BlockingIOError:
                 written = 0
-            to_session = to_session[written:]
+            del to_session[:written]
 
 
 def _write_all(descriptor: int, data: bytes) -> None:

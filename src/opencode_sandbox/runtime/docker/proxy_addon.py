@@ -4,8 +4,8 @@
 Every CONNECT and every plain or decrypted request is judged by `EgressPolicy.judge_resolved`,
 after every name it gives for its server agrees (`core/request_names.py`: the connection's target,
 SNI, the certificate checked, `Host`, and the request target's own authority, absolute-form or
-HTTP/2's `:authority`); an HTTP/1 request then goes on in origin form, so the server cannot take
-its host from anything but what was judged.
+HTTP/2's `:authority`); a request then goes on naming the judged server alone (origin form and
+`Host` in HTTP/1, `:authority` in HTTP/2), so the server cannot take its host from anything else.
 the same decision the rest of the tool makes: a refused one gets an HTTP 403 at once, whose JSON
 body names the policy, and one JSON line on the proxy's output (its `docker logs`).
 
@@ -30,7 +30,7 @@ from mitmproxy import http, tcp
 
 from opencode_sandbox.core.egress import EgressPolicy, IpAddress, address_of
 from opencode_sandbox.core.policy_document import policy_of_document
-from opencode_sandbox.core.request_names import disagreement, target_disagreement
+from opencode_sandbox.core.request_names import disagreement, judged_authority, target_disagreement
 from opencode_sandbox.core.secret_substitution import substitute
 
 POLICY_VARIABLE = "OPENCODE_SANDBOX_EGRESS_POLICY"
@@ -61,9 +61,15 @@ class EgressPolicyAddon:
         if fronted is not None:
             _refuse(flow, request.host, request.port, fronted, "names_disagree")
             return
-        if not request.http_version.startswith("HTTP/2"):
-            # Forwarded in origin form: the server can take its host only from what was judged.
+        # The server learns its host only from what was judged: in HTTP/1 the target goes in origin
+        # form and `Host` names the judged server, in HTTP/2 `:authority` does and no `host` field.
+        judged = judged_authority(request.host, request.port, request.scheme)
+        if request.http_version.startswith("HTTP/2"):
+            request.authority = judged
+            request.headers.set_all("host", [])
+        else:
             request.authority = ""
+            request.headers.set_all("host", [judged])
         if flow.response is None:
             await self._judge(flow)
         if flow.response is None and self.policy.secrets:
