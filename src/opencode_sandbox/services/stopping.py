@@ -80,10 +80,12 @@ def sync_git(app: App) -> None:
 
 def _review_guarded_files(app: App) -> None:
     """The VM is down: what it changed among the files the host runs is shown and kept or
-    reverted, and from now on changes there are the user's."""
+    reverted, and from now on changes there are the user's. The idle reaper, while it still
+    watches, is asked first: once it has looked at what the VM wrote up to its last write, the
+    checkout need not be walked."""
     from opencode_sandbox.services.guard.reviews import review
 
-    review(app, vm_may_write_after=False)
+    review(app, vm_may_write_after=False, ask_reaper=True)
 
 
 def _remove_vm_and_state(app: App, vm_exists: bool) -> None:

@@ -127,10 +127,10 @@ def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | N
     """Compare the guarded files with the record, show what the VM changed, keep or revert it
     (asked on a terminal; reverted without one), and record the result.
 
-    With `ask_reaper` (a start or a detach while the VM runs on), the project's idle reaper is asked
-    first: when it answers that it looked at every change its file events reported, against this
-    very record, the checkout is not walked (`reaper_looks`): what it did is told, and the guarded
-    files the record knows are read and compared as at any review."""
+    With `ask_reaper` (a start, a detach, a stop once the VM is down), the project's idle reaper is
+    asked first: when it answers that it looked at every change its file events reported, against
+    this very record, the checkout is not walked (`reaper_looks`): what it did is told, and the
+    guarded files the record knows are read and compared as at any review."""
     store = GuardStore(app.state.project_dir(app.project.slug))
     stopped_blind = watch_failure.take(ProjectLayout(app.state.project_dir(app.project.slug)))
     if stopped_blind is not None:
@@ -139,7 +139,7 @@ def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | N
     paths = guarded_paths(app.settings, app.project.root, hooks_of(app))
     root = app.project.root
     host_git = app.project.is_git
-    vouched = _vouched_for(app) if ask_reaper and vm_may_write_after else None
+    vouched = _vouched_for(app) if ask_reaper else None
     with store.lock():
         record = store.load()
         if record is not None and record.root != str(root):
@@ -344,7 +344,11 @@ def status(app: App) -> GuardStatus:
     held_branches = _held_branch_lines(app)
     if record is None or record.root != str(app.project.root):
         return GuardStatus(False, paths, git=git, held_branches=held_branches)
-    walked = guard_walk.walk_checkout(app.project.root, app.project.is_git, store.kept_apart)
+    vouched = _vouched_for(app) if record.vm_may_write else None
+    if vouched is not None and record.paths == paths and record_stamp(store.record_path) == vouched:
+        walked = _walk_of(record)  # the reaper looked at every change since the record: nothing new to find
+    else:
+        walked = guard_walk.walk_checkout(app.project.root, app.project.is_git, store.kept_apart)
     found = walked.git_dirs
     below = (*walked.links_in, *walked.guarded_below, *record.links_in, *record.below)
     now = snapshot(app.project.root, (*paths, *found, *record.git_entries, *below))
