@@ -38,6 +38,7 @@ DANGEROUS = [
     b"\x1b]50;?\x07",  # font query
     b"\x1b]11;?\x07",  # colour query
     b"\x1b]4;1;?\x07",
+    b"\x1b]22;?\x07",  # the pointer's shape queried
     b"\x1b[6n",  # cursor position report
     b"\x1b[?6n",
     b"\x1b[>c",  # secondary device attributes
@@ -221,3 +222,15 @@ def test_keyboard_lock_and_send_receive_modes_never_pass() -> None:
 
 def test_a_synchronized_update_mark_is_whole_and_what_follows_is_judged_again() -> None:
     assert filtered(b"\x1bP=1s\x1b\\x\x1b]52;c;aWQ=\x07y") == (b"\x1bP=1s\x1b\\xy", b"")
+
+
+def test_a_session_that_ends_inside_an_image_gets_it_closed_before_the_modes_are_given_back() -> None:
+    screen = ScreenFilter()
+    shown, _ = screen.feed(b"\x1b[?1000h\x1b[?1049h\x1bPq#0~~\x1b")
+    assert shown == b"\x1b[?1000h\x1b[?1049h\x1bPq#0~~"
+    assert screen.close().startswith(b"\x1b\\\x1b[0m\x1b[?1049l")
+    assert ScreenFilter().close() == b"\x1b[0m"
+
+
+def test_the_vt52_mode_and_the_saving_of_modes_never_pass() -> None:
+    assert filtered(b"a\x1b[?2lb\x1b[?1000sc\x1b[?1000rd\x1b[?2he") == (b"abcd\x1b[?2he", b"")

@@ -157,6 +157,17 @@ http.request({host: 'opencode-sandbox-proxy', port: 8080, method: 'CONNECT', pat
       .on('error', error => console.log('error ' + error.message));
   }).on('error', error => console.log('error ' + error.message)).end();
 """
+RAW_STREAM = """const http = require('http'), tls = require('tls');
+const [connectTo, bytes] = process.argv.slice(1);
+http.request({host: 'opencode-sandbox-proxy', port: 8080, method: 'CONNECT', path: connectTo + ':443'})
+  .on('connect', (answer, socket) => {
+    if (answer.statusCode !== 200) { console.log('CONNECT ' + answer.statusCode); return; }
+    const secure = tls.connect({socket, servername: connectTo, rejectUnauthorized: false},
+                               () => secure.write(JSON.parse(bytes)));
+    let got = ''; secure.on('data', part => got += part).on('end', () => console.log('received: ' + got))
+      .on('close', () => console.log('closed')).on('error', error => console.log('error ' + error.message));
+  }).on('error', error => console.log('error ' + error.message)).end();
+"""
 FRONTED_HTTP2 = """const http = require('http'), http2 = require('http2'), tls = require('tls');
 const [connectTo, authority] = process.argv.slice(1);
 http.request({host: 'opencode-sandbox-proxy', port: 8080, method: 'CONNECT', path: connectTo + ':443'})
@@ -298,6 +309,11 @@ def test_the_agent_works_through_a_secret_whose_value_the_vm_never_holds(
                 spelt = fronted_request(project, site.model_name, site.model_name, spelling)
                 assert "scripted-model" in spelt, spelt
             assert model.hosts[heard:] == [site.model_name] * 3, model.hosts[heard:]
+            # Bytes the proxy cannot read as HTTP pass it as a raw stream, which a front reading them
+            # leniently (`\r\nGET ...`, a leading line break skipped) takes for a request to any site.
+            raw = docker("exec", "--user", "dev", project.vm, "node", "-e", RAW_STREAM, site.model_name,
+                         json.dumps("1 GET /\r\n\r\n"))
+            assert "Unsupported method" not in raw.stdout and "501" not in raw.stdout, raw.stdout + raw.stderr
             seen = len(model.authorizations)
             for request in (f"CONNECT {site.model_name}:443 HTTP/1.1\r\nHost: {site.model_name}:443\r\n\r\n",
                             f"GET http://{site.other_name}:8080/ HTTP/1.1\r\nHost: {site.other_name}:8080\r\n"

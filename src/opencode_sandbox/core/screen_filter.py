@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from opencode_sandbox.core.screen_modes import ANSI_MODES_KEPT, ScreenModes
+from opencode_sandbox.core.screen_modes import ANSI_MODES_KEPT, VT52_MODE, ScreenModes
 
 SEQUENCE_LIMIT = 4096
 """The bytes of one unfinished control sequence held back between two reads."""
@@ -78,8 +78,10 @@ def _csi_allowed(private: bytes, params: bytes, intermediates: bytes, final: byt
         return final in b"@ABCDEFGHIJKLMPSTXZ`abdefgmrsu"
     if private == b"?" and not intermediates:
         if final in b"hl":  # DEC modes set and reset, each a plain number the filter can give back
-            return all(part.isdigit() and len(part) <= 6 for part in params.split(b";"))
-        return final in b"JKsr"  # selective erase; modes saved and restored
+            numbers = params.split(b";")
+            return all(part.isdigit() and len(part) <= 6 for part in numbers) and not (
+                final == b"l" and any(int(part) == VT52_MODE for part in numbers))
+        return final in b"JK"  # selective erase; modes saved and restored (`s`, `r`) would pass the tracker
     if private in (b">", b"<", b"=") and not intermediates:
         return final == b"u" or (private == b">" and final == b"m")  # keyboard protocols set and popped
     if not private and intermediates in (b" ", b"!", b'"'):
@@ -115,6 +117,14 @@ class ScreenFilter:
         """Whether OSC 52 may set the host's clipboard (never read it)."""
         self.modes = ScreenModes()
         """What the session changed of the terminal's modes: `modes.restore()` gives it back."""
+
+    def close(self) -> bytes:
+        """What gives the terminal back when the session ends: an ST for an image the session left
+        unfinished (a terminal inside a string obeys nothing), then the modes reset."""
+        unfinished = b"\x1b\\" if self._passing else b""
+        self._passing = self._dropping = False
+        self._held = b""
+        return unfinished + self.modes.restore()
 
     def feed(self, data: bytes) -> tuple[bytes, bytes]:
         data = self._held + data
@@ -288,5 +298,6 @@ def _shown_whole(number: int, text: bytes, clipboard: bool) -> bool:
         return clipboard and text.partition(b";")[2] != b"?"
     if number not in OSC_KEPT:
         return False
-    # Colours are kept when set and dropped when queried: a query is answered into the input.
-    return number in (0, 1, 2, 7, 8, 22, 133, 633) or b"?" not in text.split(b";")
+    # Kept when it sets something, dropped when it asks (a field that is `?`: a colour, the pointer's
+    # shape): a terminal answers a query into its input.
+    return b"?" not in text.split(b";")

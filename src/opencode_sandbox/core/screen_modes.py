@@ -6,8 +6,11 @@ every mode sequence it passes on."""
 
 from __future__ import annotations
 
-ON_BY_DEFAULT = frozenset({7, 25})
-"""DEC private modes a terminal starts with set: autowrap, the visible cursor. Every other is reset."""
+ON_BY_DEFAULT = frozenset({2, 7, 8, 25})
+"""DEC private modes a terminal starts with set: ANSI (not VT52), autowrap, autorepeat, the visible
+cursor. Every other is reset."""
+VT52_MODE = 2
+"""Reset, it makes the terminal a VT52, which reads no CSI: nothing could be given back. Not passed on."""
 ALTERNATE_SCREENS = (1049, 1047, 47)
 ANSI_MODES_KEPT = frozenset({4, 20})
 """The ANSI modes (`CSI Pm h`) a session may set: insert, and new line. Keyboard action (2) locks

@@ -60,8 +60,8 @@ def attach_relayed(command: Sequence[str], env: Mapping[str, str] | None, clipbo
         signal.signal(signal.SIGWINCH, previous)
         os.close(master)  # a client still running gets its terminal's hang-up
         _ended(process)
-        with contextlib.suppress(OSError):  # the modes the session left set, reset
-            _write_all(1, screen.modes.restore())
+        with contextlib.suppress(OSError):  # an image left open closed, the modes the session left set reset
+            _write_all(1, screen.close())
         termios.tcsetattr(0, termios.TCSAFLUSH, saved)  # and what the terminal typed since is dropped
 
 

@@ -85,14 +85,13 @@ class EgressPolicyAddon:
         return False
 
     def tcp_start(self, flow: tcp.TCPFlow) -> None:
-        """A stream that is not HTTP, in a tunnel: the same agreement of names, or nothing passes."""
+        """A stream the proxy cannot read as HTTP, in a tunnel: cut. Its bytes could still be a
+        request to another site for a front that reads them more leniently (`\r\nGET ...`), and
+        no name in it can be judged."""
         address = flow.server_conn.address
-        if address is None:
-            return
-        fronted = disagreement(str(address[0]), None, flow.client_conn.sni, None, False)
-        if fronted is not None:
-            _log_refusal(str(address[0]), int(address[1]), fronted)
-            flow.kill()
+        host, port = (str(address[0]), int(address[1])) if address is not None else ("?", 0)
+        _log_refusal(host, port, "a stream that is not HTTP: the proxy passes HTTP and HTTPS only")
+        flow.kill()
 
     def _put_secrets(self, flow: http.HTTPFlow) -> None:
         request = flow.request
