@@ -288,6 +288,8 @@ def _run_args(slug: str, image: str, network: str, config: str, owner_labels: Ma
         "--listen-port", str(PROXY_PORT), "--set", f"confdir={CONFDIR}", "--set", "block_global=false",
         "--set", "ssl_verify_upstream_trusted_ca=/etc/ssl/certs/ca-certificates.crt",
         "--set", "flow_detail=0", "--set", "termlog_verbosity=warn", "--set", "onboarding=false",
+        # What does not read as HTTP is parsed as HTTP all the same, and refused, never relayed raw.
+        "--set", "rawtcp=false",
         "-s", f"{LIB_DIR}/proxy_addon.py",
     ]
 
