@@ -83,7 +83,7 @@ BENCHMARKS = (
     Benchmark("large_checkout", "shell -- true, VM running, 200,000 files", "the same on one file", 1.3,
               lambda lines: (first(r"^warm start, 200000 files\s+([\d.]+ms)", lines),
                              first(r"^warm start, one file\s+([\d.]+ms)", lines))),
-    Benchmark("screen_relay", "100 full redraws, filtered", "the same relay unfiltered", 4.0,
+    Benchmark("screen_relay", "100 full redraws, filtered", "the same relay unfiltered", 6.0,
               lambda lines: (first(r"^filtered\s+([\d.]+ ms)", lines), first(r"^bare copy\s+([\d.]+ ms)", lines))),
     Benchmark("warm_start", "shell -- true, VM stopped", "docker start + exec", 1.5, warm_row("after stop"),
               ratio_line="after-stop ratio"),

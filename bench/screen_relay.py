@@ -2,8 +2,8 @@
 true colour, 68 KB each, as an interface draws them) pushed through a pseudo-terminal by `cat` and
 relayed to /dev/null, through `core/screen_filter.py` and as a bare copy, in one process.
 
-Target: at most 1 ms added per redraw (6 % of a frame at 60 Hz), which on this machine is a ratio
-of 4 against the bare copy; the ratio is the last line. The time to an agent's interface, which
+Target: at most 1 ms added per redraw (6 % of a frame at 60 Hz). The bare copy costs about 0.2 ms
+a redraw here, so that budget is a ratio of 6 against it; the ratio is the last line. The time to an agent's interface, which
 includes the relay, is `agent_interface.py`'s and `msb_warm_start.py`'s.
 Run: .venv/bin/python bench/screen_relay.py [ROUNDS]
 """
@@ -27,7 +27,7 @@ from opencode_sandbox.core.screen_filter import ScreenFilter
 
 COLUMNS, ROWS, REDRAWS = 200, 60, 100
 ADDED_MS_TARGET = 1.0
-RATIO_TARGET = 4.0
+RATIO_TARGET = 6.0
 _GLYPHS = "abcdefgh \u2500\u2502\u250c\u2510\u00e9"
 
 

@@ -54,6 +54,11 @@ _SAFE_RUN = re.compile(
     rb"|\x1b[()*+\-./][\x30-\x7e]"  # character set designations
     rb")+"
 )
+_QUICK_RUN = re.compile(
+    rb"(?:[^\x1b\x05]+|\x1b\[[0-9;:]*[@A-MPSTXZ`abdefgms]|\x1b[78DEHMNOc]|\x1b[()*+\-./][\x30-\x7e])+"
+)
+"""`_SAFE_RUN`'s sequences around any other bytes: taken at once when those are UTF-8 (`_quick_run`)."""
+_C1_IN_UTF8 = re.compile(rb"\xc2[\x80-\x9f]")
 _UTF8_BEGUN = re.compile(
     rb"(?:[\xc2-\xdf]|\xe0[\xa0-\xbf]?|[\xe1-\xec\xee\xef][\x80-\xbf]?|\xed[\x80-\x9f]?"
     rb"|\xf0(?:[\x90-\xbf][\x80-\xbf]?)?|[\xf1-\xf3][\x80-\xbf]{0,2}|\xf4(?:[\x80-\x8f][\x80-\xbf]?)?)\Z"
@@ -66,6 +71,36 @@ _STRING_END = re.compile(rb"[\x07\x18\x1a\x1b]|\xc2\x9c")
 """What ends a string sequence for a terminal: BEL, CAN, SUB, ESC (an ST, or the next sequence), ST in UTF-8."""
 _NOT_SIXEL = re.compile(rb"[^\x20-\x7e\r\n]")
 _DCS_KEPT = re.compile(rb"\x1bP(?:[0-9;]*q|=[12]s\x1b\\)")
+
+
+def _quick_run(data: bytes, at: int, shown: list[bytes]) -> int | None:
+    """Where a run `_SAFE_RUN` would take ends, found in one pass over text that is UTF-8 (the
+    codec checks it in C), its characters complete; None when the run holds anything else."""
+    run = _QUICK_RUN.match(data, at)
+    if run is None:
+        return None
+    end = run.end() if run.end() < len(data) else at + _complete(data[at:])
+    text = data[at:end]
+    try:
+        text.decode()
+    except UnicodeDecodeError:
+        return None
+    if not text or _C1_IN_UTF8.search(text) is not None:
+        return None
+    shown.append(text)
+    return end
+
+
+def _complete(text: bytes) -> int:
+    """The length of `text` without a character of UTF-8 it ends before finishing."""
+    for back in range(1, min(4, len(text)) + 1):
+        byte = text[-back]
+        if byte < 0x80:
+            return len(text)
+        if byte >= 0xC0:  # the lead byte of the last character
+            needed = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return len(text) - back if needed > back else len(text)
+    return len(text)
 
 
 def _csi_allowed(private: bytes, params: bytes, intermediates: bytes, final: bytes) -> bool:
@@ -138,10 +173,12 @@ class ScreenFilter:
             elif self._passing:
                 after = self._passed_up_to(data, at, shown)
             else:
-                run = _SAFE_RUN.match(data, at)
-                after = run.end() if run is not None else self._sequence(data, at, shown, answers)
-                if run is not None:
-                    shown.append(run.group())
+                after = _quick_run(data, at, shown)
+                if after is None:
+                    run = _SAFE_RUN.match(data, at)
+                    after = run.end() if run is not None else self._sequence(data, at, shown, answers)
+                    if run is not None:
+                        shown.append(run.group())
             if after is None:
                 self._hold(data[at:])
                 break
