@@ -3,8 +3,8 @@ true colour, 68 KB each, as an interface draws them) pushed through a pseudo-ter
 relayed to /dev/null, through `core/screen_filter.py` and as a bare copy, in one process.
 
 Target: at most 1 ms added per redraw (6 % of a frame at 60 Hz). The bare copy costs about 0.2 ms
-a redraw here, so that budget is a ratio of 6 against it; the ratio is the last line. The time to an agent's interface, which
-includes the relay, is `agent_interface.py`'s and `msb_warm_start.py`'s.
+a redraw here, so that budget is a ratio of 6 against it; the ratio is the last line. The time to
+an agent's interface, which includes the relay, is `agent_interface.py`'s and `msb_warm_start.py`'s.
 Run: .venv/bin/python bench/screen_relay.py [ROUNDS]
 """
 
