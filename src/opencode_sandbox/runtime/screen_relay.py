@@ -18,6 +18,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 
 from opencode_sandbox.core.screen_filter import ScreenFilter
+from opencode_sandbox.runtime.processes import end_gently
 
 END_GRACE_S = 5.0
 """How long the runtime's client may take to end once its terminal is closed."""
@@ -59,7 +60,7 @@ def attach_relayed(command: Sequence[str], env: Mapping[str, str] | None, clipbo
     finally:
         signal.signal(signal.SIGWINCH, previous)
         os.close(master)  # a client still running gets its terminal's hang-up
-        _ended(process)
+        end_gently(process, END_GRACE_S)
         with contextlib.suppress(OSError):  # an image left open closed, the modes the session left set reset
             _write_all(1, screen.close())
         termios.tcsetattr(0, termios.TCSAFLUSH, saved)  # and what the terminal typed since is dropped
@@ -133,14 +134,3 @@ def _write_all(descriptor: int, data: bytes) -> None:
             select.select([], [descriptor], [])
             continue
         view = view[written:]
-
-
-def _ended(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is not None:
-        return
-    process.terminate()
-    try:
-        process.wait(END_GRACE_S)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()

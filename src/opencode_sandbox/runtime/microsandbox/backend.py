@@ -46,6 +46,7 @@ from opencode_sandbox.runtime.microsandbox.volume_files import (
     extract_archive,
     is_empty_folder,
 )
+from opencode_sandbox.runtime.processes import end_gently
 from opencode_sandbox.runtime.secret_values import checked_secret_values
 from opencode_sandbox.runtime.types import (
     EXEC_OUTPUT_LIMIT,
@@ -393,7 +394,7 @@ class MicrosandboxRuntime:
             return attached.wait()
         except BaseException:  # Ctrl-C, a hang-up or a kill of this process
             if attached is not None:
-                _end_gently(attached)
+                end_gently(attached, ATTACH_END_GRACE_S)
             raise
 
     # volumes
@@ -631,11 +632,3 @@ def _load_archive(archive: IO[bytes], reference: str, load_command: list[str]) -
 ATTACH_END_GRACE_S = 5.0
 
 
-def _end_gently(attached: subprocess.Popen[bytes]) -> None:
-    """Ask msb to end, so it gives the terminal back as it found it; kill it only if it does not."""
-    attached.terminate()
-    try:
-        attached.wait(ATTACH_END_GRACE_S)
-    except subprocess.TimeoutExpired:
-        attached.kill()
-        attached.wait()
