@@ -17,11 +17,10 @@ DRAWING = [
     b"\x1b[H\x1b[2J\x1b[3J\x1b[10;20H\x1b[K\x1b[5A\x1b[2C\x1b[1L\x1b[2M\x1b[3P\x1b[4@\x1b[5X",
     b"\x1b[?1049h\x1b[?25l\x1b[?1000h\x1b[?1006h\x1b[?2004h\x1b[?2026h\x1b[?2026l\x1b[?1049l",
     b"\x1b[3;20r\x1b[s\x1b[u\x1b7\x1b8\x1b=\x1b>\x1bM\x1bD\x1bE\x1b(B\x1b)0",
-    b"\x1b[2 q\x1b[!p\x1b[>1u\x1b[<u\x1b[=1;1u\x1b[>4;2m",
+    b"\x1b[2 q\x1b[>1u\x1b[<u\x1b[=1;1u\x1b[>4;2m",
     b"\x1b]0;opencode\x07\x1b]2;a title\x1b\\",
     b"\x1b]8;;https://example.org/\x1b\\a link\x1b]8;;\x1b\\",
     b"\x1b]11;#1e1e2e\x07\x1b]4;1;rgb:ff/00/00\x07\x1b]110\x07",
-    b"\x1b]133;A\x07\x1b]7;file://host/workspace\x07",
     b"\x1b[22;0t\x1b[23;0t",
     b"\x1bP0;0;0q\"1;1;10;10#0;2;0;0;0#0~~~~\x1b\\",
     b"bell\x07tab\tback\x08",
@@ -234,3 +233,14 @@ def test_a_session_that_ends_inside_an_image_gets_it_closed_before_the_modes_are
 
 def test_the_vt52_mode_and_the_saving_of_modes_never_pass() -> None:
     assert filtered(b"a\x1b[?2lb\x1b[?1000sc\x1b[?1000rd\x1b[?2he") == (b"abcd\x1b[?2he", b"")
+
+
+@pytest.mark.parametrize("sequence", [
+    b"\x1b[?38h",  # Tektronix mode: xterm then reads no CSI, so no reset could follow
+    b"\x1b[?2048h", b"\x1b[?2031h",  # the terminal reports on its own
+    b"\x1b[?1000;38h",
+    b'\x1b[62;0"p', b"\x1b[!p",  # a conformance level with 8-bit controls, a soft reset
+    b"\x1b]7;file://host/etc\x07", b"\x1b]133;A;click_events=1\x07", b"\x1b]633;E;rm -rf ~\x07",
+])
+def test_what_no_reset_could_give_back_or_acts_on_the_next_shell_never_passes(sequence: bytes) -> None:
+    assert filtered(b"a" + sequence + b"b") == (b"ab", b"")

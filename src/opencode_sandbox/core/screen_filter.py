@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import re
 
-from opencode_sandbox.core.screen_modes import ANSI_MODES_KEPT, VT52_MODE, ScreenModes
+from opencode_sandbox.core.screen_modes import ANSI_MODES_KEPT, DEC_MODES_KEPT, VT52_MODE, ScreenModes
 
 SEQUENCE_LIMIT = 4096
 """The bytes of one unfinished control sequence held back between two reads."""
 
-OSC_KEPT = frozenset({0, 1, 2, 4, 7, 8, 10, 11, 12, 17, 19, 22, 104, 110, 111, 112, 117, 119, 133, 633})
-"""Titles, the palette and colours (set, never queried), the working folder, hyperlinks, the
-pointer's shape and shell integration marks."""
+OSC_KEPT = frozenset({0, 1, 2, 4, 8, 10, 11, 12, 17, 19, 22, 104, 110, 111, 112, 117, 119})
+"""Titles, the palette and colours (set, never queried), hyperlinks and the pointer's shape. Not the
+working folder (OSC 7: where some terminals open the next shell) nor shell integration marks (OSC
+133 may ask for clicks as input, OSC 633 adds to an editor's command history)."""
 
 CLIPBOARD = 52
 _RESETS = frozenset({b"104", b"110", b"111", b"112", b"117", b"119"})
@@ -112,16 +113,21 @@ def _csi_allowed(private: bytes, params: bytes, intermediates: bytes, final: byt
             return all(part.isdigit() and int(part) in ANSI_MODES_KEPT for part in params.split(b";"))
         return final in b"@ABCDEFGHIJKLMPSTXZ`abdefgmrsu"
     if private == b"?" and not intermediates:
-        if final in b"hl":  # DEC modes set and reset, each a plain number the filter can give back
-            numbers = params.split(b";")
-            return all(part.isdigit() and len(part) <= 6 for part in numbers) and not (
-                final == b"l" and any(int(part) == VT52_MODE for part in numbers))
+        if final in b"hl":  # DEC modes set and reset, known ones only, each one the filter can give back
+            return all(part.isdigit() and int(part) in DEC_MODES_KEPT for part in params.split(b";")) and not (
+                final == b"l" and VT52_MODE in _numbers_of(params))
         return final in b"JK"  # selective erase; modes saved and restored (`s`, `r`) would pass the tracker
     if private in (b">", b"<", b"=") and not intermediates:
         return final == b"u" or (private == b">" and final == b"m")  # keyboard protocols set and popped
-    if not private and intermediates in (b" ", b"!", b'"'):
-        return final in b"qp"  # cursor style, soft reset, conformance level, protection
+    if not private:
+        # The cursor's style, and character protection. Not a soft reset (`CSI ! p`) or a conformance
+        # level (`CSI " p`, which can turn on 8-bit controls): nothing could give those back.
+        return (intermediates, final) in ((b" ", b"q"), (b'"', b"q"))
     return False
+
+
+def _numbers_of(params: bytes) -> list[int]:
+    return [int(part) for part in params.split(b";") if part.isdigit()]
 
 
 def _answer(private: bytes, params: bytes, intermediates: bytes, final: bytes) -> bytes:

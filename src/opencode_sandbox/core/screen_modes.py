@@ -9,6 +9,15 @@ from __future__ import annotations
 ON_BY_DEFAULT = frozenset({2, 7, 8, 25})
 """DEC private modes a terminal starts with set: ANSI (not VT52), autowrap, autorepeat, the visible
 cursor. Every other is reset."""
+DEC_MODES_KEPT = frozenset({
+    1, 2, 5, 6, 7, 8, 9, 12, 25, 47, 66, 69, 80,  # cursor keys, ANSI, screen, origin, wrap, repeat, cursor, ...
+    1000, 1002, 1003, 1004, 1005, 1006, 1007, 1015, 1016,  # mouse and focus reporting, alternate scroll
+    1034, 1035, 1036, 1037, 1039, 1047, 1048, 1049, 1070,  # meta keys, the alternate screen, sixel colours
+    2004, 2026, 2027, 8452,  # bracketed paste, synchronized output, graphemes, sixel cursor
+})
+"""The DEC private modes a session may set or reset, each one `restore` gives back. Not others:
+Tektronix mode (38) makes xterm read no CSI, so nothing after it could reset the rest, and a mode
+that makes a terminal report on its own (2031, 2048) could type into the user's shell."""
 VT52_MODE = 2
 """Reset, it makes the terminal a VT52, which reads no CSI: nothing could be given back. Not passed on."""
 ALTERNATE_SCREENS = (1049, 1047, 47)
