@@ -6,6 +6,7 @@ terminal, a real one (tmux, which honours both), while the text around them is d
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -19,24 +20,37 @@ PROBE = ("printf 'before\\033]52;c;aWQgPiAvdG1wL3B3bgo=\\007middle'; stty raw -e
          " printf 'after\\n'")
 
 
-def clipboard_and_query_through_an_attached_shell(project: Project, name: str, tmp_path: Path) -> None:
+class Probed(NamedTuple):
+    screen: str
+    clipboard: str | None
+    """What the terminal's clipboard holds afterwards (tmux keeps an OSC 52 write as a paste buffer)."""
+    answer: bytes
+    """What the VM read from its input after its cursor position query."""
+
+
+def clipboard_and_query_through_an_attached_shell(project: Project, name: str, tmp_path: Path) -> Probed:
     config = tmp_path / "tmux.conf"
     config.write_text("set -g set-clipboard on\n")
     terminal = Tmux(name, project.terminal_command("shell", "--", "sh", "-c", PROBE), project.root,
                     project.env, config=config)
     try:
         screen = terminal.wait_for(r"EXIT-CODE=\d+", timeout=1200)
-        assert "EXIT-CODE=0" in screen, screen
-        assert "beforemiddle" in screen and "after" in screen, screen
-        assert terminal.paste_buffer() is None, "the VM wrote the terminal's clipboard"
         answer = project.root / "answer.bin"
-        assert wait_until(answer.exists, 10)
-        assert answer.read_bytes() == b"", "the terminal answered the VM's query into its input"
+        wait_until(answer.exists, 10)
+        return Probed(screen, terminal.paste_buffer(), answer.read_bytes() if answer.exists() else b"(none)")
     finally:
         terminal.close()
 
 
+def assert_nothing_reached_the_terminal(probed: Probed) -> None:
+    assert "EXIT-CODE=0" in probed.screen, probed.screen
+    assert "beforemiddle" in probed.screen and "after" in probed.screen, probed.screen
+    assert probed.clipboard is None, "the VM wrote the terminal's clipboard"
+    assert probed.answer == b"", "the terminal answered the VM's query into its input"
+
+
 def test_the_vms_clipboard_write_and_query_never_reach_the_users_terminal(any_user_project: Project,
                                                                          unique: str, tmp_path: Path) -> None:
-    clipboard_and_query_through_an_attached_shell(any_user_project, f"osb-screen-{unique}", tmp_path)
-
+    probed = clipboard_and_query_through_an_attached_shell(any_user_project, f"osb-screen-{unique}", tmp_path)
+    assert_nothing_reached_the_terminal(probed)
+    assert probed.clipboard is None and probed.answer == b""
