@@ -49,6 +49,17 @@ def opened_folder(root: Path, parts: Sequence[str]) -> Iterator[int | None]:
 
 def open_folders(root_fd: int, parts: Sequence[str]) -> int | None:
     """The folder at `parts`, opened; None when one is missing or no folder (nothing beneath)."""
+    return _folders(root_fd, parts, make=False)
+
+
+def make_folders(root_fd: int, parts: Sequence[str]) -> int:
+    """The folder at `parts`, made where missing; a link or file in the way is removed first."""
+    folder = _folders(root_fd, parts, make=True)
+    assert folder is not None
+    return folder
+
+
+def _folders(root_fd: int, parts: Sequence[str], make: bool) -> int | None:
     folder = root_fd
     for part in parts:
         try:
@@ -57,29 +68,15 @@ def open_folders(root_fd: int, parts: Sequence[str]) -> int | None:
             if error.errno not in (errno.ENOENT, *NOT_A_FOLDER):
                 raise
             opened = -1
+            if make:
+                if error.errno != errno.ENOENT:
+                    os.unlink(part, dir_fd=folder)
+                os.mkdir(part, 0o755, dir_fd=folder)
+                opened = os.open(part, DIRECTORY, dir_fd=folder)
         if folder != root_fd:
             os.close(folder)
         if opened < 0:
             return None
-        folder = opened
-    return folder
-
-
-def make_folders(root_fd: int, parts: Sequence[str]) -> int:
-    """The folder at `parts`, made where missing; a link or file in the way is removed first."""
-    folder = root_fd
-    for part in parts:
-        try:
-            opened = os.open(part, DIRECTORY, dir_fd=folder)
-        except OSError as error:
-            if error.errno not in (errno.ENOENT, *NOT_A_FOLDER):
-                raise
-            if error.errno != errno.ENOENT:
-                os.unlink(part, dir_fd=folder)
-            os.mkdir(part, 0o755, dir_fd=folder)
-            opened = os.open(part, DIRECTORY, dir_fd=folder)
-        if folder != root_fd:
-            os.close(folder)
         folder = opened
     return folder
 
