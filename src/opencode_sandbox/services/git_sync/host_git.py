@@ -33,11 +33,13 @@ def argv(*args: str) -> list[str]:
     return ["git", *NOTHING_RUNS, *args]
 
 
-def run(root: Path, *args: str, stdin: bytes | None = None, check: bool = True,
+def run(root: Path, *args: str, stdin: bytes | None = None, check: bool = True, index_file: Path | None = None,
         ) -> subprocess.CompletedProcess[bytes]:
-    """`git ARGS` in `root`, hardened as `NOTHING_RUNS` says; a failure raises `GitSyncError` when `check`."""
+    """`git ARGS` in `root`, hardened as `NOTHING_RUNS` says; a failure raises `GitSyncError` when `check`.
+    `index_file`: a private index in place of the checkout's own."""
+    env = environment() if index_file is None else {**environment(), "GIT_INDEX_FILE": str(index_file)}
     try:
-        done = subprocess.run(argv(*args), cwd=root, input=stdin, capture_output=True, env=environment(),
+        done = subprocess.run(argv(*args), cwd=root, input=stdin, capture_output=True, env=env,
                               check=False, timeout=SYNC_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as error:
         raise GitSyncError(f"git {args[0]}: {error}") from None
