@@ -99,27 +99,27 @@ def test_every_line_the_fast_path_takes_is_read_as_click_reads_it(
         ([], [("apply_global_flags", {"assume_yes": False, "quiet": False, "log_level": None, "runtime": None}),
               ("run_project", {"worktree": None, "rebuild": False, "dry_run": False, "cpus": None, "memory": None,
                                "network": None, "publish": (), "serve_only": False, "opencode_args": (),
-                               "agent": None})]),
+                               "agent": None, "isolated": False})]),
         (["run", "--agent", "codex", "--", "--model", "o4"], [
             ("apply_global_flags", {"assume_yes": False, "quiet": False, "log_level": None, "runtime": None}),
             ("run_project", {"worktree": None, "rebuild": False, "dry_run": False, "cpus": None, "memory": None,
                              "network": None, "publish": (), "serve_only": False, "opencode_args": ("--model", "o4"),
-                             "agent": "codex"})]),
+                             "agent": "codex", "isolated": False})]),
         (["shell", "--", "true"], [
             ("apply_global_flags", {"assume_yes": False, "quiet": False, "log_level": None, "runtime": None}),
             ("shell_in_project", {"root": False, "rebuild": False, "dry_run": False, "cpus": None, "memory": None,
-                                  "network": None, "publish": (), "command": ("true",), "agent": None})]),
+                                  "network": None, "publish": (), "command": ("true",), "agent": None, "isolated": False})]),
         (["-q", "--runtime", "docker", "shell", "--root", "-c", "4", "--memory=8G", "--network", "none", "-p", "3000",
           "--publish=8080:80", "--", "ls", "-la", "--root"], [
             ("apply_global_flags", {"assume_yes": False, "quiet": True, "log_level": None, "runtime": "docker"}),
             ("shell_in_project", {"root": True, "rebuild": False, "dry_run": False, "cpus": 4, "memory": "8G",
                                   "network": "none", "publish": ("3000", "8080:80"),
-                                  "command": ("ls", "-la", "--root"), "agent": None})]),
+                                  "command": ("ls", "-la", "--root"), "agent": None, "isolated": False})]),
         (["--log-level=verbose", "-y", "-w", "feature/login:main", "-s", "--", "--model", "x"], [
             ("apply_global_flags", {"assume_yes": True, "quiet": False, "log_level": "verbose", "runtime": None}),
             ("run_project", {"worktree": "feature/login:main", "rebuild": False, "dry_run": False, "cpus": None,
                              "memory": None, "network": None, "publish": (), "serve_only": True,
-                             "opencode_args": ("--model", "x"), "agent": None})]),
+                             "opencode_args": ("--model", "x"), "agent": None, "isolated": False})]),
     ],
 )
 def test_the_common_lines_take_the_fast_path_and_match_click(

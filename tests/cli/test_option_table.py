@@ -65,7 +65,7 @@ def test_an_option_added_to_the_table_is_read_by_click_and_the_fast_path_alike()
                             check=True, timeout=60)
     readings = json.loads(result.stdout)
     global_options = {"assume_yes": False, "quiet": False, "log_level": None, "runtime": None, "zed": True}
-    shell_options = {"root": False, "agent": None,
+    shell_options = {"root": False, "agent": None, "isolated": False,
                      "rebuild": False, "dry_run": False, "cpus": None, "memory": None, "network": None,
                      "publish": [], "colours": 3}
     expected = [global_options, {**shell_options, "command": ["ls"]}]

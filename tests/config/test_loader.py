@@ -59,6 +59,7 @@ cpus: 6
 memory: 512M
 pids-limit: 1000
 agent: codex
+workspace: isolated
 notify: false
 terminal-clipboard: true
 auto-stop-timeout: 90m
@@ -85,6 +86,7 @@ git-sync-branches: 50
     settings = load_settings(files(layout), {}, {})
     assert settings.runtime is RuntimeKind.DOCKER
     assert settings.agent == "codex"
+    assert settings.workspace == "isolated"
     assert settings.notify is False
     assert settings.terminal_clipboard is True
     assert settings.cpus == 6
@@ -114,7 +116,7 @@ git-sync-branches: 50
     assert [(port.guest, port.host) for port in settings.ports] == [(3000, None), (80, 8080)]
     assert settings.guarded_paths == (".husky", "Makefile")
     assert settings.git_sync_branches == 50
-    assert len(KEYS) == 25
+    assert len(KEYS) == 26
     assert all(source.startswith(str(user_dir / "config.yaml")) for source in settings.sources.values())
 
 
@@ -423,6 +425,7 @@ WIDER_AND_NARROWER = {  # key: (a value that widens what the user's configuratio
     "ports": ("'5432:5432'", "3000"),
     "pids-limit": ("100000", "512"),
     "git-sync-branches": ("5000", "20"),
+    "workspace": (None, "isolated"),  # shared by default: see the test of a user who chose isolated
 }
 ANY_VALUE = {"agent", "notify",
              "cpus", "memory", "auto-stop-timeout", "auto-stop-on-active-sessions", "auto-stop-max-session-retries",
@@ -472,6 +475,17 @@ def test_the_checkout_may_narrow_what_the_user_gives_but_not_widen_it(layout: tu
     write(user_dir / "config.yaml", f"{name}: {wider}\n")  # the user's own choice: the checkout may repeat it
     if name != "ports":
         load_settings(files(layout), {}, {})
+
+
+def test_the_checkout_cannot_share_a_checkout_the_user_keeps_isolated(layout: tuple[Path, Path]) -> None:
+    user_dir, project = layout
+    write(user_dir / "config.yaml", "workspace: isolated\n")
+    checkout_file = write(project / ".opencode-sandbox" / "config.yaml", "workspace: shared\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(files(layout), {}, {})
+    assert "the shared mode lets the VM write your checkout" in caught.value.message
+    write(checkout_file, "workspace: isolated\n")
+    assert load_settings(files(layout), {}, {}).workspace == "isolated"
 
 
 def test_a_profile_the_user_narrowed_cannot_be_widened_back_by_the_checkout(layout: tuple[Path, Path]) -> None:

@@ -15,7 +15,9 @@ from opencode_sandbox.runtime.docker import idmapped_mount
 from opencode_sandbox.runtime.docker.identity import (
     LABEL_MAPPED,
     dev_ids,
-    home_owners_args,
+    HOME_OWNERS_SCRIPT,
+    WORK_TREE_OWNER_SCRIPT,
+    owners_args,
     renumbered,
     with_mapped_mounts,
 )
@@ -63,12 +65,15 @@ def test_a_root_host_user_mounts_every_folder_mapped(tmp_path: Path) -> None:
 
 
 def test_the_home_helper_may_change_owners_and_nothing_else() -> None:
-    args = home_owners_args("img", "home-vol", 1001, 1001)
-    joined = " ".join(args)
-    assert "--cap-drop ALL --cap-add CHOWN --cap-add DAC_READ_SEARCH" in joined
-    assert "--network none" in joined and "no-new-privileges" in joined
-    assert "type=volume,source=home-vol,target=/home/dev" in args
-    assert args[-2:] == ["1001", "1001"]
+    for volume, target, script in (("home-vol", "/home/dev", HOME_OWNERS_SCRIPT),
+                                   ("work-vol", "/workspace", WORK_TREE_OWNER_SCRIPT)):
+        args = owners_args("img", volume, target, script, 1001, 1001)
+        joined = " ".join(args)
+        assert "--cap-drop ALL --cap-add CHOWN --cap-add DAC_READ_SEARCH" in joined
+        assert "--network none" in joined and "no-new-privileges" in joined
+        assert f"type=volume,source={volume},target={target}" in args
+        assert args[-2:] == ["1001", "1001"]
+        assert script in args
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root can make mounts")

@@ -13,7 +13,7 @@ import pytest
 
 from opencode_sandbox.cli.render import render_images, render_sandboxes, render_volumes
 from opencode_sandbox.core.agent_activity import AgentReport, AgentState
-from opencode_sandbox.core.naming import LABEL_AGENT, home_volume_name, runner_image, vm_name
+from opencode_sandbox.core.naming import LABEL_AGENT, LABEL_WORKSPACE, home_volume_name, runner_image, vm_name
 from opencode_sandbox.errors import UsageError
 from opencode_sandbox.runtime.types import ImageInfo, RuntimeKind, SandboxStatus, VolumeInfo
 from opencode_sandbox.services.listing import (
@@ -52,15 +52,16 @@ def local(moment: datetime) -> str:
 
 
 def test_the_table_has_the_four_columns_aligned(fake: FakeRuntime) -> None:
+    fake.sandboxes[vm_name(STOPPED)].labels[LABEL_WORKSPACE] = "isolated"
     text = render_sandboxes(select_sandboxes(fake, False, False), "table", names=False, color=False)
     lines = text.splitlines()
-    assert re.split(r"\s{2,}", lines[0]) == ["NAME", "AGENT", "SESSION", "IMAGE", "STATUS", "CREATED"]
+    assert re.split(r"\s{2,}", lines[0]) == ["NAME", "AGENT", "WORKSPACE", "SESSION", "IMAGE", "STATUS", "CREATED"]
     assert len(lines) == 4  # the foreign look-alike is not listed
     rows = [re.split(r"\s{2,}", line) for line in lines[1:]]
     assert rows == [
-        [vm_name(CRASHED), "opencode", "-", runner_image(CRASHED, "c0ffee"), "crashed", local(MOMENT)],
-        [vm_name(RUNNING), "opencode", "-", runner_image(RUNNING, "c0ffee"), "running", local(MOMENT)],
-        [vm_name(STOPPED), "opencode", "-", runner_image(STOPPED, "c0ffee"), "stopped", local(MOMENT)],
+        [vm_name(CRASHED), "opencode", "shared", "-", runner_image(CRASHED, "c0ffee"), "crashed", local(MOMENT)],
+        [vm_name(RUNNING), "opencode", "shared", "-", runner_image(RUNNING, "c0ffee"), "running", local(MOMENT)],
+        [vm_name(STOPPED), "opencode", "isolated", "-", runner_image(STOPPED, "c0ffee"), "stopped", local(MOMENT)],
     ]
     starts = {line.index(local(MOMENT)) for line in lines[1:]} | {lines[0].index("CREATED")}
     assert len(starts) == 1
@@ -78,9 +79,9 @@ def test_a_terminal_agents_vm_shows_its_agent_and_whether_its_session_runs(fake:
     assert sessions == {vm_name(RUNNING): True}
     rows = [re.split(r"\s{2,}", line) for line in render_sandboxes(sandboxes, "table", False, False,
                                                                     sessions).splitlines()[1:]]
-    assert [row[:3] for row in rows] == [[vm_name(CRASHED), "opencode", "-"],
-                                         [vm_name(RUNNING), "claude-code", "running"],
-                                         [vm_name(STOPPED), "claude-code", "-"]]
+    assert [row[:4] for row in rows] == [[vm_name(CRASHED), "opencode", "shared", "-"],
+                                         [vm_name(RUNNING), "claude-code", "shared", "running"],
+                                         [vm_name(STOPPED), "claude-code", "shared", "-"]]
     entries = json.loads(render_sandboxes(sandboxes, "json", False, False, sessions))["result"]
     assert [(entry["agent"], entry["session_running"]) for entry in entries] == [
         ("opencode", None), ("claude-code", True), ("claude-code", None)]
@@ -102,7 +103,7 @@ def test_json_carries_utc_timestamps_and_the_project(fake: FakeRuntime) -> None:
     shown = render_sandboxes(select_sandboxes(fake, True, False), "json", names=False, color=False)
     entries = json.loads(shown)["result"]
     assert entries == [{
-        "name": vm_name(RUNNING), "project": RUNNING, "agent": "opencode", "session_running": None,
+        "name": vm_name(RUNNING), "project": RUNNING, "agent": "opencode", "workspace": "shared", "session_running": None,
         "image": runner_image(RUNNING, "c0ffee"),
         "status": "running", "created": "2026-03-04T05:06:07+00:00",
         "last_activity": entries[0]["last_activity"],
@@ -220,7 +221,7 @@ def test_cli_list_on_an_empty_runtime(tmp_path: Path) -> None:
     folder = cli_project(tmp_path)
     table = run_cli("list", cwd=folder)
     assert table.returncode == 0, table.stderr
-    assert table.stdout.split() == ["NAME", "AGENT", "SESSION", "IMAGE", "STATUS", "CREATED"]
+    assert table.stdout.split() == ["NAME", "AGENT", "WORKSPACE", "SESSION", "IMAGE", "STATUS", "CREATED"]
     assert json.loads(run_cli("ls", "--format", "json", cwd=folder).stdout) == {"command": "list", "result": []}
     assert run_cli("sandbox", "list", "--names", cwd=folder).stdout == ""
     both = run_cli("list", "--running", "--stopped", cwd=folder)

@@ -27,7 +27,7 @@ class AppOpener:
         self._app: App | None = None
 
     def open(self, cpus: int | None = None, memory: str | None = None, network: str | None = None,
-             publish: Sequence[str] = (), agent: str | None = None) -> App:
+             publish: Sequence[str] = (), agent: str | None = None, isolated: bool = False) -> App:
         """The command's context; the first call opens it with the command's own settings flags."""
         if self._app is None:
             from pathlib import Path
@@ -38,7 +38,7 @@ class AppOpener:
                 console=self.console,
                 cwd=Path.cwd(),
                 flags={"runtime": self.runtime, "agent": agent, "cpus": cpus, "memory": memory, "network": network,
-                       "ports": list(publish) or None},
+                       "ports": list(publish) or None, "workspace": "isolated" if isolated else None},
                 assume_yes=self.assume_yes,
                 interactive=sys.stdin.isatty() and not self.assume_yes,
             )
@@ -57,8 +57,8 @@ def apply_global_flags(console: Console, assume_yes: bool, quiet: bool, log_leve
 
 def run_project(opener: AppOpener, worktree: str | None, rebuild: bool, dry_run: bool, cpus: int | None,
                 memory: str | None, network: str | None, publish: Sequence[str], serve_only: bool,
-                opencode_args: Sequence[str], agent: str | None = None) -> int:
-    app = opener.open(cpus, memory, network, publish, agent)
+                opencode_args: Sequence[str], agent: str | None = None, isolated: bool = False) -> int:
+    app = opener.open(cpus, memory, network, publish, agent, isolated)
     parsed_worktree = None
     if worktree:  # before the dry run's plan: a dry run refuses what a real run would
         from opencode_sandbox.services.start.client import parse_worktree
@@ -74,8 +74,8 @@ def run_project(opener: AppOpener, worktree: str | None, rebuild: bool, dry_run:
 
 def shell_in_project(opener: AppOpener, root: bool, rebuild: bool, dry_run: bool, cpus: int | None,
                      memory: str | None, network: str | None, publish: Sequence[str], command: Sequence[str],
-                     agent: str | None = None) -> int:
-    app = opener.open(cpus, memory, network, publish, agent)
+                     agent: str | None = None, isolated: bool = False) -> int:
+    app = opener.open(cpus, memory, network, publish, agent, isolated)
     if dry_run:
         print_plan(app, rebuild=rebuild, wait_for_daemon=False)
         return 0

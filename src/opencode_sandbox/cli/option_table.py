@@ -62,6 +62,9 @@ AGENT_NAMES = ("opencode", "claude-code", "codex")
 """The agents' profiles (`core/agents`), named here so that reading the table loads none of them."""
 _AGENT = Option("agent", ("--agent",), "The coding agent to run: opencode, claude-code or codex "
                 "(default: config 'agent', opencode).", choices=AGENT_NAMES)
+_ISOLATED = Option("isolated", ("--isolated",),
+                   "Work on the VM's own work tree, seeded from this checkout, instead of the checkout itself; "
+                   "its work comes back through `diff` and `apply` (default: config 'workspace').", FLAG)
 _REBUILD = Option("rebuild", ("-r", "--rebuild"), "Rebuild the runner image from scratch first.", FLAG)
 _CPUS = Option("cpus", ("-c", "--cpus"), "Virtual CPUs of the VM (default: config 'cpus', 2).", INTEGER)
 _MEMORY = Option("memory", ("-m", "--memory"), "Memory of the VM, such as 4G (default: config 'memory', 4G).",
@@ -81,6 +84,7 @@ RUN = CommandLine(
                "(a git ref, default HEAD) when it does not exist.",
                metavar="NAME[:BASE]"),
         _AGENT,
+        _ISOLATED,
         _REBUILD,
         Option("dry_run", ("-n", "--dry-run"),
                "Check the inputs as a run would and print what it would do, changing nothing.", FLAG),
@@ -101,6 +105,7 @@ SHELL = CommandLine(
         Option("root", ("--root",), "Run as root instead of the user dev (on docker: a root without capabilities, "
            "which cannot write the checkout).", FLAG),
         _AGENT,
+        _ISOLATED,
         _REBUILD,
         Option("dry_run", ("-n", "--dry-run"),
                "Check the inputs as a start would and print what it would do, changing nothing.", FLAG),

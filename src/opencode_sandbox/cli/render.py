@@ -41,6 +41,7 @@ def render_sandboxes(sandboxes: Sequence[SandboxInfo], output_format: str, names
                 "name": info.name,
                 "project": slug_of_vm(info.name) or slug_of_task(info.name),
                 "agent": agent_in_labels(info.labels),
+                "workspace": workspace_of(info.labels),
                 "session_running": sessions.get(info.name),
                 "image": info.image,
                 "status": info.status.value,
@@ -51,11 +52,19 @@ def render_sandboxes(sandboxes: Sequence[SandboxInfo], output_format: str, names
         ])
     shown = {True: "running", False: "none", None: "unknown"}
     rows: list[list[str | Cell]] = [
-        [info.name, agent_in_labels(info.labels), shown[sessions[info.name]] if info.name in sessions else "-",
+        [info.name, agent_in_labels(info.labels), workspace_of(info.labels),
+         shown[sessions[info.name]] if info.name in sessions else "-",
          info.image or "-", status_cell(info.status.value), local_time(info.created_at)]
         for info in sandboxes
     ]
-    return render(["NAME", "AGENT", "SESSION", "IMAGE", "STATUS", "CREATED"], rows, color)
+    return render(["NAME", "AGENT", "WORKSPACE", "SESSION", "IMAGE", "STATUS", "CREATED"], rows, color)
+
+
+def workspace_of(labels: Mapping[str, str]) -> str:
+    from opencode_sandbox.core.naming import LABEL_WORKSPACE
+    from opencode_sandbox.core.workspace import ISOLATED, SHARED
+
+    return ISOLATED if labels.get(LABEL_WORKSPACE) == ISOLATED else SHARED
 
 
 def render_volumes(volumes: Sequence[VolumeInfo], output_format: str) -> str:

@@ -14,6 +14,7 @@ from opencode_sandbox.core.ports import PublishedPort, checkout_refusal, merged,
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.secrets import parse_secrets
 from opencode_sandbox.core.units import parse_duration, parse_size
+from opencode_sandbox.core.workspace import ISOLATED, SHARED, WORKSPACES
 from opencode_sandbox.runtime.env_passing import read_by_the_host_program
 from opencode_sandbox.runtime.kind import DEFAULT as DEFAULT_RUNTIME
 from opencode_sandbox.runtime.kind import RuntimeKind, shares_host_kernel
@@ -186,6 +187,18 @@ def _not_turned_on(what: str) -> Callable[[Any, Any], str | None]:
     return refusal
 
 
+def _read_workspace(value: Any) -> str:
+    if value not in WORKSPACES:
+        raise ValueError(f"'{value}' is not a workspace mode; choose shared or isolated")
+    return str(value)
+
+
+def _wider_workspace(value: Any, users: Any) -> str | None:
+    if value == SHARED and users == ISOLATED:
+        return "the shared mode lets the VM write your checkout, which your configuration keeps isolated"
+    return None
+
+
 def _not_shorter(value: Any, users: Any) -> str | None:
     if value < users:
         return (f"it is shorter than {users}, which your configuration gives: pruning would remove what other "
@@ -205,6 +218,11 @@ KEYS: tuple[Key, ...] = (
         checkout_note="`microsandbox`, or `docker` where your configuration chooses it"),
     Key("agent", "opencode", _read_agent,
         "the coding agent the VM runs: opencode, claude-code or codex (docs/agents.md)"),
+    Key("workspace", SHARED, _read_workspace,
+        "where the VM works: shared (your checkout at /workspace, written live, guarded) or isolated (its own "
+        "work tree, seeded from your checkout; its work reaches you as git data, through `diff` and `apply`)",
+        checkout_refusal=_wider_workspace, checkout_note="`isolated`, or `shared` where your configuration keeps it",
+        flag="--isolated"),
     Key("cpus", 2, _read_int(1, MAX_CPUS), "virtual CPUs of the project VM"),
     Key("memory", 4 * 1024**3, _read_memory, "memory of the project VM, such as 4G"),
     Key("pids-limit", 4096, _read_int(64, 4_194_304),

@@ -18,6 +18,8 @@ class Settings(Record):
     runtime: RuntimeKind
     agent: str
     """The name of the agent's profile (`core/agents`)."""
+    workspace: str
+    """`shared` or `isolated` (`core/workspace`)."""
     cpus: int
     memory: int
     pids_limit: int

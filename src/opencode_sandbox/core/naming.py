@@ -10,6 +10,7 @@ TOOL = "opencode-sandbox"
 VM_PREFIX = f"{TOOL}-vm-"
 HOME_PREFIX = f"{TOOL}-home-"
 TASK_PREFIX = f"{TOOL}-task-"
+WORK_PREFIX = f"{TOOL}-work-"
 IMAGE_REPOSITORY_PREFIX = f"{TOOL}/runner-"
 BASE_IMAGE = f"{TOOL}/runner-base:latest"
 BASE_IMAGE_DIND = f"{TOOL}/runner-base-dind:latest"
@@ -32,6 +33,8 @@ LABEL_KIND = LABEL_PREFIX + "kind"
 LABEL_GIT = LABEL_PREFIX + "git"
 """`own`: the VM works on a git directory of its own (docs/git.md), kept in step with the host."""
 GIT_OWN = "own"
+LABEL_WORKSPACE = LABEL_PREFIX + "workspace"
+"""`isolated`: the VM works on a work tree of its own, in a volume (`core/workspace.py`)."""
 LABEL_DIND = LABEL_PREFIX + "dind"
 LABEL_OWNER_UID = LABEL_PREFIX + "owner-uid"
 """The uid of the host user whose run made a docker object (docs/runtimes.md): on a shared engine,
@@ -40,6 +43,7 @@ the clones of one remote by two host users share its names, never its objects.""
 HOME_TIMESTAMP_FORMAT = "%Y%m%dT%H%M%S"
 _SLUG_RE = r"[a-z0-9-]+-[0-9a-z]{14}"
 _HOME_RE = r"^opencode-sandbox-home-(?P<slug>[a-z0-9-]+-[0-9a-z]{14})-(?P<ts>\d{8}T\d{6})$"
+_WORK_RE = r"^opencode-sandbox-work-(?P<slug>[a-z0-9-]+-[0-9a-z]{14})$"
 _VM_RE = r"^opencode-sandbox-vm-(?P<slug>[a-z0-9-]+-[0-9a-z]{14})$"
 _TASK_RE = r"^opencode-sandbox-task-(?P<slug>[a-z0-9-]+-[0-9a-z]{14})-(?P<n>\d+)$"
 
@@ -69,6 +73,11 @@ def home_volume_name(slug: str, when: datetime | None = None) -> str:
     return f"{HOME_PREFIX}{slug}-{moment.strftime(HOME_TIMESTAMP_FORMAT)}"
 
 
+def work_volume_name(slug: str) -> str:
+    """The isolated mode's work tree: one per project, kept until the user removes it."""
+    return WORK_PREFIX + slug
+
+
 def runner_repository(slug: str) -> str:
     return IMAGE_REPOSITORY_PREFIX + slug
 
@@ -90,6 +99,16 @@ def slug_of_task(name: str) -> str | None:
 def slug_of_home_volume(name: str) -> str | None:
     match = re.match(_HOME_RE, name)
     return match.group("slug") if match else None
+
+
+def slug_of_work_volume(name: str) -> str | None:
+    match = re.match(_WORK_RE, name)
+    return match.group("slug") if match else None
+
+
+def slug_of_volume(name: str) -> str | None:
+    """The project of a home volume or of an isolated work tree's volume."""
+    return slug_of_home_volume(name) or slug_of_work_volume(name)
 
 
 def home_volume_time(name: str) -> datetime | None:
@@ -118,7 +137,7 @@ def is_ours(name: str, labels: Mapping[str, str] | None) -> bool:
     """Our prefix alone is not enough: another tool may use a look-alike name."""
     if labels is None or labels.get(LABEL_MANAGED) != "true":
         return False
-    slug = slug_of_vm(name) or slug_of_task(name) or slug_of_home_volume(name)
+    slug = slug_of_vm(name) or slug_of_task(name) or slug_of_volume(name)
     # A sandbox inherits its image's labels, so `managed` alone can come from our image;
     # the slug label must also name the same project as the name does.
     return slug is not None and labels.get(LABEL_SLUG) == slug

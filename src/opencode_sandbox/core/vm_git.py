@@ -52,6 +52,11 @@ class HostFacts(Record):
     exclude: str = ""
 
 
+def is_object_id(text: str, object_format: str) -> bool:
+    """A full object name in lower-case hex, as git prints it."""
+    return len(text) == _HEX[object_format] and not text.strip("0123456789abcdef")
+
+
 def valid_ref(name: str) -> bool:
     """A ref name the sync passes on: plain branch, tag or remote names, nothing git would
     read as something else."""

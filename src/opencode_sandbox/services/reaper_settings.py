@@ -50,6 +50,8 @@ class ReaperSettings(Record):
     are read in the VM."""
     git_branches: int = 200
     """`git-sync-branches`: the most of the VM's branches the sync brings to the host."""
+    isolated: bool = False
+    """The VM works on a work tree of its own: nothing of the checkout to guard, only the sync."""
 
     def __repr__(self) -> str:
         shown = self._asdict() | {"password": "***" if self.password else None}
@@ -83,6 +85,7 @@ def save_settings(settings: ReaperSettings) -> None:
             "agent": settings.agent,
             "notify": settings.notify,
             "git_branches": settings.git_branches,
+            "isolated": settings.isolated,
         },
         durable=False,  # rewritten at every detach; a crash that could tear it ends the reaper too
     )
@@ -110,6 +113,7 @@ def load_settings(state_root: Path, slug: str) -> ReaperSettings | None:
             agent=str(data.get("agent") or "opencode"),
             notify=data.get("notify", True) is not False,
             git_branches=int(data.get("git_branches", 200)),
+            isolated=data.get("isolated", False) is True,
         )
     except (KeyError, TypeError, ValueError) as error:
         raise UnreadableState(f"{settings_path(state_root, slug)}: {error}") from None

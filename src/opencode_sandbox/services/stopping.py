@@ -84,8 +84,10 @@ def _review_guarded_files(app: App) -> None:
     watches, is asked first: once it has looked at what the VM wrote up to its last write, the
     checkout need not be walked."""
     from opencode_sandbox.services.guard.reviews import review
+    from opencode_sandbox.services.workspace_mode import guard_runs_after
 
-    review(app, vm_may_write_after=False, ask_reaper=True)
+    if guard_runs_after(app):
+        review(app, vm_may_write_after=False, ask_reaper=True)
 
 
 def _remove_vm_and_state(app: App, vm_exists: bool) -> None:

@@ -465,7 +465,14 @@ def sync_project(runtime: Runtime, vm: str, root: Path, project_dir: Path, log: 
 
     try:
         found = layout(root, project_dir, paths)
-        if found is None or not found.state.is_dir():
+        if found is None:
+            return SyncReport()
+        from opencode_sandbox.core.workspace import ISOLATED
+        from opencode_sandbox.services.git_sync.isolated import recorded_workspace
+
+        if recorded_workspace(project_dir) == ISOLATED:
+            return _sync_isolated(runtime, vm, found, log, branch_limit)
+        if not found.state.is_dir():
             return SyncReport()
         with sync_lock(project_dir):
             stamp = refs_stamp(found)
@@ -482,6 +489,21 @@ def sync_project(runtime: Runtime, vm: str, root: Path, project_dir: Path, log: 
     except (GitSyncError, SandboxError, OSError, ValueError) as error:
         log(f"git sync failed: {getattr(error, 'message', None) or error}")
         return SyncReport()
+
+
+def _sync_isolated(runtime: Runtime, vm: str, found: Layout, log: Callable[[str], None],
+                   branch_limit: int) -> SyncReport:
+    """The isolated mode's sync: nothing on the host tells whether the VM's refs moved, so the VM is
+    asked every time it runs."""
+    from opencode_sandbox.core.naming import LABEL_WORKSPACE
+    from opencode_sandbox.core.workspace import ISOLATED
+    from opencode_sandbox.services.git_sync.isolated import IsolatedSyncer
+
+    with sync_lock(found.state.parent):
+        info = runtime.get_sandbox(vm)
+        if info is None or info.status is not SandboxStatus.RUNNING or info.labels.get(LABEL_WORKSPACE) != ISOLATED:
+            return SyncReport()
+        return IsolatedSyncer(runtime, vm, found, log, guarded_for_sync(found.state.parent), branch_limit).sync()
 
 
 def refs_stamp(found: Layout) -> str | None:

@@ -33,6 +33,14 @@ class ProjectState(Record):
     config_fingerprint: str | None = None
     """The provisioned opencode configuration the daemon was started with."""
     project_root: str | None = None
+    workspace: str | None = None
+    """The mode the project's VM was made in (`core/workspace.py`); None before the mode existed:
+    shared."""
+    work_volume: str | None = None
+    """The isolated mode's work tree, once made."""
+    work_seeded: str | None = None
+    """The work tree volume whose seeding from the checkout completed: until it does, a start seeds
+    it again (a seed cut short leaves no work of the VM's to keep)."""
 
     @classmethod
     def from_mapping(cls, data: dict[str, Any]) -> ProjectState:

@@ -33,9 +33,9 @@ from opencode_sandbox.core.naming import (
     LABEL_MANAGED,
     LABEL_OWNER_UID,
     is_ours,
-    slug_of_home_volume,
     slug_of_task,
     slug_of_vm,
+    slug_of_volume,
 )
 from opencode_sandbox.core.secret_substitution import placeholder
 from opencode_sandbox.engine.command import (
@@ -63,11 +63,13 @@ from opencode_sandbox.runtime.docker.args import (
 )
 from opencode_sandbox.runtime.docker.description import DESCRIPTION, DockerDescription
 from opencode_sandbox.runtime.docker.identity import (
+    DEV_HOME,
+    WORK_TREE,
     adopt,
     dev_ids,
     ensure_mapped_mounts,
     forget_mapped_mounts,
-    home_volume_of,
+    volume_at,
     with_dev_home,
     with_mapped_mounts,
 )
@@ -263,7 +265,8 @@ class DockerRuntime:
                 raise
         if spec.dev_identity is not None:
             try:
-                adopt(self.cli, spec.name, spec.image, home_volume_of(spec.mounts), *dev_ids(*spec.dev_identity))
+                adopt(self.cli, spec.name, spec.image, volume_at(spec.mounts, DEV_HOME), *dev_ids(*spec.dev_identity),
+                      work_volume=volume_at(spec.mounts, WORK_TREE))
             except BaseException:
                 self._discard(spec.name)
                 raise
@@ -493,7 +496,7 @@ class DockerRuntime:
 
     # volumes
     def create_volume(self, name: str, labels: Mapping[str, str]) -> VolumeInfo:
-        slug = slug_of_home_volume(name)
+        slug = slug_of_volume(name)
         if slug is None:
             raise ValueError(f"not a volume name of this tool: {name!r}")
         if self.get_volume(name) is not None:

@@ -28,6 +28,9 @@ from opencode_sandbox.errors import BootFailed
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec
 
 DEV_HOME = "/home/dev"
+WORK_TREE = "/workspace"
+WORK_TREE_OWNER_SCRIPT = 'chown "$1:$2" /workspace'
+"""A new work volume is empty: its top is all there is to hand over."""
 IMAGE_DEV_IDS = (1000, 1000)
 """The runner image's `dev`."""
 LABEL_MAPPED = LABEL_PREFIX + "mapped-mounts"
@@ -124,8 +127,10 @@ def _archive(files: Mapping[str, str]) -> bytes:
     return buffer.getvalue()
 
 
-def adopt(cli: DockerCli, name: str, image: str, home_volume: str | None, uid: int, gid: int) -> None:
-    """`dev` at `uid`:`gid` in the created VM, and its home volume's files handed to them."""
+def adopt(cli: DockerCli, name: str, image: str, home_volume: str | None, uid: int, gid: int,
+          work_volume: str | None = None) -> None:
+    """`dev` at `uid`:`gid` in the created VM, and its home volume's files handed to them (and the
+    top of its own work tree, in the isolated mode)."""
     try:
         passwd = cli.run(["exec", "--user", "root", name, "cat", "/etc/passwd"])
         group = cli.run(["exec", "--user", "root", name, "cat", "/etc/group"])
@@ -135,28 +140,32 @@ def adopt(cli: DockerCli, name: str, image: str, home_volume: str | None, uid: i
                              hint="A runner image needs a `dev` user with its home in /home/dev.")
         if files != (passwd, group):
             cli.run(["cp", "-", f"{name}:/etc"], stdin=_archive({"passwd": files[0], "group": files[1]}))
+        if work_volume is not None:
+            owner = cli.run(["exec", "--user", "root", name, "stat", "-c", "%u:%g", WORK_TREE]).strip()
+            if owner != f"{uid}:{gid}":
+                cli.run(owners_args(image, work_volume, WORK_TREE, WORK_TREE_OWNER_SCRIPT, uid, gid), timeout_s=600)
         if home_volume is None:
             return
         owner = cli.run(["exec", "--user", "root", name, "stat", "-c", "%u:%g", DEV_HOME]).strip()
         if owner != f"{uid}:{gid}":
-            cli.run(home_owners_args(image, home_volume, uid, gid), timeout_s=600)
+            cli.run(owners_args(image, home_volume, DEV_HOME, HOME_OWNERS_SCRIPT, uid, gid), timeout_s=600)
     except DockerFailed as failure:
         raise BootFailed(f"cannot start {name}: giving dev the ids {uid}:{gid} failed: {first_line(failure.stderr)}",
                          hint="The runner image needs a POSIX shell, find and chown; run again.") from None
 
 
-def home_owners_args(image: str, home_volume: str, uid: int, gid: int) -> list[str]:
-    """A helper that may change owners in the home volume and nothing else."""
+def owners_args(image: str, volume: str, target: str, script: str, uid: int, gid: int) -> list[str]:
+    """A helper that may change owners in one volume and nothing else."""
     return ["run", "--rm", "--pull=never", "--network", "none", "--user", "root",
             "--label", f"{LABEL_MANAGED}=helper",
             "--cap-drop", "ALL", "--cap-add", "CHOWN", "--cap-add", "DAC_READ_SEARCH",
             "--security-opt", "no-new-privileges",
-            "--mount", f"type=volume,source={home_volume},target={DEV_HOME}",
-            "--entrypoint", "sh", image, "-c", HOME_OWNERS_SCRIPT, "home-owners", str(uid), str(gid)]
+            "--mount", f"type=volume,source={volume},target={target}",
+            "--entrypoint", "sh", image, "-c", script, "owners", str(uid), str(gid)]
 
 
-def home_volume_of(mounts: Sequence[Mount]) -> str | None:
-    return next((m.source for m in mounts if m.kind is MountKind.VOLUME and m.target == DEV_HOME), None)
+def volume_at(mounts: Sequence[Mount], target: str) -> str | None:
+    return next((m.source for m in mounts if m.kind is MountKind.VOLUME and m.target == target), None)
 
 
 def with_dev_home(user: str, env: Mapping[str, str] | None) -> Mapping[str, str] | None:

@@ -73,7 +73,7 @@ class DockerOwner:
 
     def of_volume(self, name: str, labels: Mapping[str, str]) -> Claim:
         """A home volume; unlabelled, it is this user's when the state file names it."""
-        slug = slug_of_home_volume(name)
+        slug = slug_of_home_volume(name)  # a work tree's volume is always labelled with its owner
         return judge(labels, self.uid, lambda: slug is not None and self.recorded_home(slug) == name)
 
     def of_piece(self, cli: DockerCli, slug: str, labels: Mapping[str, str]) -> Claim:

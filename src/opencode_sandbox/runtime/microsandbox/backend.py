@@ -22,6 +22,7 @@ from opencode_sandbox.core.naming import (
     slug_of_home_volume,
     slug_of_task,
     slug_of_vm,
+    slug_of_volume,
 )
 from opencode_sandbox.errors import (
     BootFailed,
@@ -453,7 +454,7 @@ class MicrosandboxRuntime:
         if fields is None:
             return None
         info = msb_parse.volume_info(name, fields)
-        if slug_of_home_volume(name) is None or not is_ours(name, info.labels):
+        if slug_of_volume(name) is None or not is_ours(name, info.labels):
             raise NotOurs(
                 f"volume {name} exists but was not created by opencode-sandbox",
                 hint="leave it alone, or manage it yourself with `msb volume`",

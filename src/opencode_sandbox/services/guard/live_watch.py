@@ -40,14 +40,15 @@ class LiveWatch:
 
     def due(self) -> bool:
         with self._lock:
-            return self._failure is not None or self._looks.due() or self._clock() >= self._next_sync
+            looks_due = self._looks.due() and not (self._settings is not None and self._settings.isolated)
+            return self._failure is not None or looks_due or self._clock() >= self._next_sync
 
     def __call__(self, settings: ReaperSettings) -> None:
         with self._lock:
             if self._failure is not None:
                 raise self._failure
             self._settings = settings
-            if self._looks.due():
+            if self._looks.due() and not settings.isolated:  # an isolated VM has nothing of the checkout
                 self._looks.look(settings)
         if not settings.project_root:
             self._next_sync = float("inf")  # nothing to sync with

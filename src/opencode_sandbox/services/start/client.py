@@ -124,8 +124,10 @@ def leaving_on_hangup_or_termination() -> Iterator[None]:
 def _review_guarded_files(app: App) -> None:
     """At detach: the VM keeps running for other clients, or until the idle reaper stops it."""
     from opencode_sandbox.services.guard.reviews import review
+    from opencode_sandbox.services.workspace_mode import guard_runs_after
 
-    review(app, vm_may_write_after=True, ask_reaper=True)
+    if guard_runs_after(app):
+        review(app, vm_may_write_after=True, ask_reaper=True)
 
 
 def _hand_to_reaper(app: App, ready: ReadyVm, leaving: bool = False) -> None:
@@ -133,6 +135,7 @@ def _hand_to_reaper(app: App, ready: ReadyVm, leaving: bool = False) -> None:
     from opencode_sandbox.core.stop_mode import StopMode
     from opencode_sandbox.services.reaper_settings import ReaperSettings
     from opencode_sandbox.services.reaper_spawn import spawn_reaper
+    from opencode_sandbox.services.workspace_mode import guard_runs_after
 
     settings = app.settings
     reaper = ReaperSettings(
@@ -151,6 +154,7 @@ def _hand_to_reaper(app: App, ready: ReadyVm, leaving: bool = False) -> None:
         agent=settings.agent,
         notify=settings.notify,
         git_branches=settings.git_sync_branches,
+        isolated=not guard_runs_after(app),
     )
     try:
         spawn_reaper(reaper)

@@ -23,13 +23,15 @@ from opencode_sandbox.core.start_plan import (
     vm_step,
 )
 from opencode_sandbox.core.units import format_duration
+from opencode_sandbox.core.workspace import ISOLATED, SHARED
 from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.services import daemon_control, vm_boot
 from opencode_sandbox.services.image_step import ReadyImage, UpdateCheck, ensure_image, predict_image
 from opencode_sandbox.services.start import checks, provision
 from opencode_sandbox.services.start.daemon import DaemonStep, DaemonTarget
-from opencode_sandbox.services.start.spec import VmShape, vm_shape
+from opencode_sandbox.services.start.spec import VmShape, is_isolated, vm_shape
 from opencode_sandbox.services.start.vm_step import VmStep, ask_apply
+from opencode_sandbox.services.workspace_mode import guard_runs_at_start
 from opencode_sandbox.state.files import ensure_private_dir
 from opencode_sandbox.state.store import ProjectState
 from opencode_sandbox.state_layout import StateLayout
@@ -39,6 +41,16 @@ AUTO_PRUNE_INTERVAL_S = 3600.0
 GUARDED_TOOL_FOLDER = ".opencode-sandbox"
 GUARD_STEP = PlannedStep(Step.GUARD, "review", "what a VM changed among the files the host runs: keep or revert it, "
                                                "and record them")
+
+
+GUARD_SKIPPED = PlannedStep(Step.GUARD, "skip", "the isolated mode mounts nothing of the checkout: nothing to guard")
+
+
+def workspace_note(app: App) -> str:
+    if is_isolated(app):
+        return ("workspace: isolated: the VM works on its own work tree (a volume, seeded from this checkout at "
+                "its first start); its work comes back through `opencode-sandbox diff` and `apply`")
+    return "workspace: shared: the VM works on this checkout at /workspace (the guard watches the files you run)"
 
 
 class ReadyVm(Record):
@@ -77,7 +89,10 @@ class Start:
     def prepare(self, rebuild: bool, other_clients: int, wait_for_daemon: bool = True) -> ReadyVm:
         """Every step up to a serving daemon. `wait_for_daemon=False` (shell) leaves the daemon as
         it is: a shell command does not need it."""
-        self._review_guarded_files()
+        recorded = self.store.load(self.slug)
+        self._agree_on_workspace(recorded)
+        if guard_runs_at_start(self.app, recorded):
+            self._review_guarded_files()
         update_check = UpdateCheck(self.app)
         update_check.start()
         self._auto_prune()
@@ -95,7 +110,9 @@ class Start:
                 # the boot leaves a project whose next run uses it, not a second, orphaned one.
                 state = state._replace(home_volume=decision.volume)
                 self.store.save(self.slug, state)
-            seeded = self._seed_git_dir()
+            seeded = self._seed_git_dir() if not is_isolated(self.app) else False
+            if is_isolated(self.app):
+                state = self._ensure_work_volume(state)
             try:
                 recreated = vm.apply(decision, facts.existing, image)
             except BaseException:
@@ -109,7 +126,7 @@ class Start:
             if image.dind and not connected:
                 self._start_inner_docker()
             password = self._password(recreated or decision.plan.action is VmAction.CREATE)
-            state = state._replace(project_root=str(self.app.project.root))
+            state = state._replace(project_root=str(self.app.project.root), workspace=self.app.settings.workspace)
             if vm.loaded is None and (facts.existing is None or state.image_reference is None):
                 vm.runnable(image)
             if vm.loaded is not None:
@@ -122,6 +139,8 @@ class Start:
             provisioned = provision.gather(self.app, decision.volume)
             self._did(plan_git(self.app.project.is_git, seeded, decision.plan.deferred), provisioned.step)
             provision.apply(self.app, self.vm, provisioned, decision.volume)
+            if not decision.plan.deferred and is_isolated(self.app):
+                self._seed_work_tree()
             if not decision.plan.deferred:
                 self._sync_git(seeded)
             daemon = self._daemon(state, DaemonTarget(host_url, password, state.home_volume,
@@ -134,6 +153,59 @@ class Start:
                 self._did(daemon_step(daemon.carried_out))
             return ReadyVm(self.vm, host_url, password, ports,
                            kept_as_found=connected and not provisioned.changed and not self.reverted)
+
+    def _agree_on_workspace(self, recorded: ProjectState) -> None:
+        """A project changes mode only with the user's yes; before the VM of the isolated mode goes,
+        its work reaches the host (`refs/sandbox/wip/*`), and its work tree's volume stays."""
+        before = recorded.workspace or SHARED
+        wanted = self.app.settings.workspace
+        if before == wanted:
+            return
+        if recorded.workspace is None and self.app.runtime.get_sandbox(self.vm) is None:
+            return  # no VM was made in either mode yet
+        question = (f"This project's VM works in the {before} mode; the {wanted} mode makes a new VM "
+                    f"({'your checkout is no longer mounted' if wanted == ISOLATED else 'on your checkout'}; "
+                    "the home volume stays). Switch?")
+        interactive = self.app.interactive
+        if not (self.app.assume_yes or confirm(self.console, question, default=False, interactive=interactive)):
+            keep = "drop --isolated" if before == SHARED else "add --isolated"
+            raise SandboxError(f"the project's VM works in the {before} mode",
+                               hint=f"to switch, run again in a terminal and answer yes, or with --yes; to keep it, "
+                                    f"{keep} or set `workspace: {before}`")
+        if before == ISOLATED:
+            from opencode_sandbox.services.stopping import sync_git
+
+            sync_git(self.app)
+
+    def _ensure_work_volume(self, state: ProjectState) -> ProjectState:
+        name = naming.work_volume_name(self.slug)
+        if self.app.runtime.get_volume(name) is None:
+            self.app.runtime.create_volume(name, naming.managed_labels(self.slug))
+            self.console.verbose(f"made the VM's work tree volume {name}")
+        if state.work_volume != name:
+            state = state._replace(work_volume=name)
+            self.store.save(self.slug, state)
+        return state
+
+    def _seed_work_tree(self) -> None:
+        """The VM's own work tree, made from the checkout at the first start of the isolated mode."""
+        from opencode_sandbox.services.git_sync import work_tree
+        from opencode_sandbox.services.git_sync.host_git import GitSyncError
+
+        if not self.app.project.is_git:
+            return
+        name = naming.work_volume_name(self.slug)
+        seeded = self.store.load(self.slug).work_seeded == name
+        if seeded and work_tree.has_work_tree(self.app.runtime, self.vm):
+            return
+        try:
+            branch = work_tree.seed(self.app.runtime, self.vm, self.app.project.root)
+        except GitSyncError as error:
+            raise SandboxError(f"cannot make the VM's work tree: {error}",
+                               hint="check that `git status` works in this checkout, then run again") from None
+        self.store.save(self.slug, self.store.load(self.slug)._replace(work_seeded=name))
+        self.console.info(f"The VM works on its own copy of this checkout ({branch}, with your uncommitted "
+                          "changes); `opencode-sandbox diff` shows its work, `apply` brings it here.")
 
     def _did(self, *planned: PlannedStep) -> None:
         self.carried_out.extend(planned)
@@ -283,7 +355,8 @@ class Start:
 
     def plan(self, rebuild: bool = False, wait_for_daemon: bool = True) -> StartPlan:
         """What a start would do, step by step, gathering facts and changing nothing."""
-        steps = [GUARD_STEP, self._auto_prune_step()]
+        steps = [GUARD_STEP if guard_runs_at_start(self.app, self.store.load(self.slug)) else GUARD_SKIPPED,
+                 self._auto_prune_step()]
         checked = checks.check(self.app, dry_run=True)
         steps.append(checked.step)
         image, building = predict_image(self.app, rebuild)
@@ -302,7 +375,7 @@ class Start:
         booted = decision.plan.action is not VmAction.CONNECT or facts.existing is None
         daemon_facts = self._daemon_facts(facts.state, booted, wait_for_daemon, provisioned.fingerprint, others)
         steps.append(daemon_step(self._predict_daemon(facts.state, daemon_facts, provisioned.fingerprint)))
-        return StartPlan(tuple(steps), (*checks.notes(self.app, checked),
+        return StartPlan(tuple(steps), (workspace_note(self.app), *checks.notes(self.app, checked),
                                          *self.app.runtime.description.plan_notes(self.app.settings.egress_policy,
                                                                                   self.slug)))
 

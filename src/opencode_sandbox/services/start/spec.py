@@ -10,6 +10,7 @@ from opencode_sandbox.core import naming
 from opencode_sandbox.core.lifecycle import fingerprint
 from opencode_sandbox.core.ports import DAEMON_PORT
 from opencode_sandbox.core.records import Record
+from opencode_sandbox.core.workspace import ISOLATED, WORK_TARGET
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec
 
 if TYPE_CHECKING:
@@ -36,8 +37,21 @@ class VmShape(Record):
 def vm_shape(app: App, host_mounts: tuple[Mount, ...], git_layout: Layout | None) -> VmShape:
     from opencode_sandbox.services import vm_git
 
+    if is_isolated(app):  # nothing of the checkout is mounted, so nothing of it is guarded
+        return VmShape(host_mounts, (), ())
     git_mounts = tuple(vm_git.mounts(git_layout)) if git_layout is not None else ()
     return VmShape(host_mounts, git_mounts, tuple(read_only_guarded(app)))
+
+
+def is_isolated(app: App) -> bool:
+    return app.settings.workspace == ISOLATED
+
+
+def workspace_mount(app: App) -> Mount:
+    """The checkout itself (shared), or the VM's own work tree in its volume (isolated)."""
+    if is_isolated(app):
+        return Mount(MountKind.VOLUME, naming.work_volume_name(app.project.slug), WORK_TARGET)
+    return Mount(MountKind.BIND, str(app.project.root), WORK_TARGET)
 
 
 def read_only_guarded(app: App) -> list[Mount]:
@@ -61,7 +75,7 @@ def sandbox_spec(app: App, shape: VmShape, image: ReadyImage, home_volume: str, 
     dev_identity = (os.getuid(), os.getgid())
     own_mounts = (
         Mount(MountKind.VOLUME, home_volume, "/home/dev"),
-        Mount(MountKind.BIND, str(app.project.root), "/workspace"),
+        workspace_mount(app),
         *shape.git_mounts,
         *shape.guarded_mounts,
     )
@@ -81,7 +95,8 @@ def sandbox_spec(app: App, shape: VmShape, image: ReadyImage, home_volume: str, 
     values.update(backend.fingerprint_values(settings.pids_limit))
     labels = {
         **naming.managed_labels(slug),
-        **({naming.LABEL_GIT: naming.GIT_OWN} if git_own else {}),
+        **({naming.LABEL_GIT: naming.GIT_OWN} if git_own and not is_isolated(app) else {}),
+        **({naming.LABEL_WORKSPACE: ISOLATED} if is_isolated(app) else {}),
         naming.LABEL_IMAGE: image.reference,
         naming.LABEL_IMAGE_DIGEST: image.digest,
         naming.LABEL_FINGERPRINT: fingerprint(values),
