@@ -103,7 +103,8 @@ def test_json_carries_utc_timestamps_and_the_project(fake: FakeRuntime) -> None:
     shown = render_sandboxes(select_sandboxes(fake, True, False), "json", names=False, color=False)
     entries = json.loads(shown)["result"]
     assert entries == [{
-        "name": vm_name(RUNNING), "project": RUNNING, "agent": "opencode", "workspace": "shared", "session_running": None,
+        "name": vm_name(RUNNING), "project": RUNNING, "agent": "opencode", "workspace": "shared",
+        "session_running": None,
         "image": runner_image(RUNNING, "c0ffee"),
         "status": "running", "created": "2026-03-04T05:06:07+00:00",
         "last_activity": entries[0]["last_activity"],

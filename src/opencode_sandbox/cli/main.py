@@ -74,10 +74,11 @@ def _register() -> None:
         commands_ports,
         commands_run,
         commands_secrets,
+        commands_workspace,
     )
 
     for module in (commands_run, commands_build, commands_manage, commands_network, commands_ports, commands_secrets,
-                   commands_guard, commands_info):
+                   commands_guard, commands_info, commands_workspace):
         module.register(cli)
 
 
