@@ -242,7 +242,7 @@ class Project:
         docker("volume", "rm", "-f", ca_volume_name(self.slug))
         docker("network", "rm", network_name(self.slug))
         for volume in docker("volume", "ls", "--format", "{{.Name}}").stdout.split():
-            if volume.startswith(f"opencode-sandbox-home-{self.slug}-"):
+            if volume.startswith(f"opencode-sandbox-home-{self.slug}-") or volume == f"opencode-sandbox-work-{self.slug}":
                 docker("volume", "rm", "-f", volume)
         images = docker("images", "--format", "{{.Repository}}:{{.Tag}}", runner_repository(self.slug)).stdout.split()
         for image in images:
@@ -270,6 +270,9 @@ def remove_microsandbox_artifacts(slug: str) -> None:
         if volume.labels.get(LABEL_SLUG) == slug:
             with contextlib.suppress(SandboxError):
                 runtime.remove_volume(volume.name)
+    with contextlib.suppress(SandboxError):
+        if runtime.get_volume(f"opencode-sandbox-work-{slug}") is not None:
+            runtime.remove_volume(f"opencode-sandbox-work-{slug}")
     for image in runtime.list_images():
         if image.reference.startswith(runner_repository(slug) + ":"):
             with contextlib.suppress(SandboxError):

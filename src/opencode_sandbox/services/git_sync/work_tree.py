@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 SEED_MESSAGE = "opencode-sandbox: your checkout when the VM's work tree was made"
 
+SNAPSHOT_AUTHOR = ("-c", "user.name=opencode-sandbox", "-c", "user.email=host@opencode-sandbox.invalid")
+"""The host's snapshots are the tool's commits, not the user's (who may have no identity set)."""
+
 HAS_WORK_TREE = 'test -e "$1/.git"'
 
 SEED_SCRIPT = r"""
@@ -70,7 +73,9 @@ def snapshot(root: Path, branch: str) -> tuple[str, str]:
         host_git.run(root, "add", "-A", index_file=index)
         tree = host_git.run(root, "write-tree", index_file=index).stdout.decode().strip()
     parents = ["-p", head] if head else []
-    made = host_git.run(root, "commit-tree", tree, *parents, "-m", SEED_MESSAGE).stdout.decode().strip()
+    made = host_git.text(root, *SNAPSHOT_AUTHOR, "commit-tree", tree, *parents, "-m", SEED_MESSAGE)
+    if not made:
+        raise GitSyncError("git commit-tree made no snapshot of the checkout")
     host_git.run(root, "update-ref", "-m", SEED_MESSAGE, BASE_PREFIX + branch, made)
     return head, made
 

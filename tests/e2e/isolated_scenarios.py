@@ -1,0 +1,122 @@
+"""The isolated workspace, the same on both runtimes: the VM works on a work tree of its own, seeded
+from the checkout; nothing it writes reaches the host's checkout, and its work comes back only as
+git data that the host's git reads without running anything the VM planted."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from tests.e2e.harness import Project, git
+
+AS_AGENT = "git -c user.name=agent -c user.email=agent@example.org"
+
+
+def isolated_shell(project: Project, script: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    return project.cli("shell", "--isolated", *flags, "--", "sh", "-c", script)
+
+
+def checkout_files(root: Path) -> dict[str, bytes]:
+    """Every file of the checkout outside `.git`, with its content (a link as its target)."""
+    found: dict[str, bytes] = {}
+    for folder, folders, files in os.walk(root):
+        folders[:] = [name for name in folders if not (Path(folder) == root and name == ".git")]
+        for name in files + [each for each in folders if (Path(folder) / each).is_symlink()]:
+            path = Path(folder) / name
+            relative = str(path.relative_to(root))
+            found[relative] = os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
+    return found
+
+
+def the_vm_starts_from_what_the_user_sees(project: Project) -> None:
+    (project.root / "tracked.txt").write_text("committed\n")
+    git(project.root, "add", "tracked.txt")
+    git(project.root, "commit", "-q", "-m", "tracked")
+    (project.root / "tracked.txt").write_text("committed\nthe user's own edit\n")
+    (project.root / "untracked.txt").write_text("not added yet\n")
+    shown = isolated_shell(project, "cat tracked.txt untracked.txt; git status --short; git log -1 --format=%s")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == ["committed", "the user's own edit", "not added yet",
+                                         " M tracked.txt", "?? untracked.txt", "tracked"], shown.stdout
+
+
+def nothing_of_the_checkout_is_mounted(project: Project) -> None:
+    mounts = isolated_shell(project, "cat /proc/self/mountinfo")
+    assert mounts.returncode == 0, mounts.stderr
+    assert str(project.root) not in mounts.stdout and project.root.name not in mounts.stdout, \
+        "the host's checkout is mounted in the isolated mode"
+
+
+def the_vms_work_reaches_the_host_as_refs_only(project: Project) -> None:
+    before = checkout_files(project.root)
+    made = isolated_shell(project, f"echo vm > vm.txt && echo 'the line of the VM' >> tracked.txt && mkdir -p deep && "
+                         f"echo d > deep/file.txt && {AS_AGENT} add vm.txt && {AS_AGENT} commit -q -m 'vm commit'",
+                         "--isolated")
+    assert made.returncode == 0, made.stderr
+    assert checkout_files(project.root) == before, "the VM's writes reached the host's checkout"
+    assert git(project.root, "log", "-1", "--format=%s", "refs/sandbox/heads/main") == "vm commit"
+    wip = "refs/sandbox/wip/main"
+    assert git(project.root, "show", f"{wip}:vm.txt") == "vm"
+    assert git(project.root, "show", f"{wip}:deep/file.txt") == "d"
+    assert git(project.root, "show", f"{wip}:tracked.txt").splitlines()[-1] == "the line of the VM"
+    assert git(project.root, "rev-parse", "HEAD") != git(project.root, "rev-parse", "refs/sandbox/heads/main"), \
+        "the host's branch stays where the user left it"
+
+
+def host_commits_reach_the_vm(project: Project) -> None:
+    (project.root / "host.txt").write_text("host\n")
+    git(project.root, "add", "host.txt")
+    git(project.root, "commit", "-q", "-m", "on the host")
+    seen = isolated_shell(project, "git log -1 --format=%s host/main")
+    assert seen.returncode == 0, seen.stderr
+    assert seen.stdout.strip() == "on the host"
+
+
+def planted_git_runs_nothing_on_the_host(project: Project) -> None:
+    """The attacks of both trials, made in the isolated VM: its git directory's config, hooks and
+    commondir, a nested repository and a gitlink with `core.fsmonitor`, files the host runs, a
+    link out of the tree, as dev and as root. The host's git then reads the refs and objects the
+    sync brought, and the user's own git runs in the checkout: nothing runs, nothing appears."""
+    marker = project.root.parent / f"pwned-isolated-{os.getpid()}"
+    head = git(project.root, "rev-parse", "HEAD")
+    touch = f"touch {marker}; false"
+    script = (
+        f"git config core.fsmonitor '{touch}' && git config core.hooksPath .hooks && mkdir -p .hooks && "
+        f"printf '#!/bin/sh\\n{touch}\\n' > .hooks/post-commit && chmod +x .hooks/post-commit && "
+        f"git init -q sub && git -C sub config core.fsmonitor '{touch}' && "
+        f"git update-index --add --cacheinfo 160000,{head},sub && "
+        f"printf 'touch {marker}\\n' > .envrc && mkdir -p .vscode && echo '{{}}' > .vscode/tasks.json && "
+        "ln -s /etc/passwd leak && "
+        f"{AS_AGENT} commit -q -m 'hostile commit' --no-verify; true"
+    )
+    for flags in ((), ("--root",)):
+        planted = isolated_shell(project, script, *flags)
+        assert planted.returncode == 0, planted.stderr
+    before = checkout_files(project.root)
+    git(project.root, "status")
+    git(project.root, "log", "--all", "-3")
+    git(project.root, "diff", "--stat", "HEAD", "refs/sandbox/wip/main")
+    git(project.root, "show", "--stat", "refs/sandbox/wip/main")
+    taken = subprocess.run(["git", "log", "-1", "--format=%s", "refs/sandbox/heads/main", "--"], cwd=project.root,
+                           capture_output=True, text=True, check=False).stdout.strip()
+    assert taken != "hostile commit", "a commit with a gitlink and files the host runs was taken as it is"
+    (project.root / "after.txt").write_text("after\n")
+    git(project.root, "add", "after.txt")
+    git(project.root, "commit", "-q", "-m", "the user's commit after the attack")
+    assert not marker.exists(), "the host ran what the isolated VM planted"
+    after = checkout_files(project.root)
+    assert {name: data for name, data in after.items() if name != "after.txt"} == before, \
+        "the attack changed the host's checkout"
+    assert not (project.root / "sub").exists() and not (project.root / ".envrc").exists()
+
+
+def a_switch_asks_first(project: Project) -> None:
+    refused = project.shell("true")
+    assert refused.returncode != 0
+    assert "works in the isolated mode" in refused.stderr and "--yes" in refused.stderr, refused.stderr
+    planned = project.cli("run", "--dry-run", "--isolated")
+    assert planned.returncode == 0, planned.stderr
+    assert "workspace: isolated" in planned.stdout
+    listed = project.cli("list")
+    assert listed.returncode == 0 and "isolated" in listed.stdout, listed.stdout

@@ -1,0 +1,24 @@
+"""The isolated workspace on the docker runtime, as the test's user and as uid 1001."""
+
+from __future__ import annotations
+
+from tests.e2e.harness import Project
+from tests.e2e.isolated_scenarios import (
+    a_switch_asks_first,
+    host_commits_reach_the_vm,
+    nothing_of_the_checkout_is_mounted,
+    planted_git_runs_nothing_on_the_host,
+    the_vm_starts_from_what_the_user_sees,
+    the_vms_work_reaches_the_host_as_refs_only,
+)
+
+
+def test_the_isolated_vm_works_on_its_own_tree_and_its_work_returns_as_git_data(any_user_project: Project) -> None:
+    project = any_user_project
+    the_vm_starts_from_what_the_user_sees(project)
+    nothing_of_the_checkout_is_mounted(project)
+    the_vms_work_reaches_the_host_as_refs_only(project)
+    host_commits_reach_the_vm(project)
+    planted_git_runs_nothing_on_the_host(project)
+    a_switch_asks_first(project)
+    assert project.vms() == [project.vm], "every step ran in the project's one VM"
