@@ -108,7 +108,8 @@ def test_every_line_the_fast_path_takes_is_read_as_click_reads_it(
         (["shell", "--", "true"], [
             ("apply_global_flags", {"assume_yes": False, "quiet": False, "log_level": None, "runtime": None}),
             ("shell_in_project", {"root": False, "rebuild": False, "dry_run": False, "cpus": None, "memory": None,
-                                  "network": None, "publish": (), "command": ("true",), "agent": None, "isolated": False})]),
+                                  "network": None, "publish": (), "command": ("true",), "agent": None,
+                                  "isolated": False})]),
         (["-q", "--runtime", "docker", "shell", "--root", "-c", "4", "--memory=8G", "--network", "none", "-p", "3000",
           "--publish=8080:80", "--", "ls", "-la", "--root"], [
             ("apply_global_flags", {"assume_yes": False, "quiet": True, "log_level": None, "runtime": "docker"}),

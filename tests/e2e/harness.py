@@ -26,7 +26,7 @@ from typing import Any
 
 from pytest import MonkeyPatch
 
-from opencode_sandbox.core.naming import LABEL_SLUG, TOOL, runner_repository, vm_name
+from opencode_sandbox.core.naming import LABEL_SLUG, TOOL, runner_repository, vm_name, work_volume_name
 from opencode_sandbox.core.slug import slug_for_remote
 from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.guest.places import SERVER_LOG as DAEMON_LOG
@@ -242,7 +242,7 @@ class Project:
         docker("volume", "rm", "-f", ca_volume_name(self.slug))
         docker("network", "rm", network_name(self.slug))
         for volume in docker("volume", "ls", "--format", "{{.Name}}").stdout.split():
-            if volume.startswith(f"opencode-sandbox-home-{self.slug}-") or volume == f"opencode-sandbox-work-{self.slug}":
+            if volume.startswith(f"opencode-sandbox-home-{self.slug}-") or volume == work_volume_name(self.slug):
                 docker("volume", "rm", "-f", volume)
         images = docker("images", "--format", "{{.Repository}}:{{.Tag}}", runner_repository(self.slug)).stdout.split()
         for image in images:
@@ -271,8 +271,8 @@ def remove_microsandbox_artifacts(slug: str) -> None:
             with contextlib.suppress(SandboxError):
                 runtime.remove_volume(volume.name)
     with contextlib.suppress(SandboxError):
-        if runtime.get_volume(f"opencode-sandbox-work-{slug}") is not None:
-            runtime.remove_volume(f"opencode-sandbox-work-{slug}")
+        if runtime.get_volume(work_volume_name(slug)) is not None:
+            runtime.remove_volume(work_volume_name(slug))
     for image in runtime.list_images():
         if image.reference.startswith(runner_repository(slug) + ":"):
             with contextlib.suppress(SandboxError):
