@@ -13,10 +13,10 @@ import pytest
 
 from opencode_sandbox.runtime.docker import idmapped_mount
 from opencode_sandbox.runtime.docker.identity import (
-    LABEL_MAPPED,
-    dev_ids,
     HOME_OWNERS_SCRIPT,
+    LABEL_MAPPED,
     WORK_TREE_OWNER_SCRIPT,
+    dev_ids,
     owners_args,
     renumbered,
     with_mapped_mounts,
