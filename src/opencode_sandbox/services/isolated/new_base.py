@@ -13,12 +13,11 @@ from pathlib import Path
 from opencode_sandbox.core.vm_commits import ABSENT, GITLINK
 from opencode_sandbox.services.git_sync import host_git
 from opencode_sandbox.services.git_sync.trees import DIFF_LIMIT
+from opencode_sandbox.services.git_sync.work_tree import SNAPSHOT_AUTHOR
 from opencode_sandbox.services.isolated.changes import Change
 from opencode_sandbox.services.isolated.refs import FROM_NOTHING, Located
 
 FOLDER_MODE = "040000"
-IDENTITY = ("-c", "user.name=opencode-sandbox", "-c", "user.email=opencode-sandbox@localhost")
-"""The base is the tool's own record, kept under refs/sandbox/: it names the tool as its author."""
 
 Entry = tuple[str, str, str]
 """Mode, type and id of a tree entry."""
@@ -35,7 +34,7 @@ def move_base(root: Path, where: Located, kept: Sequence[Change]) -> str:
         return where.base
     parents = ("-p", where.base) if where.base_from != FROM_NOTHING else ()
     message = f"opencode-sandbox: what the host's work tree holds of the VM's work on {where.branch}"
-    made = host_git.run(root, *IDENTITY, "commit-tree", tree or _empty_tree(root), *parents, "-m", message)
+    made = host_git.run(root, *SNAPSHOT_AUTHOR, "commit-tree", tree or _empty_tree(root), *parents, "-m", message)
     commit = made.stdout.decode().strip()
     old = where.base_ref_value or "0" * len(commit)
     host_git.run(root, "update-ref", "-m", "opencode-sandbox: apply", where.base_ref, commit, old)
