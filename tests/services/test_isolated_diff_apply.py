@@ -397,3 +397,31 @@ def test_outside_a_git_checkout_it_is_an_error(tmp_path: Path) -> None:
     done = cli(tmp_path, "diff")
     assert done.returncode == 2
     assert "not a git checkout" in done.stderr
+
+
+def test_more_changes_or_bytes_than_read_at_once_are_refused_before_writing(
+        host: Host, monkeypatch: pytest.MonkeyPatch) -> None:
+    from opencode_sandbox.errors import SandboxError
+    from opencode_sandbox.services.isolated import apply as apply_module
+    from opencode_sandbox.services.isolated import changes
+
+    host.vm_commit({b"a.txt": host.file("x" * 1000), b"new.txt": host.file("new\n"), b"b.txt": None})
+    app, _ = terminal_app(host.root, Answers(yes_for=[]))
+    monkeypatch.setattr(apply_module, "APPLY_BYTES", 500)
+    with pytest.raises(SandboxError, match="more than the 500"):
+        apply(app, None, yes=True)
+    monkeypatch.setattr(changes, "CHANGE_LIMIT", 2)
+    with pytest.raises(SandboxError, match="more than 2 paths"):
+        apply(app, None, yes=True)
+    assert (host.root / "a.txt").read_text() == "one\ntwo\nthree\n" and (host.root / "b.txt").exists()
+    assert not (host.root / "new.txt").exists()
+
+
+def test_a_name_with_a_line_break_is_written_as_it_is_and_shown_escaped(host: Host) -> None:
+    host.vm_commit({b"two\nlines.txt": host.file("x\n")})
+    shown = cli(host.root, "diff")
+    assert "added two\\x0alines.txt (100644)" in shown.stdout.splitlines()
+    done = cli(host.root, "apply")
+    assert done.returncode == 0, done.stderr
+    assert (host.root / "two\nlines.txt").read_text() == "x\n"
+    assert "applied: added two\\x0alines.txt" in done.stdout
