@@ -425,3 +425,16 @@ def test_a_name_with_a_line_break_is_written_as_it_is_and_shown_escaped(host: Ho
     assert done.returncode == 0, done.stderr
     assert (host.root / "two\nlines.txt").read_text() == "x\n"
     assert "applied: added two\\x0alines.txt" in done.stdout
+
+
+def test_a_path_that_climbs_out_of_the_checkout_is_neither_read_nor_written(host: Host, tmp_path: Path) -> None:
+    (tmp_path / "outside.txt").write_text("the user's secret\n")
+    host.vm_commit({b"../outside.txt": host.file("overwritten\n"), b"a.txt": host.file("fine\n")})
+    shown = cli(host.root, "diff")
+    assert "secret" not in shown.stdout
+    assert "added ../outside.txt (100644) [bad-path]" in shown.stdout.splitlines()
+    done = cli(host.root, "apply")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "outside.txt").read_text() == "the user's secret\n"
+    assert (host.root / "a.txt").read_text() == "fine\n"
+    assert paths_of(diff_json(host.root)) == ["../outside.txt"]

@@ -58,8 +58,7 @@ def apply(app: App, branch: str | None, yes: bool) -> None:
             left_out.append(LeftOut(change, f"{', '.join(change.asked)}: you answered no"))
     applied, failed = _write(root, work, taken)
     left_out += failed
-    new_base = move_base(root, work.where, [each.change for each in left_out
-                                            if rules.BAD_PATH not in each.change.flags])
+    new_base = move_base(root, work.where, [each.change for each in left_out])
     _report(app, work, applied, left_out, new_base)
 
 

@@ -54,7 +54,7 @@ def path_flags(path: str, old_mode: str, new_mode: str, guarded: Sequence[str]) 
     if (runs_on_host(path, guarded) or parts[-1].casefold() == ".gitmodules"
             or folded == TOOL_FOLDER or folded.startswith(TOOL_FOLDER + "/")):
         flags.append(HOST_RUN)
-    if any(_is_dot_git(part) for part in parts):
+    if any(is_dot_git(part) for part in parts):
         flags.append(NESTED_GIT)
     if any(part in ("", ".", "..") for part in parts):
         flags.append(BAD_PATH)
@@ -63,7 +63,7 @@ def path_flags(path: str, old_mode: str, new_mode: str, guarded: Sequence[str]) 
     return flags
 
 
-def _is_dot_git(name: str) -> bool:
+def is_dot_git(name: str) -> bool:
     """`.git` in any case; with the trailing dots and spaces Windows file systems drop."""
     return name.casefold().rstrip(". ") == ".git"
 
@@ -83,7 +83,7 @@ def link_leaves(path: str, target: bytes) -> bool:
                 return True
         elif part not in ("", "."):
             named = True
-        if _is_dot_git(part):
+        if is_dot_git(part):
             return True
     folder = posixpath.dirname(path)
     resolved = posixpath.normpath(posixpath.join(folder, *parts))

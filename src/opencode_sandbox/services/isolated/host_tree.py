@@ -11,6 +11,7 @@ from collections.abc import Container
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.vm_commits import ABSENT, EXECUTABLE, REGULAR, SYMLINK
 from opencode_sandbox.services.guard.paths import DIRECTORY, NOT_A_FOLDER
+from opencode_sandbox.services.isolated.flags import is_dot_git
 from opencode_sandbox.services.isolated.objects import blob_id, hasher
 
 NOTHING = "absent"
@@ -20,7 +21,8 @@ FOLDER = "folder"
 OTHER = "other"
 """A device, socket or pipe: never opened."""
 NOT_READ = "not read"
-"""A path inside a `.git`: git's own files are never read."""
+"""A path inside a `.git` (git's own files are never read), or one with an empty, `.` or `..` part
+(which could lead out of the checkout)."""
 _CHUNK = 1024 * 1024
 
 
@@ -52,7 +54,7 @@ def look(top: int, path: str, object_format: str, sizes_wanted: Container[int], 
     """The host's entry at `path`; a file's content is hashed only when its size is in `sizes_wanted`
     or at most `keep` (then it is also kept)."""
     *folders, name = path.split("/")
-    if any(part.casefold() == ".git" for part in path.split("/")):
+    if any(is_dot_git(part) or part in ("", ".", "..") for part in (*folders, name)):
         return HostEntry(NOT_READ)
     current, nested = top, ""
     try:

@@ -26,7 +26,9 @@ Entry = tuple[str, str, str]
 def move_base(root: Path, where: Located, kept: Sequence[Change]) -> str:
     """The new base commit, `where.base_ref` moved to it from the value it had when read (an update
     between read and now fails it); the old one when nothing would change."""
-    overrides = {change.path.encode("utf-8", errors="surrogateescape"): _entry(change) for change in kept}
+    # A path with an empty part names no tree entry (git's trees have none): nothing to keep of it.
+    overrides = {change.path.encode("utf-8", errors="surrogateescape"): _entry(change) for change in kept
+                 if "" not in change.path.split("/")}
     wip_tree = host_git.text(root, "rev-parse", f"{where.wip}^{{tree}}")
     tree = _rebuilt(root, wip_tree, overrides) if overrides else wip_tree
     if where.base_from != FROM_NOTHING and tree == host_git.text(root, "rev-parse", f"{where.base}^{{tree}}") \
