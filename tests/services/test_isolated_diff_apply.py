@@ -365,14 +365,20 @@ def test_the_text_diff_names_each_change_and_holds_to_its_limits(host: Host) -> 
 
 
 def test_the_base_moves_so_a_second_apply_takes_what_was_left_out(host: Host) -> None:
-    host.vm_commit({b"a.txt": host.file("first\n"), b".envrc": host.file("export A=1\n")})
+    host.vm_commit({b"a.txt": host.file("first\n"), b".envrc": host.file("export A=1\n"),
+                    b"tool.sh": host.file("echo tool\n", "100755")})
     assert cli(host.root, "apply", "-y").returncode == 0
     first_base = host.ref("refs/sandbox/base/main")
-    app, _ = terminal_app(host.root, Answers(yes_for=[".envrc"]))
+    assert paths_of(diff_json(host.root)) == [".envrc", "tool.sh"]
+    answers = Answers(yes_for=[".envrc"])
+    app, out = terminal_app(host.root, answers)
     apply(app, None, yes=False)
+    assert len(answers.questions) == 2
     assert (host.root / ".envrc").read_text() == "export A=1\n"
+    assert stat.S_IMODE((host.root / "tool.sh").stat().st_mode) == 0o644
+    assert "left out: modified tool.sh (mode-change: you answered no)" in out.getvalue()
     assert host.ref("refs/sandbox/base/main^") == first_base
-    assert diff_json(host.root)["changes"] == []
+    assert paths_of(diff_json(host.root)) == ["tool.sh"]
 
 
 def test_without_the_vms_work_diff_and_apply_say_so(host: Host) -> None:

@@ -8,14 +8,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from opencode_sandbox import TYPE_CHECKING
-from opencode_sandbox.core.guard import DEFAULT_GUARDED, shown
+from opencode_sandbox.core.guard import shown
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.vm_commits import ABSENT, SYMLINK
 from opencode_sandbox.errors import SandboxError, UsageError
 from opencode_sandbox.services.guard.paths import DIRECTORY
 from opencode_sandbox.services.isolated import flags as rules
-from opencode_sandbox.services.isolated.changes import Change, Work, read_work
-from opencode_sandbox.services.isolated.diff_view import NOT_YET
+from opencode_sandbox.services.isolated.changes import Change, Work
+from opencode_sandbox.services.isolated.diff_view import work_of
 from opencode_sandbox.services.isolated.new_base import move_base
 from opencode_sandbox.services.isolated.objects import contents
 from opencode_sandbox.services.isolated.writes import InTheWay, delete, put
@@ -34,11 +34,8 @@ class LeftOut(Record):
 
 def apply(app: App, branch: str | None, yes: bool) -> None:
     root = app.project.root
-    work = read_work(root, branch, (*DEFAULT_GUARDED, *app.settings.guarded_paths))
+    work = work_of(app, branch)
     if work is None:
-        from opencode_sandbox.services.isolated.refs import chosen_branch
-
-        app.console.info(NOT_YET.format(branch=shown(chosen_branch(root, branch))))
         return
     if not work.changes:
         app.console.info(f"the host's work tree already holds the VM's work on {shown(work.where.branch)}")

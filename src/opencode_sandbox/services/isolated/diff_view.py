@@ -8,12 +8,14 @@ import json
 from collections.abc import Sequence
 
 from opencode_sandbox import TYPE_CHECKING
-from opencode_sandbox.core.guard import shown
+from opencode_sandbox.core.guard import DEFAULT_GUARDED, shown
 from opencode_sandbox.core.vm_commits import GITLINK
 from opencode_sandbox.services.isolated import diff_text
 from opencode_sandbox.services.isolated import flags as rules
 from opencode_sandbox.services.isolated.changes import SHOWN_BYTES, Change, Work, read_work
+from opencode_sandbox.services.isolated.host_tree import FILE
 from opencode_sandbox.services.isolated.objects import contents
+from opencode_sandbox.services.isolated.refs import chosen_branch
 
 if TYPE_CHECKING:
     from opencode_sandbox.app import App
@@ -25,22 +27,26 @@ NOT_YET = ("the VM's work on {branch} has not reached the host yet: it does at e
 
 
 def show(app: App, branch: str | None, output_format: str) -> None:
-    root = app.project.root
-    from opencode_sandbox.core.guard import DEFAULT_GUARDED
-
-    work = read_work(root, branch, (*DEFAULT_GUARDED, *app.settings.guarded_paths))
+    work = work_of(app, branch)
     if work is None:
-        from opencode_sandbox.services.isolated.refs import chosen_branch
-
-        app.console.info(NOT_YET.format(branch=shown(chosen_branch(root, branch))))
         return
     if output_format == "json":
         app.console.result(as_json(work))
         return
-    shown_ids = _shown_ids(work.changes)
-    vm_contents = contents(root, shown_ids, work.where.object_format, limit=SHOWN_TOTAL_BYTES)
+    vm_contents = contents(app.project.root, _shown_ids(work.changes), work.where.object_format,
+                           limit=SHOWN_TOTAL_BYTES)
     for line in diff_text.lines(work, vm_contents):
         app.console.result(line)
+
+
+def work_of(app: App, branch: str | None) -> Work | None:
+    """The VM's work on `branch`, read with the project's guarded paths; None, after saying so, when
+    it has not reached the host."""
+    root = app.project.root
+    work = read_work(root, branch, (*DEFAULT_GUARDED, *app.settings.guarded_paths))
+    if work is None:
+        app.console.info(NOT_YET.format(branch=shown(chosen_branch(root, branch))))
+    return work
 
 
 def _shown_ids(changes: Sequence[Change]) -> list[str]:
@@ -78,7 +84,7 @@ def _change_mapping(change: Change) -> dict[str, object]:
         "flags": list(change.flags), "collides": change.collides, "apply": applied_how(change),
         "link_target": None if change.link_target is None else shown(_text(change.link_target)),
         "submodule_commit": change.new_id if change.new_mode == GITLINK else None,
-        "host": {"kind": host.kind, "mode": host.mode or None, "size": host.size if host.kind == "file" else None,
+        "host": {"kind": host.kind, "mode": host.mode or None, "size": host.size if host.kind == FILE else None,
                  "object_id": host.object_id or None},
     }
 
