@@ -4,6 +4,7 @@ git data that the host's git reads without running anything the VM planted."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -120,3 +121,37 @@ def a_switch_asks_first(project: Project) -> None:
     assert "workspace: isolated" in planned.stdout
     listed = project.cli("list")
     assert listed.returncode == 0 and "isolated" in listed.stdout, listed.stdout
+
+
+def apply_takes_the_plain_edits_and_none_of_the_flagged(project: Project) -> None:
+    """After the attacks: `diff` shows the VM's work escaped and flagged; `apply -y` brings the plain
+    edits into the checkout as uncommitted changes and nothing flagged; the host's git still runs
+    nothing the VM planted."""
+    marker = project.root.parent / f"pwned-isolated-{os.getpid()}"
+    written = isolated_shell(project, "printf 'plain\\n\\033]52;c;cHduZWQ=\\a\\n' > escaped.txt && "
+                                      "printf 'x\\n' > \"$(printf 'name\\033[31m.txt')\"")
+    assert written.returncode == 0, written.stderr
+    shown = project.cli("diff")
+    assert shown.returncode == 0, shown.stderr
+    assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout, "the VM's text reached the terminal raw"
+    assert "escaped.txt" in shown.stdout and "vm.txt" in shown.stdout
+    described = json.loads(project.cli("diff", "--format", "json").stdout)["result"]
+    flags = {change["path"]: set(change["flags"]) for change in described["changes"]}
+    assert "gitlink" in flags["sub"] and "host-run" in flags[".envrc"] and "link-leaves-tree" in flags["leak"], flags
+    assert "host-run" in flags[".vscode/tasks.json"]
+    applied = project.cli("apply", "-y")
+    assert applied.returncode == 0, applied.stderr
+    assert (project.root / "vm.txt").read_text() == "vm\n"
+    assert (project.root / "deep" / "file.txt").read_text() == "d\n"
+    assert (project.root / "escaped.txt").read_bytes().startswith(b"plain\n")
+    for flagged in ("sub", ".envrc", "leak", ".vscode"):
+        assert not (project.root / flagged).exists() and not (project.root / flagged).is_symlink(), flagged
+    assert ".envrc" in applied.stdout and "left out" in applied.stdout
+    assert (project.root / "vm.txt").stat().st_mode & 0o7777 == 0o644
+    assert git(project.root, "status", "--short", "vm.txt") == "?? vm.txt", "applied as an uncommitted change"
+    git(project.root, "add", "-A")
+    git(project.root, "commit", "-q", "-m", "the VM's work, applied")
+    assert not marker.exists(), "the host ran what the isolated VM planted, after apply"
+    again = json.loads(project.cli("diff", "--format", "json").stdout)["result"]["changes"]
+    assert {change["path"] for change in again} >= {"sub", ".envrc", "leak"}, "left-out changes stay to be seen"
+    assert "vm.txt" not in {change["path"] for change in again}
