@@ -9,7 +9,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.e2e.harness import Project, git
+from tests.e2e.git_scenarios import sync_within
+from tests.e2e.harness import Project, git, wait_until
 
 AS_AGENT = "git -c user.name=agent -c user.email=agent@example.org"
 
@@ -58,6 +59,9 @@ def the_vms_work_reaches_the_host_as_refs_only(project: Project) -> None:
     assert checkout_files(project.root) == before, "the VM's writes reached the host's checkout"
     assert git(project.root, "log", "-1", "--format=%s", "refs/sandbox/heads/main") == "vm commit"
     wip = "refs/sandbox/wip/main"
+    assert wait_until(lambda: subprocess.run(["git", "cat-file", "-e", f"{wip}:deep/file.txt"], cwd=project.root,
+                                             capture_output=True, check=False).returncode == 0, sync_within(project)), \
+        "the idle reaper brings the commit of the VM's work tree soon after the client leaves"
     assert git(project.root, "show", f"{wip}:vm.txt") == "vm"
     assert git(project.root, "show", f"{wip}:deep/file.txt") == "d"
     assert git(project.root, "show", f"{wip}:tracked.txt").splitlines()[-1] == "the line of the VM"
@@ -95,6 +99,7 @@ def planted_git_runs_nothing_on_the_host(project: Project) -> None:
         planted = isolated_shell(project, script, *flags)
         assert planted.returncode == 0, planted.stderr
     before = checkout_files(project.root)
+    assert project.cli("diff").returncode == 0  # brings the VM's work tree as it is now
     git(project.root, "status")
     git(project.root, "log", "--all", "-3")
     git(project.root, "diff", "--stat", "HEAD", "refs/sandbox/wip/main")

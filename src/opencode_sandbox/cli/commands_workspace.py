@@ -22,6 +22,7 @@ def diff(app: App, branch: str | None, output_format: str) -> None:
     """Show the VM's work that the host's work tree does not hold yet, against your current files."""
     from opencode_sandbox.services.isolated.diff_view import show
 
+    _bring_the_vms_work(app)
     show(app, branch, output_format)
 
 
@@ -34,7 +35,17 @@ def apply(app: App, branch: str | None, assume_yes: bool) -> None:
     """Bring the VM's work into the host's work tree as uncommitted changes (never commits)."""
     from opencode_sandbox.services.isolated.apply import apply as apply_work
 
+    _bring_the_vms_work(app)
     apply_work(app, branch, assume_yes or app.assume_yes)
+
+
+def _bring_the_vms_work(app: App) -> None:
+    """A running VM's work as it is now, not as the last sync found it."""
+    from opencode_sandbox.services.stopping import sync_git
+    from opencode_sandbox.services.workspace_mode import works_isolated
+
+    if works_isolated(app):
+        sync_git(app)
 
 
 def register(group: click.Group) -> None:

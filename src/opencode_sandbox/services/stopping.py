@@ -58,8 +58,9 @@ def kill(app: App, remove: bool) -> None:
         _remove_vm_and_state(app, existing is not None)
 
 
-def sync_git(app: App) -> None:
-    """The VM's last commits to the host (and the host's to the VM) while it still runs."""
+def sync_git(app: App, work_tree: bool = True) -> None:
+    """The VM's last commits to the host (and the host's to the VM) while it still runs; with
+    `work_tree`, in the isolated mode, the commit of its whole work tree too."""
     if not app.project.is_git:
         return
     from opencode_sandbox.services.vm_git import sync_project, tell_held
@@ -67,7 +68,7 @@ def sync_git(app: App) -> None:
     project_dir = app.state.project_dir(app.project.slug)
     report = sync_project(app.runtime, vm_name(app.project.slug), app.project.root, project_dir,
                           lambda line: app.console.verbose(f"git: {line}"), app.git_paths,
-                          app.settings.git_sync_branches)
+                          app.settings.git_sync_branches, work_tree=work_tree)
     tell_held(app.console, project_dir)
     what, _, branch = report.host.partition(" ")
     if what in ("diverged", "differs", "staged", "busy"):

@@ -456,7 +456,7 @@ def guarded_for_sync(project_dir: Path) -> tuple[str, ...]:
 
 
 def sync_project(runtime: Runtime, vm: str, root: Path, project_dir: Path, log: Callable[[str], None],
-                 paths: GitPaths | None, branch_limit: int = BRANCH_LIMIT) -> SyncReport:
+                 paths: GitPaths | None, branch_limit: int = BRANCH_LIMIT, work_tree: bool = True) -> SyncReport:
     """Both directions once, for a running VM that works on its own git directory; an empty
     report for any other (an older VM still on the checkout's `.git`: nothing of it is read).
     A failure is logged and leaves both sides as they were. `paths`: git's answer, as `layout`."""
@@ -471,7 +471,7 @@ def sync_project(runtime: Runtime, vm: str, root: Path, project_dir: Path, log: 
         from opencode_sandbox.services.git_sync.isolated import recorded_workspace
 
         if recorded_workspace(project_dir) == ISOLATED:
-            return _sync_isolated(runtime, vm, found, log, branch_limit)
+            return _sync_isolated(runtime, vm, found, log, branch_limit, work_tree)
         if not found.state.is_dir():
             return SyncReport()
         with sync_lock(project_dir):
@@ -492,9 +492,10 @@ def sync_project(runtime: Runtime, vm: str, root: Path, project_dir: Path, log: 
 
 
 def _sync_isolated(runtime: Runtime, vm: str, found: Layout, log: Callable[[str], None],
-                   branch_limit: int) -> SyncReport:
+                   branch_limit: int, work_tree: bool) -> SyncReport:
     """The isolated mode's sync: nothing on the host tells whether the VM's refs moved, so the VM is
-    asked every time it runs."""
+    asked every time it runs. `work_tree`: the commit of its work tree is made and brought too (its
+    cost grows with the work tree: a start leaves it out)."""
     from opencode_sandbox.core.naming import LABEL_WORKSPACE
     from opencode_sandbox.core.workspace import ISOLATED
     from opencode_sandbox.services.git_sync.isolated import IsolatedSyncer
@@ -503,7 +504,9 @@ def _sync_isolated(runtime: Runtime, vm: str, found: Layout, log: Callable[[str]
         info = runtime.get_sandbox(vm)
         if info is None or info.status is not SandboxStatus.RUNNING or info.labels.get(LABEL_WORKSPACE) != ISOLATED:
             return SyncReport()
-        return IsolatedSyncer(runtime, vm, found, log, guarded_for_sync(found.state.parent), branch_limit).sync()
+        syncer = IsolatedSyncer(runtime, vm, found, log, guarded_for_sync(found.state.parent), branch_limit)
+        syncer.with_work_tree = work_tree
+        return syncer.sync()
 
 
 def refs_stamp(found: Layout) -> str | None:

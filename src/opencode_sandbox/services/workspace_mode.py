@@ -18,6 +18,11 @@ def guard_runs_at_start(app: App, recorded: ProjectState) -> bool:
     return app.settings.workspace != ISOLATED or vm_had_checkout(recorded)
 
 
+def works_isolated(app: App) -> bool:
+    """The project's VM was made in the isolated mode."""
+    return app.state.load(app.project.slug).workspace == ISOLATED
+
+
 def guard_runs_after(app: App) -> bool:
     """A detach or a stop reviews the checkout when the VM had it."""
-    return app.state.load(app.project.slug).workspace != ISOLATED
+    return not works_isolated(app)

@@ -35,6 +35,10 @@ REFS_SCRIPT = r"""
 set -eu
 cd "$1"
 branch=$(git symbolic-ref -q --short HEAD || echo HEAD)
+if [ "$2" != work-tree ]; then
+  printf 'branch %s\nwip -\n' "$branch"
+  exec git for-each-ref --format='%(objectname) %(refname)' refs/heads refs/remotes/host
+fi
 index=$(mktemp)
 trap 'rm -f "$index"' EXIT
 cp "$(git rev-parse --git-path index)" "$index" 2>/dev/null || rm -f "$index"
@@ -49,8 +53,8 @@ git update-ref refs/remotes/opencode-sandbox/wip "$wip"
 printf 'branch %s\nwip %s\n' "$branch" "$wip"
 git for-each-ref --format='%(objectname) %(refname)' refs/heads refs/remotes/host
 """
-"""In the VM: a commit of the whole work tree (the same one while nothing changes: its dates are
-fixed), then its checked-out branch, that commit and its refs."""
+"""In the VM: with `work-tree`, a commit of the whole work tree (the same one while nothing
+changes: its dates are fixed); then its checked-out branch, that commit (`-` without) and its refs."""
 
 BUNDLE_SCRIPT = r"""
 set -eu
@@ -82,6 +86,7 @@ class IsolatedSyncer(Syncer):
 
     wip_branch = ""
     wip = ""
+    with_work_tree = True
 
     def sync(self) -> SyncReport:
         report = super().sync()
@@ -89,7 +94,9 @@ class IsolatedSyncer(Syncer):
         return report
 
     def _vm_refs(self) -> tuple[dict[str, str], str]:
-        result = self.runtime.exec(self.vm, ["sh", "-c", REFS_SCRIPT, "refs", WORK_TARGET], timeout_s=SYNC_TIMEOUT_S)
+        what = "work-tree" if self.with_work_tree else "refs"
+        result = self.runtime.exec(self.vm, ["sh", "-c", REFS_SCRIPT, "refs", WORK_TARGET, what],
+                                   timeout_s=SYNC_TIMEOUT_S)
         if result.exit_code != 0:
             raise GitSyncError(f"reading the VM's branches failed: {result.stderr.strip()[-300:]}")
         lines = result.stdout.splitlines()

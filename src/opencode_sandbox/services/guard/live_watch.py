@@ -23,6 +23,11 @@ if TYPE_CHECKING:
 SYNC_INTERVAL_S = 3.0
 SYNC_COST_FACTOR = 2.0
 """A slow VM (an emulated one) is asked at most a third of the time."""
+WORK_TREE_INTERVAL_S = 30.0
+WORK_TREE_COST_FACTOR = 20.0
+"""The isolated mode's commit of the VM's whole work tree, at its first sync after a start or a
+detach and then twice a minute at most: git in the VM looks at every file for it, so its cost
+grows with the work tree, and a VM spends at most a twentieth of its time on it."""
 
 
 class LiveWatch:
@@ -32,6 +37,8 @@ class LiveWatch:
         self._log = log
         self._clock = clock
         self._next_sync = 0.0
+        self._next_work_tree = 0.0
+        self._generation = ""
         self._looks = GuardLooks(log, clock)
         self._lock = threading.Lock()
         """The reaper's loop and a start's question (`look_now`) take turns."""
@@ -85,7 +92,12 @@ class LiveWatch:
 
         began = self._clock()
         root = Path(settings.project_root)
+        if settings.generation != self._generation:  # a start or a detach since: the work tree is due
+            self._generation, self._next_work_tree = settings.generation, 0.0
+        work_tree = settings.isolated and began >= self._next_work_tree
         sync_project(self._runtime(settings.runtime_kind), settings.vm_name, root, settings.project().folder,
-                     self._log, git_paths(root), settings.git_branches)
+                     self._log, git_paths(root), settings.git_branches, work_tree=work_tree)
         ended = self._clock()
         self._next_sync = ended + max(SYNC_INTERVAL_S, SYNC_COST_FACTOR * (ended - began))
+        if work_tree:
+            self._next_work_tree = ended + max(WORK_TREE_INTERVAL_S, WORK_TREE_COST_FACTOR * (ended - began))

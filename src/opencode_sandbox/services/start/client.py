@@ -75,7 +75,7 @@ def client_of_vm(app: App, rebuild: bool, wait_for_daemon: bool = True,
                 try:
                     from opencode_sandbox.services.stopping import sync_git
 
-                    sync_git(app)
+                    sync_git(app, work_tree=False)  # the reaper brings the work tree's commit next
                     _review_guarded_files(app)
                 finally:  # a closed terminal can fail the warning; the reaper restarts its wait
                     _hand_to_reaper(app, ready, leaving=True)
@@ -135,7 +135,7 @@ def _hand_to_reaper(app: App, ready: ReadyVm, leaving: bool = False) -> None:
     from opencode_sandbox.core.stop_mode import StopMode
     from opencode_sandbox.services.reaper_settings import ReaperSettings
     from opencode_sandbox.services.reaper_spawn import spawn_reaper
-    from opencode_sandbox.services.workspace_mode import guard_runs_after
+    from opencode_sandbox.services.workspace_mode import works_isolated
 
     settings = app.settings
     reaper = ReaperSettings(
@@ -154,7 +154,7 @@ def _hand_to_reaper(app: App, ready: ReadyVm, leaving: bool = False) -> None:
         agent=settings.agent,
         notify=settings.notify,
         git_branches=settings.git_sync_branches,
-        isolated=not guard_runs_after(app),
+        isolated=works_isolated(app),
     )
     try:
         spawn_reaper(reaper)

@@ -318,7 +318,7 @@ class Start:
                                   hint="run `git reset` in `opencode-sandbox shell` to rebuild it")
         vm_git.sync_project(self.app.runtime, self.vm, self.app.project.root, self.project_dir,
                             lambda line: self.console.verbose(f"git: {line}"), self.app.git_paths,
-                            self.app.settings.git_sync_branches)
+                            self.app.settings.git_sync_branches, work_tree=False)
         vm_git.tell_held(self.console, self.project_dir)
 
     def _start_inner_docker(self) -> None:
