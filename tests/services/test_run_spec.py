@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -312,3 +313,24 @@ def test_a_git_checkout_gets_a_git_directory_of_its_own_and_only_the_hosts_objec
     assert [(mount.target, mount.readonly) for mount in worktree_spec.mounts
             if ".git" in mount.target or mount.target.startswith("/opt/")] == [
         (VM_GIT_DIR, False), ("/workspace/.git", True), (HOST_OBJECTS, True)]
+
+
+@pytest.mark.parametrize("runtime", [RuntimeKind.DOCKER, RuntimeKind.MICROSANDBOX])
+def test_the_isolated_vm_mounts_nothing_of_the_checkout_and_a_switch_recreates_it(
+        tmp_path: Path, runtime: RuntimeKind) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / ".envrc").write_text("use nix\n")
+    shared = lifecycle(runtime, root)
+    isolated = lifecycle(runtime, root, workspace="isolated")
+    shared_spec, isolated_spec = shared.spec(IMAGE, HOME), isolated.spec(IMAGE, HOME)
+    assert any(mount.source == str(root) for mount in shared_spec.mounts), "the shared mode mounts the checkout"
+    assert [(mount.kind, mount.target) for mount in isolated_spec.mounts] == [
+        (MountKind.VOLUME, "/home/dev"), (MountKind.VOLUME, "/workspace")]
+    assert isolated_spec.mounts[1].source == naming.work_volume_name(isolated.slug)
+    assert not any(str(root) in mount.source or str(isolated.project_dir) in mount.source
+                   for mount in isolated_spec.mounts), "nothing of the checkout or its git directory is mounted"
+    assert isolated_spec.labels[naming.LABEL_WORKSPACE] == "isolated"
+    assert naming.LABEL_GIT not in isolated_spec.labels, "the shared mode's sync never reads this VM"
+    assert shared_spec.labels[naming.LABEL_FINGERPRINT] != isolated_spec.labels[naming.LABEL_FINGERPRINT]
