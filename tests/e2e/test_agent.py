@@ -102,3 +102,33 @@ def test_the_agent_edits_the_checkout_and_holds_the_vm_while_it_works(any_user_p
     # No desktop here: the turn's end is recorded once for an attached client's bell.
     assert log.count("opencode finished its turn") == 1, log
     assert (project.state_dir / "attention").read_text().strip()
+
+
+def test_in_the_isolated_workspace_the_agents_edit_reaches_the_checkout_only_through_apply(
+        any_user_project: Project) -> None:
+    project = any_user_project
+    project.env["OPENCODE_SANDBOX_WORKSPACE"] = "isolated"
+    steps = [
+        step(ToolCall("write", {"filePath": f"/workspace/{NOTE}", "content": NOTE_TEXT})),
+        step(Reply(f"I wrote {NOTE}.")),
+    ]
+    gateway = bridge_gateway()
+    with ModelServer.start(steps, bind=gateway, advertised_host=gateway) as model:
+        project.env["OPENCODE_SANDBOX_EGRESS_ALLOW"] = urlsplit(model.url).netloc
+        use_model(project, model.url)
+        client = ServeOnly(project)
+        with httpx.Client(base_url=client.url, auth=("opencode", client.password), timeout=60) as daemon:
+            session = daemon.post("/session", json={"title": "agent at work"}).json()["id"]
+            sent = daemon.post(f"/session/{session}/prompt_async",
+                               json={"parts": [{"type": "text", "text": f"Write {NOTE} in the checkout."}]})
+            assert sent.status_code in (200, 204), sent.text
+            assert steps[1].reached.wait(240), (
+                f"the agent never came back for its next step: {model.requests}\n{opencode_logs(project)}")
+            written = project.root / NOTE
+            assert not written.exists(), "the agent's edit reached the checkout before apply"
+            shown = project.cli("diff")
+            assert shown.returncode == 0 and NOTE in shown.stdout, shown.stdout + shown.stderr
+            applied = project.cli("apply")
+            assert applied.returncode == 0, applied.stderr
+            assert written.read_text() == NOTE_TEXT
+        client.detach()
