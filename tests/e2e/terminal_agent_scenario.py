@@ -176,6 +176,10 @@ def run_scenario(project: Project, case: AgentCase, model: ModelServer, steps: l
         first.send("Enter")
         assert steps[1].reached.wait(240 * slow), (
             f"the agent never came back for its next step: {model.requests[-3:]}\n{first.screen()}")
+        if project.env.get("OPENCODE_SANDBOX_WORKSPACE") == "isolated":
+            assert not (project.root / NOTE).exists(), "the agent's edit reached the checkout before apply"
+            applied = project.cli("apply")
+            assert applied.returncode == 0, applied.stdout + applied.stderr
         assert (project.root / NOTE).read_text() == NOTE_TEXT, "the agent's own tool wrote the checkout"
         sent = case.keys_sent(model)
         assert sent and set(sent) == {KEY}, "the key reaches the model only as the secret's value"

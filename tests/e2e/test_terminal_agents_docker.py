@@ -42,14 +42,16 @@ def base_image_put_back(runner_base_image: RunnerBase) -> Iterator[None]:
                       progress=SilentProgress())
 
 
-@pytest.mark.parametrize("agent", sorted(CASES))
+@pytest.mark.parametrize(("agent", "workspace"), [*((agent, "shared") for agent in sorted(CASES)),
+                                                  ("claude-code", "isolated")])
 def test_a_terminal_agent_works_in_a_session_that_outlives_the_terminal(
-    agent: str, any_user_project: Project, site: Site, recorder: Recorder,  # noqa: F811
+    agent: str, workspace: str, any_user_project: Project, site: Site, recorder: Recorder,  # noqa: F811
     unique: str, runner_base_image: RunnerBase,
     proxy_images_removed_after: None,  # noqa: F811
     base_image_put_back: None,
 ) -> None:
     case, project = CASES[agent], any_user_project
+    project.env["OPENCODE_SANDBOX_WORKSPACE"] = workspace
     ca = trustme.CA()
     ca_file = project.user_home / "model-ca.pem"
     ca.cert_pem.write_to_path(str(ca_file))
