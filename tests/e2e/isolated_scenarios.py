@@ -10,13 +10,34 @@ import subprocess
 from pathlib import Path
 
 from tests.e2e.git_scenarios import sync_within
-from tests.e2e.harness import Project, git, wait_until
+from tests.e2e.harness import Project, wait_until
 
 AS_AGENT = "git -c user.name=agent -c user.email=agent@example.org"
 
 
 def isolated_shell(project: Project, script: str, *flags: str) -> subprocess.CompletedProcess[str]:
     return project.cli("shell", "--isolated", *flags, "--", "sh", "-c", script)
+
+
+def user_git(project: Project, *args: str) -> str:
+    """The user's own git in the checkout, as the project's host user: what it printed."""
+    done = subprocess.run(["git", "-c", "user.name=u", "-c", "user.email=u@example.org", *args], cwd=project.root,
+                          env=project.process_env(), capture_output=True, text=True, check=True,
+                          **project.process_options())
+    return done.stdout.strip()
+
+
+def git_answers(project: Project, *args: str) -> str | None:
+    """What the user's git printed, None when it failed (a ref that is not there)."""
+    try:
+        return user_git(project, *args)
+    except subprocess.CalledProcessError:
+        return None
+
+
+def reaper_log(project: Project) -> str:
+    path = project.state_dir / "reaper.log"
+    return path.read_text()[-3000:] if path.exists() else "no reaper log"
 
 
 def checkout_files(root: Path) -> dict[str, bytes]:
@@ -33,8 +54,8 @@ def checkout_files(root: Path) -> dict[str, bytes]:
 
 def the_vm_starts_from_what_the_user_sees(project: Project) -> None:
     (project.root / "tracked.txt").write_text("committed\n")
-    git(project.root, "add", "tracked.txt")
-    git(project.root, "commit", "-q", "-m", "tracked")
+    user_git(project, "add", "tracked.txt")
+    user_git(project, "commit", "-q", "-m", "tracked")
     (project.root / "tracked.txt").write_text("committed\nthe user's own edit\n")
     (project.root / "untracked.txt").write_text("not added yet\n")
     shown = isolated_shell(project, "cat tracked.txt untracked.txt; git status --short; git log -1 --format=%s")
@@ -57,22 +78,22 @@ def the_vms_work_reaches_the_host_as_refs_only(project: Project) -> None:
                          "--isolated")
     assert made.returncode == 0, made.stderr
     assert checkout_files(project.root) == before, "the VM's writes reached the host's checkout"
-    assert git(project.root, "log", "-1", "--format=%s", "refs/sandbox/heads/main") == "vm commit"
+    assert user_git(project, "log", "-1", "--format=%s", "refs/sandbox/heads/main") == "vm commit"
     wip = "refs/sandbox/wip/main"
-    assert wait_until(lambda: subprocess.run(["git", "cat-file", "-e", f"{wip}:deep/file.txt"], cwd=project.root,
-                                             capture_output=True, check=False).returncode == 0, sync_within(project)), \
-        "the idle reaper brings the commit of the VM's work tree soon after the client leaves"
-    assert git(project.root, "show", f"{wip}:vm.txt") == "vm"
-    assert git(project.root, "show", f"{wip}:deep/file.txt") == "d"
-    assert git(project.root, "show", f"{wip}:tracked.txt").splitlines()[-1] == "the line of the VM"
-    assert git(project.root, "rev-parse", "HEAD") != git(project.root, "rev-parse", "refs/sandbox/heads/main"), \
+    assert wait_until(lambda: git_answers(project, "cat-file", "-e", f"{wip}:deep/file.txt") is not None,
+                      sync_within(project)), \
+        f"the idle reaper brings the commit of the VM's work tree soon after the client leaves: {reaper_log(project)}"
+    assert user_git(project, "show", f"{wip}:vm.txt") == "vm"
+    assert user_git(project, "show", f"{wip}:deep/file.txt") == "d"
+    assert user_git(project, "show", f"{wip}:tracked.txt").splitlines()[-1] == "the line of the VM"
+    assert user_git(project, "rev-parse", "HEAD") != user_git(project, "rev-parse", "refs/sandbox/heads/main"), \
         "the host's branch stays where the user left it"
 
 
 def host_commits_reach_the_vm(project: Project) -> None:
     (project.root / "host.txt").write_text("host\n")
-    git(project.root, "add", "host.txt")
-    git(project.root, "commit", "-q", "-m", "on the host")
+    user_git(project, "add", "host.txt")
+    user_git(project, "commit", "-q", "-m", "on the host")
     seen = isolated_shell(project, "git log -1 --format=%s host/main")
     assert seen.returncode == 0, seen.stderr
     assert seen.stdout.strip() == "on the host"
@@ -84,7 +105,7 @@ def planted_git_runs_nothing_on_the_host(project: Project) -> None:
     link out of the tree, as dev and as root. The host's git then reads the refs and objects the
     sync brought, and the user's own git runs in the checkout: nothing runs, nothing appears."""
     marker = project.root.parent / f"pwned-isolated-{os.getpid()}"
-    head = git(project.root, "rev-parse", "HEAD")
+    head = user_git(project, "rev-parse", "HEAD")
     touch = f"touch {marker}; false"
     script = (
         f"git config core.fsmonitor '{touch}' && git config core.hooksPath .hooks && mkdir -p .hooks && "
@@ -100,16 +121,17 @@ def planted_git_runs_nothing_on_the_host(project: Project) -> None:
         assert planted.returncode == 0, planted.stderr
     before = checkout_files(project.root)
     assert project.cli("diff").returncode == 0  # brings the VM's work tree as it is now
-    git(project.root, "status")
-    git(project.root, "log", "--all", "-3")
-    git(project.root, "diff", "--stat", "HEAD", "refs/sandbox/wip/main")
-    git(project.root, "show", "--stat", "refs/sandbox/wip/main")
-    taken = subprocess.run(["git", "log", "-1", "--format=%s", "refs/sandbox/heads/main", "--"], cwd=project.root,
-                           capture_output=True, text=True, check=False).stdout.strip()
+    user_git(project, "status")
+    user_git(project, "log", "--all", "-3")
+    user_git(project, "diff", "--stat", "HEAD", "refs/sandbox/wip/main")
+    user_git(project, "show", "--stat", "refs/sandbox/wip/main")
+    taken = git_answers(project, "log", "-1", "--format=%s", "refs/sandbox/heads/main", "--")
     assert taken != "hostile commit", "a commit with a gitlink and files the host runs was taken as it is"
+    told = project.cli("guard", "status")
+    assert "main" in told.stdout and "gitlink" in told.stdout, told.stdout + told.stderr
     (project.root / "after.txt").write_text("after\n")
-    git(project.root, "add", "after.txt")
-    git(project.root, "commit", "-q", "-m", "the user's commit after the attack")
+    user_git(project, "add", "after.txt")
+    user_git(project, "commit", "-q", "-m", "the user's commit after the attack")
     assert not marker.exists(), "the host ran what the isolated VM planted"
     after = checkout_files(project.root)
     assert {name: data for name, data in after.items() if name != "after.txt"} == before, \
@@ -153,9 +175,9 @@ def apply_takes_the_plain_edits_and_none_of_the_flagged(project: Project) -> Non
         assert not (project.root / flagged).exists() and not (project.root / flagged).is_symlink(), flagged
     assert ".envrc" in applied.stdout and "left out" in applied.stdout
     assert (project.root / "vm.txt").stat().st_mode & 0o7777 == 0o644
-    assert git(project.root, "status", "--short", "vm.txt") == "?? vm.txt", "applied as an uncommitted change"
-    git(project.root, "add", "-A")
-    git(project.root, "commit", "-q", "-m", "the VM's work, applied")
+    assert user_git(project, "status", "--short", "vm.txt") == "?? vm.txt", "applied as an uncommitted change"
+    user_git(project, "add", "-A")
+    user_git(project, "commit", "-q", "-m", "the VM's work, applied")
     assert not marker.exists(), "the host ran what the isolated VM planted, after apply"
     again = json.loads(project.cli("diff", "--format", "json").stdout)["result"]["changes"]
     assert {change["path"] for change in again} >= {"sub", ".envrc", "leak"}, "left-out changes stay to be seen"
