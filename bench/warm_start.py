@@ -44,14 +44,14 @@ def docker(*args: str) -> str:
     return subprocess.run(["docker", *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
-def make_project(root: Path) -> tuple[Path, str]:
+def make_project(root: Path, shared: bool = True) -> tuple[Path, str]:
     project = root / "project"
     project.mkdir()
     remote = f"git@example.org:bench/warm-{uuid.uuid4().hex[:10]}.git"
     for args in (["init", "-q"], ["remote", "add", "origin", remote]):
         subprocess.run(["git", *args], cwd=project, check=True)
     (project / "README.md").write_text("# bench\n")
-    if os.geteuid() == 0:  # the VM's user dev has uid 1000 and works in the mounted checkout
+    if os.geteuid() == 0 and shared:  # the VM's user dev has uid 1000 and works in the mounted checkout
         subprocess.run(["chown", "-R", f"{DEV_UID}:{DEV_UID}", str(project)], check=True)
     return project, slug_for_remote(remote)
 
@@ -80,16 +80,17 @@ def slowed(command: list[str], milliseconds: int) -> list[str]:
     return ["sh", "-c", f'sleep {milliseconds / 1000:.3f}; exec "$0" "$@"', *command] if milliseconds else command
 
 
-def main(rounds: int = 10, slowed_by_ms: int = 0) -> float:
+def main(rounds: int = 10, slowed_by_ms: int = 0, workspace: str = "shared") -> float:
     version = docker("image", "inspect", "--format", f'{{{{index .Config.Labels "{LABEL_OPENCODE_VERSION}"}}}}',
                      BASE_IMAGE)
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         env = isolated_environment(root)
-        env.update(OPENCODE_SANDBOX_RUNTIME="docker", OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT="1h")
+        env.update(OPENCODE_SANDBOX_RUNTIME="docker", OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT="1h",
+                   OPENCODE_SANDBOX_WORKSPACE=workspace)
         state_dir = Path(env["XDG_STATE_HOME"]) / "opencode-sandbox"
         record_baked_version(state_dir, version)
-        project, slug = make_project(root)
+        project, slug = make_project(root, shared=workspace == "shared")
         container = vm_name(slug)
         tool = slowed([*launcher(), "shell", "--", "true"], slowed_by_ms)
         raw_exec = ["docker", "exec", "--user", "dev", "--workdir", "/workspace", container, "true"]
@@ -118,6 +119,7 @@ def main(rounds: int = 10, slowed_by_ms: int = 0) -> float:
             clean_up(slug)
     warm_ratio = warm["launcher"] / warm["docker exec"]
     stop_ratio = stopped["launcher"] / stopped["docker start + exec"]
+    print(f"workspace: {workspace}")
     print(f"{'case':<12}{'launcher ms':>13}{'raw ms':>10}{'ratio':>8}{'target':>8}")
     print(f"{'after stop':<12}{stopped['launcher'] * 1000:>13.1f}{stopped['docker start + exec'] * 1000:>10.1f}"
           f"{stop_ratio:>8.2f}{AFTER_STOP_TARGET:>8.1f}")

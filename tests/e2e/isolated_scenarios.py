@@ -78,7 +78,9 @@ def the_vms_work_reaches_the_host_as_refs_only(project: Project) -> None:
                          "--isolated")
     assert made.returncode == 0, made.stderr
     assert checkout_files(project.root) == before, "the VM's writes reached the host's checkout"
-    assert user_git(project, "log", "-1", "--format=%s", "refs/sandbox/heads/main") == "vm commit"
+    assert wait_until(lambda: git_answers(project, "log", "-1", "--format=%s", "refs/sandbox/heads/main")
+                      == "vm commit", sync_within(project)), \
+        f"the idle reaper, told of the detach, brings the VM's commit at once: {reaper_log(project)}"
     wip = "refs/sandbox/wip/main"
     assert wait_until(lambda: git_answers(project, "cat-file", "-e", f"{wip}:deep/file.txt") is not None,
                       sync_within(project)), \

@@ -158,13 +158,14 @@ class Reaper:
         while True:
             now = self._clock()
             current = self._settings()
-            if current.generation != generation:
+            renewed = current.generation != generation
+            if renewed:
                 generation = current.generation
                 if idle_since is not None:
                     self._log("a client left again; the idle timer starts over")
                 idle_since, decision, held_for = None, None, ""
                 self._unreadable_since = None
-            if self._watch is not None and self._watch.due():
+            if self._watch is not None and (renewed or self._watch.due()):
                 try:
                     self._watch(current)
                 except WatchFailed as failure:

@@ -456,7 +456,8 @@ def guarded_for_sync(project_dir: Path) -> tuple[str, ...]:
 
 
 def sync_project(runtime: Runtime, vm: str, root: Path, project_dir: Path, log: Callable[[str], None],
-                 paths: GitPaths | None, branch_limit: int = BRANCH_LIMIT, work_tree: bool = True) -> SyncReport:
+                 paths: GitPaths | None, branch_limit: int = BRANCH_LIMIT, work_tree: bool = True,
+                 host_moved_only: bool = False) -> SyncReport:
     """Both directions once, for a running VM that works on its own git directory; an empty
     report for any other (an older VM still on the checkout's `.git`: nothing of it is read).
     A failure is logged and leaves both sides as they were. `paths`: git's answer, as `layout`."""
@@ -471,7 +472,7 @@ def sync_project(runtime: Runtime, vm: str, root: Path, project_dir: Path, log: 
         from opencode_sandbox.services.git_sync.isolated import recorded_workspace
 
         if recorded_workspace(project_dir) == ISOLATED:
-            return _sync_isolated(runtime, vm, found, log, branch_limit, work_tree)
+            return _sync_isolated(runtime, vm, found, log, branch_limit, work_tree, host_moved_only)
         if not found.state.is_dir():
             return SyncReport()
         with sync_lock(project_dir):
@@ -491,25 +492,46 @@ def sync_project(runtime: Runtime, vm: str, root: Path, project_dir: Path, log: 
         return SyncReport()
 
 
+def _host_stamp(found: Layout) -> str | None:
+    host_stamp = refs_stamp(found, HOST_STAMPED)
+    return f"isolated {host_stamp}" if host_stamp is not None else None
+
+
+HOST_STAMPED = (("git_dir", ("HEAD",)), ("common_dir", ("packed-refs", "refs/heads", "refs/tags", "reftable")))
+"""The host's own branches, tags and checked-out branch: all a start of the isolated mode looks at
+(the sync's own `refs/sandbox/*` are left out, so bringing the VM's work does not make the next
+start ask again)."""
+
+
 def _sync_isolated(runtime: Runtime, vm: str, found: Layout, log: Callable[[str], None],
-                   branch_limit: int, work_tree: bool) -> SyncReport:
+                   branch_limit: int, work_tree: bool, host_moved_only: bool) -> SyncReport:
     """The isolated mode's sync: nothing on the host tells whether the VM's refs moved, so the VM is
-    asked every time it runs. `work_tree`: the commit of its work tree is made and brought too (its
-    cost grows with the work tree: a start leaves it out)."""
+    asked every time, but for `host_moved_only` (a start: the idle reaper brings the VM's work while
+    it runs): then only when the host's refs moved since a sync that left nothing pending.
+    `work_tree`: the commit of its work tree is made and brought too (its cost grows with the work
+    tree)."""
     from opencode_sandbox.core.naming import LABEL_WORKSPACE
     from opencode_sandbox.core.workspace import ISOLATED
     from opencode_sandbox.services.git_sync.isolated import IsolatedSyncer
 
-    with sync_lock(found.state.parent):
+    project_dir = found.state.parent
+    recorded = ProjectLayout(project_dir).git_sync_stamp
+    if host_moved_only and (stamp := _host_stamp(found)) is not None and _read_text(recorded) == stamp:
+        return SyncReport(settled=True)  # not even the lock: the reaper's sync in progress brings the VM's work
+    with sync_lock(project_dir):
+        stamp = _host_stamp(found)
         info = runtime.get_sandbox(vm)
         if info is None or info.status is not SandboxStatus.RUNNING or info.labels.get(LABEL_WORKSPACE) != ISOLATED:
             return SyncReport()
-        syncer = IsolatedSyncer(runtime, vm, found, log, guarded_for_sync(found.state.parent), branch_limit)
+        syncer = IsolatedSyncer(runtime, vm, found, log, guarded_for_sync(project_dir), branch_limit)
         syncer.with_work_tree = work_tree
-        return syncer.sync()
+        report = syncer.sync()
+        if stamp is not None and report.settled:
+            write_atomic(recorded, stamp, durable=False)
+        return report
 
 
-def refs_stamp(found: Layout) -> str | None:
+def refs_stamp(found: Layout, stamped: tuple[tuple[str, tuple[str, ...]], ...] = STAMPED) -> str | None:
     """A digest of every entry where the two sides keep their refs, as the file system describes
     it (kind, identity, size and times, read without following a link), so a sync can tell that
     nothing changed since one that left nothing pending; None when it cannot tell."""
@@ -518,7 +540,7 @@ def refs_stamp(found: Layout) -> str | None:
     lines: list[str] = []
     newest = 0
     try:
-        for base, names in STAMPED:
+        for base, names in stamped:
             folder = os.open(getattr(found, base), _DIRECTORY)
             try:
                 for name in names:

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 SYNC_INTERVAL_S = 3.0
 SYNC_COST_FACTOR = 2.0
 """A slow VM (an emulated one) is asked at most a third of the time."""
+AFTER_A_DETACH_S = 1.0
+"""A start or a detach makes the next sync due this soon, not at once: commands run one after another
+(a script of `shell -- CMD`) meet a reaper that waits for them to pause."""
 WORK_TREE_INTERVAL_S = 30.0
 WORK_TREE_COST_FACTOR = 20.0
 """The isolated mode's commit of the VM's whole work tree, at its first sync after a start or a
@@ -57,6 +60,9 @@ class LiveWatch:
             self._settings = settings
             if self._looks.due() and not settings.isolated:  # an isolated VM has nothing of the checkout
                 self._looks.look(settings)
+        if settings.generation != self._generation:  # a start or a detach since: both directions are due soon
+            soon = self._clock() + AFTER_A_DETACH_S
+            self._generation, self._next_sync, self._next_work_tree = settings.generation, soon, soon
         if not settings.project_root:
             self._next_sync = float("inf")  # nothing to sync with
         elif self._clock() >= self._next_sync:
@@ -92,8 +98,6 @@ class LiveWatch:
 
         began = self._clock()
         root = Path(settings.project_root)
-        if settings.generation != self._generation:  # a start or a detach since: the work tree is due
-            self._generation, self._next_work_tree = settings.generation, 0.0
         work_tree = settings.isolated and began >= self._next_work_tree
         sync_project(self._runtime(settings.runtime_kind), settings.vm_name, root, settings.project().folder,
                      self._log, git_paths(root), settings.git_branches, work_tree=work_tree)

@@ -74,8 +74,10 @@ def client_of_vm(app: App, rebuild: bool, wait_for_daemon: bool = True,
             if ready is not None:
                 try:
                     from opencode_sandbox.services.stopping import sync_git
+                    from opencode_sandbox.services.workspace_mode import works_isolated
 
-                    sync_git(app, work_tree=False)  # the reaper brings the work tree's commit next
+                    if not works_isolated(app):  # the reaper, told of the detach, syncs an isolated VM at once
+                        sync_git(app)
                     _review_guarded_files(app)
                 finally:  # a closed terminal can fail the warning; the reaper restarts its wait
                     _hand_to_reaper(app, ready, leaving=True)

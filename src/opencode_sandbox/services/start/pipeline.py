@@ -111,8 +111,8 @@ class Start:
                 state = state._replace(home_volume=decision.volume)
                 self.store.save(self.slug, state)
             seeded = self._seed_git_dir() if not is_isolated(self.app) else False
-            if is_isolated(self.app):
-                state = self._ensure_work_volume(state)
+            if is_isolated(self.app) and decision.plan.action in (VmAction.CREATE, VmAction.RECREATE):
+                state = self._ensure_work_volume(state)  # a VM that exists has its volume mounted
             try:
                 recreated = vm.apply(decision, facts.existing, image)
             except BaseException:
@@ -182,7 +182,8 @@ class Start:
         if self.app.runtime.get_volume(name) is None:
             self.app.runtime.create_volume(name, naming.managed_labels(self.slug))
             self.console.verbose(f"made the VM's work tree volume {name}")
-        if state.work_volume != name:
+            state = state._replace(work_seeded=None)  # a new volume is seeded afresh
+        if state.work_volume != name or state.work_seeded is None:
             state = state._replace(work_volume=name)
             self.store.save(self.slug, state)
         return state
@@ -195,9 +196,8 @@ class Start:
         if not self.app.project.is_git:
             return
         name = naming.work_volume_name(self.slug)
-        seeded = self.store.load(self.slug).work_seeded == name
-        if seeded and work_tree.has_work_tree(self.app.runtime, self.vm):
-            return
+        if self.store.load(self.slug).work_seeded == name:
+            return  # seeded once and for all: its work tree is the VM's from then on
         try:
             branch = work_tree.seed(self.app.runtime, self.vm, self.app.project.root)
         except GitSyncError as error:
@@ -318,7 +318,7 @@ class Start:
                                   hint="run `git reset` in `opencode-sandbox shell` to rebuild it")
         vm_git.sync_project(self.app.runtime, self.vm, self.app.project.root, self.project_dir,
                             lambda line: self.console.verbose(f"git: {line}"), self.app.git_paths,
-                            self.app.settings.git_sync_branches, work_tree=False)
+                            self.app.settings.git_sync_branches, work_tree=False, host_moved_only=not seeded)
         vm_git.tell_held(self.console, self.project_dir)
 
     def _start_inner_docker(self) -> None:
