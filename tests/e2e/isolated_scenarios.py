@@ -184,3 +184,15 @@ def apply_takes_the_plain_edits_and_none_of_the_flagged(project: Project) -> Non
     again = json.loads(project.cli("diff", "--format", "json").stdout)["result"]["changes"]
     assert {change["path"] for change in again} >= {"sub", ".envrc", "leak"}, "left-out changes stay to be seen"
     assert "vm.txt" not in {change["path"] for change in again}
+
+
+def the_vms_work_outlives_its_vm(project: Project) -> None:
+    """`stop -f` removes the VM and the state file, never the work tree's volume: the next start of
+    the isolated mode finds the VM's uncommitted work as it left it."""
+    kept = isolated_shell(project, "echo unsaved >> tracked.txt")
+    assert kept.returncode == 0, kept.stderr
+    removed = project.cli("stop", "-f")
+    assert removed.returncode == 0, removed.stderr
+    again = isolated_shell(project, "tail -n 1 tracked.txt")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == "unsaved", "the VM's uncommitted work was lost with its VM"

@@ -30,6 +30,10 @@ SEED_SCRIPT = r"""
 set -eu
 head=$1 snapshot=$2 branch=$3 name=$4 email=$5
 cd /workspace
+if git rev-parse -q --verify refs/sandbox/seed >/dev/null 2>&1; then
+  echo kept
+  exit 0
+fi
 git init -q .
 IFS= read -r size
 head -c "$size" | git index-pack --stdin --fix-thin >/dev/null
@@ -53,7 +57,9 @@ else
 fi
 """
 """In the VM, as dev: the pack into a new repository at /workspace, the host's commit checked out,
-the snapshot's files laid over it and left unstaged (untracked where the commit has no such file)."""
+the snapshot's files laid over it and left unstaged (untracked where the commit has no such file).
+A work tree a seed already made is kept as it is (`kept`): the state folder that records the seed
+may have been removed, the VM's work never is."""
 
 
 def checked_out_branch(root: Path) -> str:
@@ -62,9 +68,9 @@ def checked_out_branch(root: Path) -> str:
     return name or DETACHED
 
 
-def snapshot(root: Path, branch: str) -> tuple[str, str]:
-    """A commit of the host's work tree as `git add -A` sees it, on top of HEAD, recorded as
-    `refs/sandbox/base/<branch>`; returns (HEAD or "", the snapshot)."""
+def snapshot(root: Path) -> tuple[str, str]:
+    """A commit of the host's work tree as `git add -A` sees it, on top of HEAD; returns (HEAD or "",
+    the snapshot)."""
     head = host_git.text(root, "rev-parse", "-q", "--verify", "HEAD^{commit}")
     with tempfile.TemporaryDirectory(prefix="opencode-sandbox-seed-") as folder:
         index = Path(folder) / "index"
@@ -76,7 +82,6 @@ def snapshot(root: Path, branch: str) -> tuple[str, str]:
     made = host_git.text(root, *SNAPSHOT_AUTHOR, "commit-tree", tree, *parents, "-m", SEED_MESSAGE)
     if not made:
         raise GitSyncError("git commit-tree made no snapshot of the checkout")
-    host_git.run(root, "update-ref", "-m", SEED_MESSAGE, BASE_PREFIX + branch, made)
     return head, made
 
 
@@ -92,9 +97,10 @@ def has_work_tree(runtime: Runtime, vm: str) -> bool:
 
 
 def seed(runtime: Runtime, vm: str, root: Path) -> str:
-    """Make the VM's work tree from the host's checkout; the branch it is on."""
+    """Make the VM's work tree from the host's checkout; the branch it is on, empty when the VM
+    already had one."""
     branch = checked_out_branch(root)
-    head, made = snapshot(root, branch)
+    head, made = snapshot(root)
     pack = pack_of(root, [made], [])
     name = host_git.text(root, "config", "user.name")
     email = host_git.text(root, "config", "user.email")
@@ -102,4 +108,7 @@ def seed(runtime: Runtime, vm: str, root: Path) -> str:
                           stdin=f"{len(pack)}\n".encode() + pack, timeout_s=SYNC_TIMEOUT_S)
     if result.exit_code != 0:
         raise GitSyncError(f"making the VM's work tree failed: {result.stderr.strip()[-300:]}")
+    if result.stdout.strip() == "kept":
+        return ""
+    host_git.run(root, "update-ref", "-m", SEED_MESSAGE, BASE_PREFIX + branch, made)  # what the VM starts from
     return branch

@@ -204,6 +204,8 @@ class Start:
             raise SandboxError(f"cannot make the VM's work tree: {error}",
                                hint="check that `git status` works in this checkout, then run again") from None
         self.store.save(self.slug, self.store.load(self.slug)._replace(work_seeded=name))
+        if not branch:
+            return
         self.console.info(f"The VM works on its own copy of this checkout ({branch}, with your uncommitted "
                           "changes); `opencode-sandbox diff` shows its work, `apply` brings it here.")
 
