@@ -196,3 +196,19 @@ def the_vms_work_outlives_its_vm(project: Project) -> None:
     again = isolated_shell(project, "tail -n 1 tracked.txt")
     assert again.returncode == 0, again.stderr
     assert again.stdout.strip() == "unsaved", "the VM's uncommitted work was lost with its VM"
+
+
+def a_renamed_branch_keeps_the_sync_going(project: Project) -> None:
+    """`feature` renamed to `feature/x` in the VM: the host's `refs/sandbox/heads/feature` must go
+    before `feature/x` can come, and the work tree's commit comes whatever the branches do."""
+    made = isolated_shell(project, "git branch feature")
+    assert made.returncode == 0, made.stderr
+    assert wait_until(lambda: git_answers(project, "rev-parse", "-q", "--verify", "refs/sandbox/heads/feature")
+                      is not None, sync_within(project)), reaper_log(project)
+    renamed = isolated_shell(project, "git branch -m feature feature/x && echo renamed > after-rename.txt")
+    assert renamed.returncode == 0, renamed.stderr
+    assert wait_until(lambda: git_answers(project, "rev-parse", "-q", "--verify", "refs/sandbox/heads/feature/x")
+                      is not None, sync_within(project)), reaper_log(project)
+    assert git_answers(project, "rev-parse", "-q", "--verify", "refs/sandbox/heads/feature") is None
+    assert wait_until(lambda: git_answers(project, "cat-file", "-e", "refs/sandbox/wip/main:after-rename.txt")
+                      is not None, sync_within(project)), reaper_log(project)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tests.e2e.harness import Project
 from tests.e2e.isolated_scenarios import (
+    a_renamed_branch_keeps_the_sync_going,
     a_switch_asks_first,
     apply_takes_the_plain_edits_and_none_of_the_flagged,
     host_commits_reach_the_vm,
@@ -21,6 +22,7 @@ def test_the_isolated_vm_works_on_its_own_tree_and_its_work_returns_as_git_data(
     nothing_of_the_checkout_is_mounted(project)
     the_vms_work_reaches_the_host_as_refs_only(project)
     host_commits_reach_the_vm(project)
+    a_renamed_branch_keeps_the_sync_going(project)
     planted_git_runs_nothing_on_the_host(project)
     apply_takes_the_plain_edits_and_none_of_the_flagged(project)
     a_switch_asks_first(project)

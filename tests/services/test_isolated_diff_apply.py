@@ -444,3 +444,75 @@ def test_a_path_that_climbs_out_of_the_checkout_is_neither_read_nor_written(host
     assert (tmp_path / "outside.txt").read_text() == "the user's secret\n"
     assert (host.root / "a.txt").read_text() == "fine\n"
     assert paths_of(diff_json(host.root)) == ["../outside.txt"]
+
+
+def test_a_folder_shaped_as_a_repository_is_never_applied(host: Host) -> None:
+    """A bare repository planted by the VM: git in any folder below it would read its config and
+    run its `core.fsmonitor`. Also the half the VM adds beside `objects` and `refs` the host has."""
+    marker = host.root.parent / "pwned-shape"
+    host.write("lib/objects/model.py", "x = 1\n")
+    host.write("lib/refs/names.py", "y = 2\n")
+    git(host.root, "add", "-A")
+    git(host.root, "commit", "-q", "-m", "source folders named objects and refs")
+    config = ("[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = ..\n"
+              f"\tfsmonitor = \"touch {marker}; false\"\n")
+    host.vm_commit({b"src/HEAD": host.file("ref: refs/heads/main\n"), b"src/config": host.file(config),
+                    b"src/objects/info/keep": host.file(""), b"src/refs/heads/keep": host.file(""),
+                    b"src/components/App.js": host.file("export default 1\n"), b"web/App.js": host.file("ok\n"),
+                    b"lib/Head": host.file("ref: refs/heads/main\n"), b"lib/config": host.file(config)})
+    done = cli(host.root, "apply", "-y")
+    assert done.returncode == 0, done.stderr
+    assert not os.path.lexists(host.root / "src"), "nothing of a folder shaped as a repository is applied"
+    for path in ("lib/Head", "lib/config"):
+        assert not os.path.lexists(host.root / path), path
+    assert (host.root / "web/App.js").read_text() == "ok\n"
+    assert "repository-shape" in done.stdout
+    (host.root / "src" / "components").mkdir(parents=True)
+    git(host.root / "src" / "components", "status")
+    git(host.root / "lib" / "objects", "status")
+    assert not marker.exists(), "the host's git took a folder the VM shaped for a repository"
+
+
+def test_the_hosts_hooks_folder_and_included_config_are_files_the_host_runs(host: Host) -> None:
+    host.write(".githooks/pre-commit", "#!/bin/sh\necho lint ok\n")
+    (host.root / ".githooks/pre-commit").chmod(0o755)
+    host.write(".gitconfig", "[alias]\n\tst = status\n")
+    git(host.root, "add", "-A")
+    git(host.root, "commit", "-q", "-m", "shared hooks and settings")
+    git(host.root, "config", "core.hooksPath", ".githooks")
+    git(host.root, "config", "include.path", "../.gitconfig")
+    host.vm_commit({b".githooks/pre-commit": host.file("#!/bin/sh\ntouch pwned\n", "100755"),
+                    b".gitconfig": host.file("[core]\n\tfsmonitor = touch pwned\n")})
+    flags = {change["path"]: change["flags"] for change in diff_json(host.root)["changes"]}
+    assert "host-run" in flags[".githooks/pre-commit"] and "host-run" in flags[".gitconfig"], flags
+    done = cli(host.root, "apply", "-y")
+    assert done.returncode == 0, done.stderr
+    assert (host.root / ".githooks/pre-commit").read_text() == "#!/bin/sh\necho lint ok\n"
+    assert (host.root / ".gitconfig").read_text() == "[alias]\n\tst = status\n"
+
+
+def test_a_path_deeper_than_any_checkout_is_left_out_without_failing_the_rest(host: Host) -> None:
+    deep = b"/".join([b"a"] * 1100) + b"/link"
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(10_000)  # for this test's own tree builder; the command runs in a process of its own
+    try:
+        host.vm_commit({deep: ("120000", host.blob(b"/etc/passwd")), b"ok.txt": host.file("ok\n")})
+    finally:
+        sys.setrecursionlimit(limit)
+    done = cli(host.root, "apply", "-y")
+    assert done.returncode == 0, done.stderr
+    assert (host.root / "ok.txt").read_text() == "ok\n"
+    assert not (host.root / "a").exists()
+    assert "too-deep" in done.stdout
+
+
+def test_apply_exactly_takes_the_commit_the_user_looked_at_not_a_newer_one(host: Host) -> None:
+    reviewed = host.vm_commit({b"lib.py": host.file("def f():\n    return 2  # fix\n")})
+    shown = cli(host.root, "diff")
+    assert reviewed in shown.stdout, "diff names the whole commit it shows"
+    host.vm_commit({b"lib.py": host.file("import os\nos.system('touch pwned')\n")})
+    done = cli(host.root, "apply", "--exactly", reviewed)
+    assert done.returncode == 0, done.stderr
+    assert (host.root / "lib.py").read_text() == "def f():\n    return 2  # fix\n"
+    wrong = cli(host.root, "apply", "--exactly", "0" * 40)
+    assert wrong.returncode != 0 and "not a commit of the VM's work" in wrong.stderr

@@ -30,13 +30,16 @@ def diff(app: App, branch: str | None, output_format: str) -> None:
 @click.option("--branch", metavar="NAME", default=None, help=BRANCH_HELP)
 @click.option("-y", "--yes", "assume_yes", is_flag=True,
               help="Ask nothing: leave out (and list) every change that would be asked about.")
+@click.option("--exactly", metavar="COMMIT", default=None,
+              help="Take this very commit of the VM's work, the one `diff` showed (its whole id), not the newest.")
 @pass_app
-def apply(app: App, branch: str | None, assume_yes: bool) -> None:
+def apply(app: App, branch: str | None, assume_yes: bool, exactly: str | None) -> None:
     """Bring the VM's work into the host's work tree as uncommitted changes (never commits)."""
     from opencode_sandbox.services.isolated.apply import apply as apply_work
 
-    _bring_the_vms_work(app)
-    apply_work(app, branch, assume_yes or app.assume_yes)
+    if exactly is None:
+        _bring_the_vms_work(app)
+    apply_work(app, branch, assume_yes or app.assume_yes, exactly)
 
 
 def _bring_the_vms_work(app: App) -> None:

@@ -106,6 +106,9 @@ class ReaperLog:
                 os.replace(path, project.earlier_reaper_log)
 
     def __call__(self, message: str) -> None:
+        from opencode_sandbox.core.guard import shown
+
+        message = shown(message)  # what the VM printed reaches it (a sync's error): no control character
         stamp = self._wall_clock().isoformat(timespec="seconds")
         descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         with os.fdopen(descriptor, "a", encoding="utf-8") as handle:

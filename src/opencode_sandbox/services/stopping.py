@@ -70,6 +70,12 @@ def sync_git(app: App, work_tree: bool = True) -> None:
                           lambda line: app.console.verbose(f"git: {line}"), app.git_paths,
                           app.settings.git_sync_branches, work_tree=work_tree)
     tell_held(app.console, project_dir)
+    if report.failure:
+        from opencode_sandbox.core.guard import shown
+
+        app.console.warn(f"the git sync with the VM failed: {shown(report.failure)}",
+                         hint="the VM's work stays in the VM; `opencode-sandbox diff` and the refs under "
+                              "refs/sandbox/ show what reached the host before, and the reaper's log says more")
     what, _, branch = report.host.partition(" ")
     if what in ("diverged", "differs", "staged", "busy"):
         from opencode_sandbox.core.vm_git import SANDBOX_PREFIX

@@ -13,6 +13,7 @@ import contextlib
 import os
 import stat
 import subprocess
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -39,10 +40,18 @@ from opencode_sandbox.runtime.types import Mount, MountKind, SandboxStatus
 from opencode_sandbox.services.git_sync import held as held_store
 from opencode_sandbox.services.git_sync import host_git
 from opencode_sandbox.services.git_sync.host_git import SYNC_TIMEOUT_S, GitSyncError
-from opencode_sandbox.state.files import FILE_MODE, ensure_private_dir, write_atomic
+from opencode_sandbox.state.files import (
+    FILE_MODE,
+    UnreadableState,
+    ensure_private_dir,
+    read_yaml_mapping,
+    write_atomic,
+)
 from opencode_sandbox.state_layout import ProjectLayout
 
 if TYPE_CHECKING:
+    from typing import BinaryIO
+
     from opencode_sandbox.project import GitPaths
     from opencode_sandbox.runtime.base import Runtime
     from opencode_sandbox.ui.console import Console
@@ -134,6 +143,8 @@ class SyncReport(Record):
     """The same for the VM's checked-out branch."""
     settled: bool = False
     """Nothing waits for a later sync (see `nothing_pending`)."""
+    failure: str = ""
+    """Why the sync failed, leaving both sides as they were; empty when it did not."""
 
 
 def layout(root: Path, project_dir: Path, paths: GitPaths | None) -> Layout | None:
@@ -272,6 +283,9 @@ class Syncer:
         sandbox = self._host_refs(SANDBOX_PREFIX)
         host_heads = self._host_refs("refs/heads/")
         plan = plan_sync(fetchable, sandbox)
+        for name in plan.drop:  # first: a branch renamed to `name/...` needs `name` gone
+            host_git.run(self.found.root, "update-ref", "-d", name, sandbox.pop(name))
+            self.log(f"{name}: {self._why_dropped(name.removeprefix(SANDBOX_PREFIX), held, every_head)}")
         fetched: list[str] = []
         newly_held: dict[str, HeldBranch] = {}
         if plan.fetch:
@@ -399,9 +413,7 @@ class Syncer:
             header = read_bundle_header(handle, self._object_format)
             os.lseek(handle.fileno(), handle.tell(), os.SEEK_SET)  # past the read-ahead: the pack starts here
             tips = {name: object_id for name, object_id in header.items() if name in branches}
-            indexed = subprocess.run(host_git.argv("index-pack", "--stdin", "--fix-thin", "--strict"),
-                                     cwd=self.found.root, stdin=handle, capture_output=True, check=False,
-                                     timeout=SYNC_TIMEOUT_S, env=host_git.environment())
+            indexed = index_pack(self.found.root, handle)
         if indexed.returncode != 0:
             raise GitSyncError(f"the VM's bundle failed the object checks: "
                                f"{indexed.stderr.decode(errors='replace').strip()[-300:]}")
@@ -445,6 +457,33 @@ class Syncer:
         return said[0] if said else ""
 
 
+INDEX_MEMORY_LIMIT = 1536 << 20
+"""The address space of `git index-pack` over the VM's objects: an object inflates to the size its
+delta declares, which the VM picks (a 65 KB pack can declare gigabytes), so past this the check fails
+and the sync brings nothing, rather than the host running out of memory. One thread: the VM's
+objects are checked one at a time."""
+
+
+INDEX_WINDOWS = ("-c", "core.packedGitWindowSize=32m", "-c", "core.packedGitLimit=256m")
+"""The host's own packs, read for the bases of the VM's thin pack, in small windows within that space."""
+
+
+def index_pack(root: Path, pack: BinaryIO) -> subprocess.CompletedProcess[bytes]:
+    """`git index-pack --strict` of the VM's pack into the host's store, within `INDEX_MEMORY_LIMIT`."""
+    import resource  # noqa: F401  # for `_within_index_memory`, which must not import in the child
+
+    return subprocess.run(host_git.argv(*INDEX_WINDOWS, "index-pack", "--threads=1", "--stdin", "--fix-thin",
+                                        "--strict"),
+                          cwd=root, stdin=pack, capture_output=True, check=False, timeout=SYNC_TIMEOUT_S,
+                          env=host_git.environment(), preexec_fn=_within_index_memory)
+
+
+def _within_index_memory() -> None:
+    """Run in the child between fork and exec: `resource` is loaded before (`_index_bundle`)."""
+    resource = sys.modules["resource"]
+    resource.setrlimit(resource.RLIMIT_AS, (INDEX_MEMORY_LIMIT, INDEX_MEMORY_LIMIT))
+
+
 def guarded_for_sync(project_dir: Path) -> tuple[str, ...]:
     """The paths the host runs, as the guard last recorded them for the project (its defaults
     before any record: every default name counts in every folder all the same)."""
@@ -452,7 +491,13 @@ def guarded_for_sync(project_dir: Path) -> tuple[str, ...]:
     from opencode_sandbox.services.guard.store import GuardStore
 
     record = GuardStore(project_dir).load()
-    return tuple(dict.fromkeys((*DEFAULT_GUARDED, *(record.paths if record is not None else ()))))
+    try:
+        isolated = read_yaml_mapping(ProjectLayout(project_dir).host_run_paths) or {}
+    except UnreadableState:
+        isolated = {}
+    listed = isolated.get("paths")
+    found = [path for path in listed if isinstance(path, str)] if isinstance(listed, list) else []
+    return tuple(dict.fromkeys((*DEFAULT_GUARDED, *(record.paths if record is not None else ()), *found)))
 
 
 def sync_project(runtime: Runtime, vm: str, root: Path, project_dir: Path, log: Callable[[str], None],
@@ -488,8 +533,9 @@ def sync_project(runtime: Runtime, vm: str, root: Path, project_dir: Path, log: 
                 write_atomic(recorded, stamp, durable=False)
             return report
     except (GitSyncError, SandboxError, OSError, ValueError) as error:
-        log(f"git sync failed: {getattr(error, 'message', None) or error}")
-        return SyncReport()
+        failure = str(getattr(error, "message", None) or error)
+        log(f"git sync failed: {failure}")
+        return SyncReport(failure=failure)
 
 
 def _host_stamp(found: Layout) -> str | None:

@@ -42,19 +42,23 @@ fi
 index=$(mktemp)
 trap 'rm -f "$index"' EXIT
 cp "$(git rev-parse --git-path index)" "$index" 2>/dev/null || rm -f "$index"
-GIT_INDEX_FILE=$index git add -A
-tree=$(GIT_INDEX_FILE=$index git write-tree)
 if parent=$(git rev-parse -q --verify 'HEAD^{commit}'); then set -- -p "$parent"; else set --; fi
 export GIT_AUTHOR_NAME=opencode-sandbox GIT_AUTHOR_EMAIL=vm@opencode-sandbox.invalid \
   GIT_COMMITTER_NAME=opencode-sandbox GIT_COMMITTER_EMAIL=vm@opencode-sandbox.invalid \
   GIT_AUTHOR_DATE='@0 +0000' GIT_COMMITTER_DATE='@0 +0000'
-wip=$(git commit-tree "$tree" "$@" -m "opencode-sandbox: the VM's work tree")
-git update-ref refs/remotes/opencode-sandbox/wip "$wip"
-printf 'branch %s\nwip %s\n' "$branch" "$wip"
+GIT_INDEX_FILE=$index git add -A --ignore-errors >/dev/null 2>&1 || true
+if tree=$(GIT_INDEX_FILE=$index git write-tree) &&
+   wip=$(git commit-tree "$tree" "$@" -m "opencode-sandbox: the VM's work tree") &&
+   git update-ref refs/remotes/opencode-sandbox/wip "$wip"; then
+  printf 'branch %s\nwip %s\n' "$branch" "$wip"
+else
+  printf 'branch %s\nwip -\n' "$branch"
+fi
 git for-each-ref --format='%(objectname) %(refname)' refs/heads refs/remotes/host
 """
 """In the VM: with `work-tree`, a commit of the whole work tree (the same one while nothing
-changes: its dates are fixed); then its checked-out branch, that commit (`-` without) and its refs."""
+changes: its dates are fixed; a file git cannot read is left out of it); then its checked-out
+branch, that commit (`-` without, or when it could not be made) and its refs."""
 
 BUNDLE_SCRIPT = r"""
 set -eu
@@ -89,8 +93,10 @@ class IsolatedSyncer(Syncer):
     with_work_tree = True
 
     def sync(self) -> SyncReport:
-        report = super().sync()
-        self._bring_in_wip()
+        try:
+            report = super().sync()
+        finally:  # the work tree's commit comes whatever became of the branches
+            self._bring_in_wip()
         return report
 
     def _vm_refs(self) -> tuple[dict[str, str], str]:

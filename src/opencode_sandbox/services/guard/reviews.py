@@ -78,11 +78,25 @@ class GuardStatus(Record):
     """The VM's branches the host holds, each with why and how to take it (docs/git.md)."""
 
 
-def guarded_paths(settings: Settings, root: Path | None = None, hooks: Path | None = None) -> tuple[str, ...]:
-    """The default list, the `guarded-paths` setting, and the folder the host's git runs hooks
-    from (`hooks`, `GitPaths.hooks`) when it lies in the checkout (`root`) outside `.git`."""
+def guarded_paths(settings: Settings, root: Path | None = None, hooks: Path | None = None,
+                  included: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The default list, the `guarded-paths` setting, the folder the host's git runs hooks
+    from (`hooks`, `GitPaths.hooks`) when it lies in the checkout (`root`) outside `.git`, and the
+    files of the checkout the host's git config includes (`included`)."""
     inside = _inside(root, hooks) if root is not None and hooks is not None else None
-    return tuple(dict.fromkeys((*DEFAULT_GUARDED, *settings.guarded_paths, *([inside] if inside else []))))
+    return tuple(dict.fromkeys((*DEFAULT_GUARDED, *settings.guarded_paths, *([inside] if inside else []),
+                                *included)))
+
+
+def host_run_paths(app: App) -> tuple[str, ...]:
+    """What the host runs of this checkout: `guarded_paths` with the host's hooks folder and the
+    files its git config includes."""
+    from opencode_sandbox.services.guard.config_includes import included_in_checkout
+
+    paths = app.git_paths
+    configs = (paths.common_dir / "config", paths.git_dir / "config.worktree") if paths is not None else ()
+    return guarded_paths(app.settings, app.project.root, hooks_of(app),
+                         included_in_checkout(app.project.root, configs))
 
 
 def guarded_below_found(app: App) -> tuple[str, ...]:
@@ -136,7 +150,7 @@ def review(app: App, *, vm_may_write_after: bool, ask: Callable[[str], bool] | N
     if stopped_blind is not None:
         app.console.warn(stopped_blind, hint="the review below shows what the VM changed; `opencode-sandbox "
                                              "guard status` and the reaper's log say more")
-    paths = guarded_paths(app.settings, app.project.root, hooks_of(app))
+    paths = host_run_paths(app)
     root = app.project.root
     host_git = app.project.is_git
     vouched = _vouched_for(app) if ask_reaper else None
@@ -338,7 +352,7 @@ def note_vm_stopped(state_root: Path, slug: str, log: Callable[[str], None] = la
 
 def status(app: App) -> GuardStatus:
     store = GuardStore(app.state.project_dir(app.project.slug))
-    paths = guarded_paths(app.settings, app.project.root, hooks_of(app))
+    paths = host_run_paths(app)
     record = store.load()
     git = _git_lines(app)
     held_branches = _held_branch_lines(app)

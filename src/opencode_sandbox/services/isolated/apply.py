@@ -32,9 +32,10 @@ class LeftOut(Record):
     why: str
 
 
-def apply(app: App, branch: str | None, yes: bool) -> None:
+def apply(app: App, branch: str | None, yes: bool, exactly: str | None = None) -> None:
+    """`exactly`: the VM's commit to take, the one the user looked at, rather than its newest."""
     root = app.project.root
-    work = work_of(app, branch)
+    work = work_of(app, branch, exactly)
     if work is None:
         return
     if not work.changes:

@@ -61,14 +61,14 @@ class Work(Record):
     changes: tuple[Change, ...]
 
 
-def read_work(root: Path, branch: str | None, guarded: Sequence[str]) -> Work | None:
+def read_work(root: Path, branch: str | None, guarded: Sequence[str], exactly: str | None = None) -> Work | None:
     """The VM's work on `branch` (default: the host's checked-out one); None when it has not reached
     the host."""
     object_format = host_git.text(root, "rev-parse", "--show-object-format")
     if not object_format:
         raise UsageError(f"{root} is not a git checkout: the VM's work reaches the host as git data only",
                          hint="run it inside the checkout the VM works on")
-    located = locate(root, chosen_branch(root, branch), object_format)
+    located = locate(root, chosen_branch(root, branch), object_format, exactly)
     if located is None:
         return None
     try:
@@ -96,13 +96,26 @@ def _changes(root: Path, found_changes: Sequence[TreeChange], object_format: str
     targets = contents(root, link_ids, object_format, limit=len(link_ids) * rules.LINK_TARGET_LIMIT)
     top = os.open(root, DIRECTORY)
     try:
-        return [_change(top, each, objects, targets, object_format, guarded) for each in found_changes]
+        shaped = rules.repository_folders([each.path for each in found_changes], lambda folder: _has_head(top, folder))
+        return [_change(top, each, objects, targets, object_format, guarded, shaped) for each in found_changes]
     finally:
         os.close(top)
 
 
+def _has_head(top: int, folder: str) -> bool:
+    """The host's folder holds a `HEAD` in any case (a file system may ignore case)."""
+    try:
+        descriptor = os.open(folder, DIRECTORY, dir_fd=top)
+    except OSError:
+        return False
+    try:
+        return any(name.casefold() == "head" for name in os.listdir(descriptor))
+    finally:
+        os.close(descriptor)
+
+
 def _change(top: int, found: TreeChange, objects: Mapping[str, Found], targets: Mapping[str, bytes],
-            object_format: str, guarded: Sequence[str]) -> Change:
+            object_format: str, guarded: Sequence[str], shaped: set[str]) -> Change:
     new = objects.get(found.new_id, Found("missing"))
     old_size = objects.get(found.old_id, Found("")).size
     host = look(top, found.path, object_format, {old_size, new.size}, SHOWN_BYTES)
@@ -116,6 +129,8 @@ def _change(top: int, found: TreeChange, objects: Mapping[str, Found], targets: 
         flags.append(rules.NOT_A_BLOB)
     if host.in_the_way_is_link:
         flags.append(rules.LINK_IN_THE_WAY)
+    if found.path.rpartition("/")[2].casefold() == "head" or rules.in_repository_shape(found.path, shaped):
+        flags.append(rules.REPOSITORY_SHAPE)
     return Change(found.path, rules.status(found.old_mode, found.new_mode), found.old_mode, found.new_mode,
                   found.old_id, found.new_id, new.size, tuple(flags), _collides(found, host), host, target)
 

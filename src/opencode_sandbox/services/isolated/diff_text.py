@@ -23,7 +23,8 @@ def lines(work: Work, vm_contents: Mapping[str, bytes]) -> Iterator[str]:
         where.base_from, f"{where.base_ref} {where.base[:12]}")
     count = len(work.changes)
     yield (f"The VM's work on {shown(where.branch)}: {count} change{'s' if count != 1 else ''} from {base} to the "
-           f"VM's commit {where.wip[:12]}, against the host's work tree")
+           f"VM's commit {where.wip}, against the host's work tree (`apply --exactly {where.wip[:12]}...` "
+           "takes this very commit)")
     left = TOTAL_LINE_LIMIT
     held_back = 0
     for change in work.changes:

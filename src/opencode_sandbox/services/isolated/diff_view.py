@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 
 from opencode_sandbox import TYPE_CHECKING
-from opencode_sandbox.core.guard import DEFAULT_GUARDED, shown
+from opencode_sandbox.core.guard import shown
 from opencode_sandbox.core.vm_commits import GITLINK
 from opencode_sandbox.services.isolated import diff_text
 from opencode_sandbox.services.isolated import flags as rules
@@ -39,11 +39,13 @@ def show(app: App, branch: str | None, output_format: str) -> None:
         app.console.result(line)
 
 
-def work_of(app: App, branch: str | None) -> Work | None:
+def work_of(app: App, branch: str | None, exactly: str | None = None) -> Work | None:
     """The VM's work on `branch`, read with the project's guarded paths; None, after saying so, when
     it has not reached the host."""
     root = app.project.root
-    work = read_work(root, branch, (*DEFAULT_GUARDED, *app.settings.guarded_paths))
+    from opencode_sandbox.services.guard.reviews import host_run_paths
+
+    work = read_work(root, branch, host_run_paths(app), exactly)
     if work is None:
         app.console.info(NOT_YET.format(branch=shown(chosen_branch(root, branch))))
     return work

@@ -4,7 +4,7 @@ the change's paths, modes and link target alone."""
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from opencode_sandbox.core.vm_commits import ABSENT, EXECUTABLE, GITLINK, TOOL_FOLDER, runs_on_host
 
@@ -25,7 +25,15 @@ NOT_A_BLOB = "not-a-blob"
 LINK_IN_THE_WAY = "link-in-the-way"
 """A folder on the way to the path is a link on the host: never followed."""
 
-NEVER_APPLIED = (GITLINK_FLAG, NESTED_GIT, LINK_LEAVES, BAD_PATH, NOT_A_BLOB, LINK_IN_THE_WAY)
+TOO_DEEP = "too-deep"
+"""More folders deep than `DEPTH_LIMIT`: no checkout needs it, and each level costs the host a step."""
+REPOSITORY_SHAPE = "repository-shape"
+"""A `HEAD` file, or a path in a folder that holds one: with `objects` and `refs` beside it, git on the
+host takes that folder for a repository (a bare one) and reads its `config`."""
+
+NEVER_APPLIED = (GITLINK_FLAG, NESTED_GIT, LINK_LEAVES, BAD_PATH, NOT_A_BLOB, LINK_IN_THE_WAY, TOO_DEEP,
+                 REPOSITORY_SHAPE)
+DEPTH_LIMIT = 100
 ASKED = (HOST_RUN, MODE_CHANGE)
 """Applied only when the user says so, one by one, on a terminal."""
 LINK_TARGET_LIMIT = 4096
@@ -58,6 +66,8 @@ def path_flags(path: str, old_mode: str, new_mode: str, guarded: Sequence[str]) 
         flags.append(NESTED_GIT)
     if any(part in ("", ".", "..") for part in parts):
         flags.append(BAD_PATH)
+    if len(parts) > DEPTH_LIMIT:
+        flags.append(TOO_DEEP)
     if (old_mode != new_mode and ABSENT not in (old_mode, new_mode)) or (old_mode == ABSENT and new_mode == EXECUTABLE):
         flags.append(MODE_CHANGE)
     return flags
@@ -99,7 +109,25 @@ MEANING = {
     BAD_PATH: "a path with an empty, . or .. part",
     NOT_A_BLOB: "its object is not a file's content in the host's store",
     LINK_IN_THE_WAY: "a folder on its way is a symlink on the host, never followed",
+    TOO_DEEP: f"more than {DEPTH_LIMIT} folders deep",
+    REPOSITORY_SHAPE: "a HEAD file, or in a folder with one: git would take the folder for a repository",
 }
+
+
+def repository_folders(paths: Sequence[str], host_has_head: Callable[[str], bool]) -> set[str]:
+    """The folders below the top that hold a `HEAD` (in any case) in the VM's work or on the host:
+    with `objects` and `refs` beside it, git takes such a folder for a bare repository, whose
+    `config` it reads (and whose `core.fsmonitor` it runs) in any folder below it. The top is left
+    out: its `.git` comes first."""
+    folders = {path.rpartition("/")[0] for path in paths if path.rpartition("/")[2].casefold() == "head"}
+    candidates = {"/".join(path.split("/")[:depth]) for path in paths for depth in range(1, path.count("/") + 1)}
+    folders |= {folder for folder in candidates - folders if host_has_head(folder)}
+    return {folder for folder in folders if folder}
+
+
+def in_repository_shape(path: str, folders: set[str]) -> bool:
+    parts = path.split("/")
+    return any("/".join(parts[:depth]) in folders for depth in range(1, len(parts)))
 
 
 def legend(flag: str) -> str:

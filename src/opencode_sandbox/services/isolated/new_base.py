@@ -14,6 +14,7 @@ from opencode_sandbox.core.vm_commits import ABSENT, GITLINK
 from opencode_sandbox.services.git_sync import host_git
 from opencode_sandbox.services.git_sync.trees import DIFF_LIMIT
 from opencode_sandbox.services.git_sync.work_tree import SNAPSHOT_AUTHOR
+from opencode_sandbox.services.isolated import flags as rules
 from opencode_sandbox.services.isolated.changes import Change
 from opencode_sandbox.services.isolated.refs import FROM_NOTHING, Located
 
@@ -27,8 +28,9 @@ def move_base(root: Path, where: Located, kept: Sequence[Change]) -> str:
     """The new base commit, `where.base_ref` moved to it from the value it had when read (an update
     between read and now fails it); the old one when nothing would change."""
     # A path with an empty part names no tree entry (git's trees have none): nothing to keep of it.
+    # One too deep is never applied, and not kept either: each of its folders would cost a step here.
     overrides = {change.path.encode("utf-8", errors="surrogateescape"): _entry(change) for change in kept
-                 if "" not in change.path.split("/")}
+                 if "" not in change.path.split("/") and rules.TOO_DEEP not in change.flags}
     wip_tree = host_git.text(root, "rev-parse", f"{where.wip}^{{tree}}")
     tree = _rebuilt(root, wip_tree, overrides) if overrides else wip_tree
     if where.base_from != FROM_NOTHING and tree == host_git.text(root, "rev-parse", f"{where.base}^{{tree}}") \

@@ -47,10 +47,16 @@ def chosen_branch(root: Path, branch: str | None) -> str:
     return branch
 
 
-def locate(root: Path, branch: str, object_format: str) -> Located | None:
-    """The VM's commit for `branch` and what it is read against; None when the VM's work has not
-    reached the host."""
-    wip = _commit(root, WIP_PREFIX + branch, object_format)
+def locate(root: Path, branch: str, object_format: str, exactly: str | None = None) -> Located | None:
+    """The VM's commit for `branch` (`exactly` this one, when given: the one the user looked at)
+    and what it is read against; None when the VM's work has not reached the host."""
+    if exactly is not None:
+        wip = _commit(root, exactly, object_format) if is_object_id(exactly, object_format) else ""
+        if not wip:
+            raise UsageError(f"'{exactly}' is not a commit of the VM's work this checkout holds",
+                             hint="give the whole id `opencode-sandbox diff` prints after 'the VM's commit'")
+    else:
+        wip = _commit(root, WIP_PREFIX + branch, object_format)
     if not wip:
         return None
     base = _commit(root, BASE_PREFIX + branch, object_format)

@@ -140,6 +140,7 @@ class Start:
             self._did(plan_git(self.app.project.is_git, seeded, decision.plan.deferred), provisioned.step)
             provision.apply(self.app, self.vm, provisioned, decision.volume)
             if not decision.plan.deferred and is_isolated(self.app):
+                self._record_host_run_paths()
                 self._seed_work_tree()
             if not decision.plan.deferred:
                 self._sync_git(seeded)
@@ -187,6 +188,19 @@ class Start:
             state = state._replace(work_volume=name)
             self.store.save(self.slug, state)
         return state
+
+    def _record_host_run_paths(self) -> None:
+        """For the sync, which holds a VM branch that changes one (the reaper has no settings)."""
+        from opencode_sandbox.services.guard.reviews import host_run_paths
+        from opencode_sandbox.state.files import UnreadableState, read_yaml_mapping, write_yaml
+        from opencode_sandbox.state_layout import ProjectLayout
+
+        path = ProjectLayout(self.project_dir).host_run_paths
+        wanted = {"paths": list(host_run_paths(self.app))}
+        with contextlib.suppress(UnreadableState):
+            if read_yaml_mapping(path) == wanted:
+                return
+        write_yaml(path, wanted)
 
     def _seed_work_tree(self) -> None:
         """The VM's own work tree, made from the checkout at the first start of the isolated mode."""
