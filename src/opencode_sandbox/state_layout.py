@@ -56,6 +56,8 @@ GIT_SYNC_STAMP = Place("git-sync.stamp", FILE, "a digest of how both git directo
                                                "sync that left nothing pending; a sync that finds them so does nothing")
 GIT_HELD = Place("git-held.yaml", FILE, "the VM's branches the host holds (they add a gitlink, a .gitmodules, "
                                          "this tool's configuration or a file the host runs), each tip with why")
+INCOMING_BYTES = Place("incoming-bytes.yaml", FILE, "when the git sync took the VM's bundles in the last day, and "
+                                                   "how large: past a quota a day, it takes no more")
 HOST_RUN_PATHS = Place("host-run-paths.yaml", FILE, "in the isolated mode, the checkout's paths the host runs, as the "
                                                  "last start found them: a VM branch that changes one is held")
 VM_GIT_STAGING = Place(".git.*", FOLDER, "the VM's git directory while it is made; renamed to `git` once complete")
@@ -70,8 +72,8 @@ WATCH_FAILED = Place("watch-failed.yaml", FILE, "why the idle reaper stopped the
 PROJECT_PLACES = (
     PROJECT_STATE, DAEMON_PASSWORD, PROVISIONED, IMAGE_CHECK, LEASES, STOP_LOCK, REAPER_SETTINGS, REAPER_LOG,
     EARLIER_REAPER_LOG, REAPER_LOCK, GUARD, GUARD_RECORD, GUARD_COPIES, GUARD_LOCK, GUARD_MOVED, GUARD_REVIEW, VM_GIT,
-    GITFILE, GIT_SYNC_LOCK, GIT_SYNC_STAMP, GIT_HELD, HOST_RUN_PATHS, VM_GIT_STAGING, INCOMING_BUNDLE, ATTENTION,
-    ATTENTION_LOCK, WATCH_FAILED,
+    GITFILE, GIT_SYNC_LOCK, GIT_SYNC_STAMP, GIT_HELD, INCOMING_BYTES, HOST_RUN_PATHS, VM_GIT_STAGING,
+    INCOMING_BUNDLE, ATTENTION, ATTENTION_LOCK, WATCH_FAILED,
 )
 
 
@@ -152,6 +154,10 @@ class ProjectLayout:
     @property
     def git_held(self) -> Path:
         return self[GIT_HELD]
+
+    @property
+    def incoming_bytes(self) -> Path:
+        return self[INCOMING_BYTES]
 
     @property
     def host_run_paths(self) -> Path:

@@ -13,6 +13,8 @@ import zlib
 from pathlib import Path
 from typing import BinaryIO
 
+import pytest
+
 from opencode_sandbox.services.reaper import ReaperLog
 from opencode_sandbox.services.vm_git import INDEX_MEMORY_LIMIT, index_pack
 from opencode_sandbox.state_layout import ProjectLayout
@@ -86,3 +88,15 @@ def test_what_the_vm_printed_reaches_the_reapers_log_escaped(tmp_path: Path) -> 
     written = (tmp_path / "reaper.log").read_text()
     assert "\x1b" not in written and "\x07" not in written
     assert written.count("\n") == 1, "one message, one line: the VM cannot make lines of its own"
+
+
+def test_the_vms_objects_the_host_takes_in_a_day_are_bounded(tmp_path: Path) -> None:
+    from opencode_sandbox.services.git_sync import daily_quota
+    from opencode_sandbox.services.git_sync.host_git import GitSyncError
+
+    now = 1_000_000.0
+    for hour in range(20):
+        daily_quota.take(tmp_path, 100 << 20, now + hour * 60)
+    with pytest.raises(GitSyncError, match="in the last 24 hours"):
+        daily_quota.take(tmp_path, 100 << 20, now + 3600)
+    daily_quota.take(tmp_path, 100 << 20, now + daily_quota.DAY_S + 60)  # the first bundles aged out

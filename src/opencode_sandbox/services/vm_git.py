@@ -409,6 +409,9 @@ class Syncer:
     def _index_bundle(self, bundle: Path, branches: Sequence[str]) -> dict[str, str]:
         """Every object of the bundle checked (`index-pack --strict`) into the host's store;
         the tips it names for `branches`, each a commit the host now has."""
+        from opencode_sandbox.services.git_sync import daily_quota
+
+        daily_quota.take(self.project_dir, bundle.stat().st_size)
         with bundle.open("rb") as handle:
             header = read_bundle_header(handle, self._object_format)
             os.lseek(handle.fileno(), handle.tell(), os.SEEK_SET)  # past the read-ahead: the pack starts here
