@@ -36,7 +36,7 @@ from opencode_sandbox.core.vm_git import (
     seed_files,
     valid_ref,
 )
-from opencode_sandbox.runtime.types import Mount, MountKind, SandboxStatus
+from opencode_sandbox.runtime.types import ExecResult, Mount, MountKind, SandboxStatus
 from opencode_sandbox.services.git_sync import held as held_store
 from opencode_sandbox.services.git_sync import host_git
 from opencode_sandbox.services.git_sync.host_git import SYNC_TIMEOUT_S, GitSyncError
@@ -441,11 +441,7 @@ class Syncer:
         return said
 
     def _send_host_heads(self, host_heads: Mapping[str, str], vm_refs: Mapping[str, str]) -> str:
-        wanted = {HOST_PREFIX + name.removeprefix("refs/heads/"): object_id for name, object_id in host_heads.items()}
-        held = {name: object_id for name, object_id in vm_refs.items() if name.startswith(HOST_PREFIX)}
-        lines = [f"update {name} {object_id}\n" for name, object_id in sorted(wanted.items())
-                 if held.get(name) != object_id]
-        lines += [f"delete {name}\n" for name in sorted(held) if name not in wanted]
+        lines = host_ref_updates(host_heads, vm_refs)
         if not lines:
             return ""
         script = 'git update-ref --stdin && sh -c "$1" fast-forward "$2" "$3"'
@@ -453,11 +449,24 @@ class Syncer:
             self.vm, ["sh", "-c", script, "send", FAST_FORWARD, HOST_PREFIX,
                       "opencode-sandbox: fast-forward to the host's commits"],
             stdin="".join(lines).encode(), timeout_s=SYNC_TIMEOUT_S)
+        return self._vm_took_host_heads(result, len(lines))
+
+    def _vm_took_host_heads(self, result: ExecResult, changed: int) -> str:
+        """What the VM said of its branch once it has the host's (`moved B`, ...)."""
         if result.exit_code != 0:
             raise GitSyncError(f"passing the host's branches to the VM failed: {result.stderr.strip()[-300:]}")
         said = result.stdout.strip().splitlines()[-1:] if result.stdout.strip() else []
-        self.log(f"the VM has the host's branches ({len(lines)} changed){'; vm: ' + said[0] if said else ''}")
+        self.log(f"the VM has the host's branches ({changed} changed){'; vm: ' + said[0] if said else ''}")
         return said[0] if said else ""
+
+
+def host_ref_updates(host_heads: Mapping[str, str], vm_refs: Mapping[str, str]) -> list[str]:
+    """`git update-ref --stdin` lines that make the VM's `host/*` the host's branches."""
+    wanted = {HOST_PREFIX + name.removeprefix("refs/heads/"): object_id for name, object_id in host_heads.items()}
+    held = {name: object_id for name, object_id in vm_refs.items() if name.startswith(HOST_PREFIX)}
+    lines = [f"update {name} {object_id}\n" for name, object_id in sorted(wanted.items())
+             if held.get(name) != object_id]
+    return lines + [f"delete {name}\n" for name in sorted(held) if name not in wanted]
 
 
 INDEX_MEMORY_LIMIT = 1536 << 20

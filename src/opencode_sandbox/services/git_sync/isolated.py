@@ -21,7 +21,7 @@ from opencode_sandbox.core.workspace import WIP_PREFIX, WORK_TARGET
 from opencode_sandbox.services.git_sync import host_git
 from opencode_sandbox.services.git_sync.host_git import SYNC_TIMEOUT_S, GitSyncError
 from opencode_sandbox.services.git_sync.work_tree import pack_of
-from opencode_sandbox.services.vm_git import FAST_FORWARD, Syncer, SyncReport
+from opencode_sandbox.services.vm_git import FAST_FORWARD, Syncer, SyncReport, host_ref_updates
 from opencode_sandbox.state.files import ensure_private_dir
 from opencode_sandbox.state_layout import ProjectLayout
 
@@ -154,25 +154,17 @@ class IsolatedSyncer(Syncer):
         return ""  # the host's work tree is the user's: `apply` alone brings the VM's work into it
 
     def _send_host_heads(self, host_heads: Mapping[str, str], vm_refs: Mapping[str, str]) -> str:
-        wanted = {HOST_PREFIX + name.removeprefix("refs/heads/"): object_id for name, object_id in host_heads.items()}
-        held = {name: object_id for name, object_id in vm_refs.items() if name.startswith(HOST_PREFIX)}
-        lines = [f"update {name} {object_id}\n" for name, object_id in sorted(wanted.items())
-                 if held.get(name) != object_id]
-        lines += [f"delete {name}\n" for name in sorted(held) if name not in wanted]
+        lines = host_ref_updates(host_heads, vm_refs)
         if not lines:
             return ""
         vm_has = self._host_has(list(vm_refs.values()))
-        tips = sorted({object_id for object_id in wanted.values() if object_id not in vm_has})
+        tips = sorted({object_id for object_id in host_heads.values() if object_id not in vm_has})
         pack = pack_of(self.found.root, tips, sorted(vm_has)) if tips else b""
         result = self.runtime.exec(
             self.vm, ["sh", "-c", RECEIVE_SCRIPT, "receive", WORK_TARGET, FAST_FORWARD, HOST_PREFIX,
                       "opencode-sandbox: fast-forward to the host's commits"],
             stdin=f"{len(pack)}\n".encode() + pack + "".join(lines).encode(), timeout_s=SYNC_TIMEOUT_S)
-        if result.exit_code != 0:
-            raise GitSyncError(f"passing the host's branches to the VM failed: {result.stderr.strip()[-300:]}")
-        said = result.stdout.strip().splitlines()[-1:] if result.stdout.strip() else []
-        self.log(f"the VM has the host's branches ({len(lines)} changed){'; vm: ' + said[0] if said else ''}")
-        return said[0] if said else ""
+        return self._vm_took_host_heads(result, len(lines))
 
 
 def recorded_workspace(project_dir: Path) -> str | None:
