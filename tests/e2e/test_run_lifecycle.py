@@ -170,7 +170,9 @@ def _serve_only(project: Project, *extra: str) -> tuple[subprocess.Popen[str], s
     return process, url, password
 
 
-def test_worktree_is_created_inside_the_vm(project: Project) -> None:
+@pytest.mark.parametrize("workspace", ["shared", "isolated"])
+def test_worktree_is_created_inside_the_vm(project: Project, workspace: str) -> None:
+    project.env["OPENCODE_SANDBOX_WORKSPACE"] = workspace
     process, _url, _password = _serve_only(project, "-w", "feature/login")
     try:
         listing = project.shell("git worktree list")
