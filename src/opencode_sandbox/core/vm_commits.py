@@ -87,7 +87,8 @@ def runs_on_host(path: str, guarded: Sequence[str]) -> bool:
     for start, first in enumerate(parts):
         candidates = top if start == 0 else _BELOW_FOLDED.get(first, ())
         rest = "/".join(parts[start:])
-        if any(rest == each or rest.startswith(each + "/") for each in candidates):
+        # A folder of a guarded path counts too: made a link, it puts the guarded file elsewhere.
+        if any(rest == each or rest.startswith(each + "/") or each.startswith(rest + "/") for each in candidates):
             return True
     return False
 
@@ -103,6 +104,8 @@ def held_reasons(changes: Iterable[TreeChange], guarded: Sequence[str]) -> list[
             reasons.append(f"a gitlink (submodule) at {shown(change.path)}")
         elif name == ".gitmodules":
             reasons.append(f"{shown(change.path)} (submodule settings)")
+        elif name == "head" and "/" in change.path:
+            reasons.append(f"{shown(change.path)} (a HEAD file: git may take its folder for a repository)")
         elif folded == TOOL_FOLDER or folded.startswith(TOOL_FOLDER + "/"):
             reasons.append(f"{shown(change.path)} (this tool's configuration)")
         elif runs_on_host(change.path, guarded):

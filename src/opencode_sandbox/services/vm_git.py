@@ -420,8 +420,21 @@ class Syncer:
         if indexed.returncode != 0:
             raise GitSyncError(f"the VM's bundle failed the object checks: "
                                f"{indexed.stderr.decode(errors='replace').strip()[-300:]}")
+        written = self._pack_written(indexed.stdout)
+        if written > bundle.stat().st_size:  # a thin pack is completed with the host's own objects
+            daily_quota.take(self.project_dir, written - bundle.stat().st_size)
         have = self._host_has(list(tips.values()))
         return {name: object_id for name, object_id in tips.items() if object_id in have}
+
+    def _pack_written(self, said: bytes) -> int:
+        """The size of the pack `index-pack` wrote (it prints `pack\t<name>`); 0 when unknown."""
+        name = said.decode(errors="replace").strip().rpartition("\t")[2]
+        if not name or name.strip("0123456789abcdef"):
+            return 0
+        try:
+            return (self.found.common_dir / "objects" / "pack" / f"pack-{name}.pack").stat().st_size
+        except OSError:
+            return 0
 
     def _remove_in_state(self, name: str) -> None:
         with contextlib.suppress(OSError):
@@ -476,6 +489,9 @@ and the sync brings nothing, rather than the host running out of memory. One thr
 objects are checked one at a time."""
 
 
+INDEX_CPU_S = 60
+"""Seconds of the host's CPU one check of the VM's objects may take: deltas just under the memory
+bound can still be made to take minutes each."""
 INDEX_WINDOWS = ("-c", "core.packedGitWindowSize=32m", "-c", "core.packedGitLimit=256m")
 """The host's own packs, read for the bases of the VM's thin pack, in small windows within that space."""
 
@@ -484,16 +500,20 @@ def index_pack(root: Path, pack: BinaryIO) -> subprocess.CompletedProcess[bytes]
     """`git index-pack --strict` of the VM's pack into the host's store, within `INDEX_MEMORY_LIMIT`."""
     import resource  # noqa: F401  # for `_within_index_memory`, which must not import in the child
 
-    return subprocess.run(host_git.argv(*INDEX_WINDOWS, "index-pack", "--threads=1", "--stdin", "--fix-thin",
-                                        "--strict"),
-                          cwd=root, stdin=pack, capture_output=True, check=False, timeout=SYNC_TIMEOUT_S,
-                          env=host_git.environment(), preexec_fn=_within_index_memory)
+    try:
+        return subprocess.run(host_git.argv(*INDEX_WINDOWS, "index-pack", "--threads=1", "--stdin", "--fix-thin",
+                                            "--strict"),
+                              cwd=root, stdin=pack, capture_output=True, check=False, timeout=SYNC_TIMEOUT_S,
+                              env=host_git.environment(), preexec_fn=_within_index_memory)
+    except subprocess.TimeoutExpired:
+        raise GitSyncError(f"checking the VM's objects took longer than {SYNC_TIMEOUT_S:.0f} s") from None
 
 
 def _within_index_memory() -> None:
     """Run in the child between fork and exec: `resource` is loaded before (`_index_bundle`)."""
     resource = sys.modules["resource"]
     resource.setrlimit(resource.RLIMIT_AS, (INDEX_MEMORY_LIMIT, INDEX_MEMORY_LIMIT))
+    resource.setrlimit(resource.RLIMIT_CPU, (INDEX_CPU_S, INDEX_CPU_S))
 
 
 def guarded_for_sync(project_dir: Path) -> tuple[str, ...]:

@@ -90,13 +90,13 @@ def guarded_paths(settings: Settings, root: Path | None = None, hooks: Path | No
 
 def host_run_paths(app: App) -> tuple[str, ...]:
     """What the host runs of this checkout: `guarded_paths` with the host's hooks folder and the
-    files its git config includes."""
-    from opencode_sandbox.services.guard.config_includes import included_in_checkout
+    files its git config includes, names as programs or reaches through the hooks' links."""
+    from opencode_sandbox.services.guard.config_files import named_in_config
 
     paths = app.git_paths
     configs = (paths.common_dir / "config", paths.git_dir / "config.worktree") if paths is not None else ()
     return guarded_paths(app.settings, app.project.root, hooks_of(app),
-                         included_in_checkout(app.project.root, configs))
+                         named_in_config(app.project.root, configs, hooks_of(app)))
 
 
 def guarded_below_found(app: App) -> tuple[str, ...]:

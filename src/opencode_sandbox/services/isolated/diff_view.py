@@ -44,8 +44,10 @@ def work_of(app: App, branch: str | None, exactly: str | None = None) -> Work | 
     it has not reached the host."""
     root = app.project.root
     from opencode_sandbox.services.guard.reviews import host_run_paths
+    from opencode_sandbox.services.isolated.linked import link_targets
 
-    work = read_work(root, branch, host_run_paths(app), exactly)
+    guarded = host_run_paths(app)
+    work = read_work(root, branch, (*guarded, *link_targets(root, guarded)), exactly)
     if work is None:
         app.console.info(NOT_YET.format(branch=shown(chosen_branch(root, branch))))
     return work

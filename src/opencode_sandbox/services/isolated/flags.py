@@ -34,6 +34,8 @@ host takes that folder for a repository (a bare one) and reads its `config`."""
 NEVER_APPLIED = (GITLINK_FLAG, NESTED_GIT, LINK_LEAVES, BAD_PATH, NOT_A_BLOB, LINK_IN_THE_WAY, TOO_DEEP,
                  REPOSITORY_SHAPE)
 DEPTH_LIMIT = 100
+NAME_LIMIT = 255
+"""The longest name a Linux file system holds, in bytes."""
 ASKED = (HOST_RUN, MODE_CHANGE)
 """Applied only when the user says so, one by one, on a terminal."""
 LINK_TARGET_LIMIT = 4096
@@ -64,7 +66,8 @@ def path_flags(path: str, old_mode: str, new_mode: str, guarded: Sequence[str]) 
         flags.append(HOST_RUN)
     if any(is_dot_git(part) for part in parts):
         flags.append(NESTED_GIT)
-    if any(part in ("", ".", "..") for part in parts):
+    if any(part in ("", ".", "..") or len(part.encode("utf-8", errors="surrogateescape")) > NAME_LIMIT
+           for part in parts):
         flags.append(BAD_PATH)
     if len(parts) > DEPTH_LIMIT:
         flags.append(TOO_DEEP)
@@ -106,7 +109,7 @@ MEANING = {
     NESTED_GIT: "under a .git, or in a repository nested in the checkout",
     LINK_LEAVES: "a symlink that may reach outside the checkout or into a .git",
     MODE_CHANGE: "its mode changes, or a new executable",
-    BAD_PATH: "a path with an empty, . or .. part",
+    BAD_PATH: f"a path with an empty, . or .. part, or a name over {NAME_LIMIT} bytes",
     NOT_A_BLOB: "its object is not a file's content in the host's store",
     LINK_IN_THE_WAY: "a folder on its way is a symlink on the host, never followed",
     TOO_DEEP: f"more than {DEPTH_LIMIT} folders deep",

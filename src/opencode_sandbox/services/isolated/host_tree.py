@@ -50,11 +50,16 @@ class HostEntry(Record):
         return (self.kind, "unmatched")
 
 
+NAME_LIMIT = 255
+"""The longest name a Linux file system holds, in bytes."""
+
+
 def look(top: int, path: str, object_format: str, sizes_wanted: Container[int], keep: int) -> HostEntry:
     """The host's entry at `path`; a file's content is hashed only when its size is in `sizes_wanted`
     or at most `keep` (then it is also kept)."""
     *folders, name = path.split("/")
-    if any(is_dot_git(part) or part in ("", ".", "..") for part in (*folders, name)):
+    if any(is_dot_git(part) or part in ("", ".", "..") or len(os.fsencode(part)) > NAME_LIMIT
+           for part in (*folders, name)):
         return HostEntry(NOT_READ)
     current, nested = top, ""
     try:
