@@ -15,8 +15,7 @@ from tests.fixtures.images import RunnerBase
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(600)]
 
-CI_RUNS = {"startup": ["10"], "prune_plan": [], "warm_start": ["6"], "warm_start_isolated": ["4"],
-           "screen_relay": ["5"]}
+CI_RUNS = {"startup": ["10"], "prune_plan": [], "warm_start": ["6"], "screen_relay": ["5"]}
 """Each script with its arguments: rounds enough for a median that holds, few enough for a minute."""
 SLOWED_BY_MS = 60
 """A start this much later: about half as slow again as a warm `shell` and a third as slow again

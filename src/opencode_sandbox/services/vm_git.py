@@ -546,7 +546,6 @@ def sync_project(runtime: Runtime, vm: str, root: Path, project_dir: Path, log: 
         if found is None:
             return SyncReport()
         from opencode_sandbox.core.workspace import ISOLATED
-        from opencode_sandbox.services.git_sync.isolated import recorded_workspace
 
         if recorded_workspace(project_dir) == ISOLATED:
             return _sync_isolated(runtime, vm, found, log, branch_limit, work_tree, host_moved_only)
@@ -568,6 +567,17 @@ def sync_project(runtime: Runtime, vm: str, root: Path, project_dir: Path, log: 
         failure = str(getattr(error, "message", None) or error)
         log(f"git sync failed: {failure}")
         return SyncReport(failure=failure)
+
+
+def recorded_workspace(project_dir: Path) -> str | None:
+    """The mode the project's VM was made in, as the start recorded it (read here, not in the
+    isolated mode's modules, which a start in the shared mode never loads)."""
+    try:
+        data = read_yaml_mapping(ProjectLayout(project_dir).state) or {}
+    except UnreadableState:
+        return None
+    value = data.get("workspace")
+    return value if isinstance(value, str) else None
 
 
 def _host_stamp(found: Layout) -> str | None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from opencode_sandbox.core.vm_git import HOST_PREFIX, is_object_id, parse_refs, valid_ref
 from opencode_sandbox.core.workspace import WIP_PREFIX, WORK_TARGET
@@ -165,15 +164,3 @@ class IsolatedSyncer(Syncer):
                       "opencode-sandbox: fast-forward to the host's commits"],
             stdin=f"{len(pack)}\n".encode() + pack + "".join(lines).encode(), timeout_s=SYNC_TIMEOUT_S)
         return self._vm_took_host_heads(result, len(lines))
-
-
-def recorded_workspace(project_dir: Path) -> str | None:
-    """The mode the project's VM was made in, as the start recorded it."""
-    from opencode_sandbox.state.files import UnreadableState, read_yaml_mapping
-
-    try:
-        data = read_yaml_mapping(ProjectLayout(project_dir).state) or {}
-    except UnreadableState:
-        return None
-    value = data.get("workspace")
-    return value if isinstance(value, str) else None
