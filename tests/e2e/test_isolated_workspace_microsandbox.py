@@ -33,3 +33,4 @@ def test_the_isolated_microvm_works_on_its_own_tree_and_its_work_returns_as_git_
     apply_takes_the_plain_edits_and_none_of_the_flagged(project)
     a_switch_asks_first(project)
     the_vms_work_outlives_its_vm(project)
+    assert project.vms() == [project.vm], "one VM for the project, made again after stop -f on the kept work tree"
