@@ -25,6 +25,13 @@ class SessionKind(StrEnum):
     which outlives the user's terminal, and reports its turns through its hooks."""
 
 
+class ActivitySource(StrEnum):
+    HOOKS = "hooks"
+    """The agent's hooks (or its extension, or its event stream) call `AGENT_EVENT` with each state."""
+    TERMINAL = "terminal"
+    """The agent has no hooks: its session's terminal output tells a turn in progress from a quiet one."""
+
+
 class Credential(Record):
     variable: str
     """The environment variable the agent reads its key from."""
@@ -62,6 +69,8 @@ class AgentProfile(Record):
     """Set in the image for every process: what keeps the agent from updating itself in the VM."""
     default_arguments: tuple[str, ...] = ()
     """Put before the user's own arguments when a session starts the agent."""
+    activity: ActivitySource = ActivitySource.HOOKS
+    """How the tool learns whether the agent is in the middle of a turn."""
     checkout_config: ConfigSource | None = None
     """A folder of the checkout, relative to its `.opencode-sandbox/`, copied over the user's configuration."""
 
