@@ -299,3 +299,29 @@ def test_the_report_reads_the_microvm_benchmark_as_it_prints() -> None:
     assert (interface.figure, interface.baseline, interface.ratio) == ("61000.0 ms", "50000.0 ms", 1.22)
     assert (stopped.verdict, running.verdict, interface.verdict) == ("met", "not met", "not met")
     assert interface.within_allowance and not running.within_allowance
+
+
+def test_the_report_reads_each_agents_added_time_and_its_ratio_against_the_bare_agent() -> None:
+    from bench.report import BENCHMARKS, row_of
+
+    from opencode_sandbox.core.agents import PROFILES, SessionKind
+
+    output = [
+        "agent         launcher ms  session ms  added ms  target  bare ms  ratio  target   rounds: 5",
+        "claude-code         612.0       540.0      72.0      60    520.0   1.18    1.25",
+        "codex               410.0       380.0      30.0      60    300.0   1.37    1.25",
+        "claude-code added ms (launcher - session alone): 72.0",
+        "claude-code ratio (launcher / bare agent): 1.18",
+        "codex added ms (launcher - session alone): 30.0",
+        "codex ratio (launcher / bare agent): 1.37",
+        "worst ratio (launcher / bare agent): 1.37",
+    ]
+    rows = [row_of(benchmark, output) for benchmark in BENCHMARKS if benchmark.script == "agent_interface"]
+    terminal_agents = [profile for profile in PROFILES.values() if profile.session is SessionKind.TERMINAL]
+    assert len(rows) == 2 * len(terminal_agents), "two rows for every terminal agent"
+    claude_added, claude_ratio, codex_added, codex_ratio = rows[:4]
+    assert (claude_added.figure, claude_added.baseline, claude_added.ratio) == ("612.0 ms", "540.0 ms", 72.0)
+    assert (claude_ratio.figure, claude_ratio.baseline, claude_ratio.ratio) == ("612.0 ms", "520.0 ms", 1.18)
+    assert (claude_added.verdict, claude_ratio.verdict) == ("not met", "met"), "60 ms at most, 1.25 at most"
+    assert (codex_added.verdict, codex_ratio.verdict) == ("met", "not met")
+    assert all(row.verdict == "failed" for row in rows[4:]), "an agent the output does not name has no figure"
