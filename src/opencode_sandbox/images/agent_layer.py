@@ -1,5 +1,5 @@
-"""The layer that puts a terminal agent (Claude Code, Codex) on top of the project's image: the
-agent from npm at a pinned version, the program its hooks call, and its hooks' settings.
+"""The layer that puts a terminal agent (Claude Code, Codex, pi, Crush) on top of the project's image:
+the agent from npm at a pinned version, the program its hooks call, and its hooks' settings.
 
 opencode, the default agent, is in the base image; a project image built for another agent is the
 project's image with this layer on top, so the project's own Dockerfile stays as it is.
