@@ -1,4 +1,4 @@
-"""The scenario of a terminal agent (Claude Code, Codex) in the sandbox, on a real terminal, the
+"""The scenario of a terminal agent (Claude Code, Codex, pi) in the sandbox, on a real terminal, the
 same on both runtimes: the agent edits the checkout through the scripted model with its key as a
 secret; while its turn is held back the terminal closes, the VM is not stopped and the session runs
 on; two new terminals attach to it; the turn's end is signalled once; and once the last terminal has
@@ -18,8 +18,8 @@ from pathlib import Path
 
 from opencode_sandbox.images.updater import record_baked_agent_version
 from tests.e2e.harness import Project, Tmux, wait_until
-from tests.fixtures.agents import CLAUDE_CODE_VERSION, CODEX_VERSION
-from tests.fixtures.model_server import MODEL_ID, ModelServer, Reply, Step, ToolCall, step
+from tests.fixtures.agents import CLAUDE_CODE_VERSION, CODEX_VERSION, PI_VERSION
+from tests.fixtures.model_server import MODEL_ID, PROVIDER_ID, ModelServer, Reply, Step, ToolCall, step
 
 InVm = Callable[[str, str], str]
 """Runs a shell script in the project's VM as a user (`dev`, `root`); its output."""
@@ -69,6 +69,16 @@ def configure_codex(home: Path, model_host: str) -> None:
         '[projects."/workspace"]\ntrust_level = "trusted"\n')
 
 
+def configure_pi(home: Path, model_host: str) -> None:
+    """A provider of the user's own in `models.json`, its key named by variable, as pi's default."""
+    folder = home / ".pi" / "agent"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "models.json").write_text(json.dumps({"providers": {PROVIDER_ID: {
+        "baseUrl": f"https://{model_host}/v1", "api": "openai-completions", "apiKey": "OPENAI_API_KEY",
+        "models": [{"id": MODEL_ID, "name": "Scripted model"}]}}}))
+    (folder / "settings.json").write_text(json.dumps({"defaultProvider": PROVIDER_ID, "defaultModel": MODEL_ID}))
+
+
 CASES = {
     "claude-code": AgentCase(
         "claude-code", CLAUDE_CODE_VERSION, "ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY[x-api-key]={host}",
@@ -81,6 +91,11 @@ CASES = {
         ToolCall("exec_command", {"cmd": f"printf '%s\\n' '{NOTE_TEXT.strip()}' > {NOTE}", "workdir": "/workspace"}),
         configure_codex, lambda model: [value.removeprefix("Bearer ") for value in model.authorizations if value],
         ".codex/AGENTS.md"),
+    "pi": AgentCase(
+        "pi", PI_VERSION, "OPENAI_API_KEY", "OPENAI_API_KEY={host}", r"pi v\d+\.\d+",
+        ToolCall("write", {"path": f"/workspace/{NOTE}", "content": NOTE_TEXT}),
+        configure_pi, lambda model: [value.removeprefix("Bearer ") for value in model.authorizations if value],
+        ".pi/agent/AGENTS.md"),
 }
 
 CLAUDE_STATE = """const fs = require('fs');

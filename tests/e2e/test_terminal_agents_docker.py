@@ -1,4 +1,4 @@
-"""Claude Code and Codex, the real agents, in the sandbox on the docker runtime, on a real terminal,
+"""Claude Code, Codex and pi, the real agents, in the sandbox on the docker runtime, on a real terminal,
 as root and as uid 1001 (the scenario: `terminal_agent_scenario.py`).
 
 Each agent talks to the scripted model over HTTPS through the egress proxy, which finds it by name
