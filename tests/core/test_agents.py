@@ -11,8 +11,7 @@ import pytest
 
 from opencode_sandbox.cli.option_table import AGENT_NAMES
 from opencode_sandbox.core.agent_activity import AgentReport, AgentState, as_activity, parse_report
-from opencode_sandbox.core.agents import DEFAULT_AGENT, PROFILES, SessionKind, implied_secrets, profile_of
-from opencode_sandbox.core.agents import pi
+from opencode_sandbox.core.agents import DEFAULT_AGENT, PROFILES, SessionKind, implied_secrets, pi, profile_of
 from opencode_sandbox.core.agents.profile import AGENT_EVENT, ActivitySource
 from opencode_sandbox.core.egress import parse_rule
 from opencode_sandbox.core.quiescence import decide_stop
