@@ -26,12 +26,16 @@ def agent_dockerfile(base_reference: str, profile: AgentProfile, version: str) -
         packaged[name] = content
         copies.append(f"COPY {name} {path}")
     modes = " ".join(shlex.quote(path) for path, _ in profile.image_files)
+    packages = " ".join(shlex.quote(name) for name in profile.system_packages)
     lines = [
         f"FROM {base_reference}",
         "USER root",
         f"RUN for tool in npm tmux; do command -v $tool >/dev/null || {{ echo \"{profile.title} needs $tool, which "
         "this image lacks: build the project image from opencode-sandbox/runner-base\" >&2; exit 1; }; done; "
-        f"npm install --global --no-fund --no-audit --omit=dev --allow-scripts={shlex.quote(profile.package)} "
+        + (f"apt-get update && apt-get install -y --no-install-recommends {packages} "
+           "&& rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log && "
+           if packages else "")
+        + f"npm install --global --no-fund --no-audit --omit=dev --allow-scripts={shlex.quote(profile.package)} "
         f"{shlex.quote(f'{profile.package}@{version}')} "
         f"&& npm cache clean --force && rm -rf /root/.npm /tmp/* && {profile.command} --version",
         *copies,

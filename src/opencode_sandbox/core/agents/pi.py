@@ -61,6 +61,8 @@ PROFILE = AgentProfile(
            # `/login` with a Claude or ChatGPT subscription
            "claude.ai", "platform.claude.com", "auth.openai.com", "chatgpt.com"),
     image_files=((EXTENSION, ACTIVITY_EXTENSION),),
+    # pi looks for fd (as `fd` or Debian's `fdfind`) at every start and would download it from GitHub.
+    system_packages=("fd-find",),
     # pi never updates itself; this keeps it from asking pi.dev at every start whether a newer one exists.
     environment=(("PI_SKIP_VERSION_CHECK", "1"),),
     default_arguments=("--extension", EXTENSION),
