@@ -1,5 +1,5 @@
-"""The scenario of a terminal agent (Claude Code, Codex, pi, Crush) in the sandbox, on a real terminal, the
-same on both runtimes: the agent edits the checkout through the scripted model with its key as a
+"""The scenario of a terminal agent (Claude Code, Codex, pi, Crush) in the sandbox, on a real
+terminal, the same on both runtimes: the agent edits the checkout through the scripted model with its key as a
 secret; while its turn is held back the terminal closes, the VM is not stopped and the session runs
 on; two new terminals attach to it; the turn's end is signalled once; and once the last terminal has
 closed and the agent waits, the VM stops.
@@ -181,12 +181,14 @@ def configure(project: Project, case: AgentCase, model_host: str, ca_file: Path)
     })
     # The agent's version as a first build would have recorded it: the first start builds its layer.
     record_baked_agent_version(project.paths.state_dir, case.name, case.version)
-    if project.user and project.home:
-        project.user.give(project.home)
     if case.name == "crush":
         # Crush's answer to its offer to write the checkout's instructions, kept in the checkout.
         (project.root / ".crush").mkdir(exist_ok=True)
         (project.root / ".crush" / "init").write_text("")
+        if project.user:
+            project.user.give(project.root / ".crush")
+    if project.user and project.home:
+        project.user.give(project.home)
     seeded = project.cli("shell", "--", "node", "-e", CLAUDE_STATE if case.name == "claude-code" else "",
                          timeout=3600)
     assert seeded.returncode == 0, seeded.stderr
