@@ -1,8 +1,8 @@
 """The scenario of a terminal agent (Claude Code, Codex, pi, Crush) in the sandbox, on a real
-terminal, the same on both runtimes: the agent edits the checkout through the scripted model with its key as a
-secret; while its turn is held back the terminal closes, the VM is not stopped and the session runs
-on; two new terminals attach to it; the turn's end is signalled once; and once the last terminal has
-closed and the agent waits, the VM stops.
+terminal, the same on both runtimes: the agent edits the checkout through the scripted model with
+its key as a secret; while its turn is held back the terminal closes, the VM is not stopped and the
+session runs on; two new terminals attach to it; the turn's end is signalled once; and once the last
+terminal has closed and the agent waits, the VM stops.
 
 A runtime's test module gives the project, the model server (reached by the VM as the provider would
 be, over HTTPS under a CA of the test's own) and how to run a command in the VM.
