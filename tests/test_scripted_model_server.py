@@ -1,19 +1,23 @@
 """The scripted model provider speaks each agent's provider API well enough for the real agent
 to work through it, on the host: Claude Code through Anthropic's Messages API, Codex through
-OpenAI's Responses API. Each agent edits a file of a checkout with its own tool, and its key
-reaches the server as that API carries it."""
+OpenAI's Responses API, pi through the chat-completions API of a provider of its `models.json`.
+Each agent edits a file of a checkout with its own tool, and its key reaches the server as that
+API carries it."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.fixtures.agents import claude_code_binary, codex_binary
-from tests.fixtures.model_server import MODEL_ID, ModelServer, Reply, ToolCall, step
+from opencode_sandbox.core.agents import pi
+from opencode_sandbox.core.agents.profile import AGENT_EVENT
+from tests.fixtures.agents import claude_code_binary, codex_binary, pi_binary
+from tests.fixtures.model_server import MODEL_ID, PROVIDER_ID, ModelServer, Reply, ToolCall, step
 
-__all__ = ["claude_code_binary", "codex_binary"]
+__all__ = ["claude_code_binary", "codex_binary", "pi_binary"]
 
 KEY = "sk-scripted-0123456789"
 WRITTEN = "hello from the agent\n"
@@ -80,3 +84,35 @@ def test_codex_edits_a_file_through_the_scripted_responses_api(codex_binary: Pat
         outputs = [item for item in turns[1]["input"] if item.get("type") == "function_call_output"]
         assert [output["call_id"] for output in outputs] == ["call_scripted_1"], "the command's result came back"
         assert set(server.authorizations) == {f"Bearer {KEY}"}, "the key travels as a bearer token"
+
+
+def test_pi_edits_a_file_through_the_scripted_chat_completions_and_its_extension_reports_the_turn(
+        pi_binary: Path, tmp_path: Path) -> None:
+    """The image's extension, with a program that records the states in place of the image's."""
+    work, home = checkout(tmp_path)
+    target = work / "hello.txt"
+    states = tmp_path / "states"
+    recorder = tmp_path / "record-state"
+    recorder.write_text(f'#!/bin/sh\ncat >/dev/null\necho "$1" >>{states}\n')
+    recorder.chmod(0o755)
+    extension = tmp_path / "activity.ts"
+    extension.write_text(pi.ACTIVITY_EXTENSION.replace(AGENT_EVENT, str(recorder)))
+    steps = [step(ToolCall("write", {"path": str(target), "content": WRITTEN})), step(Reply("Wrote hello.txt."))]
+    with ModelServer.start(steps, "127.0.0.1", "127.0.0.1") as server:
+        (home / ".pi" / "agent").mkdir(parents=True)
+        (home / ".pi" / "agent" / "models.json").write_text(json.dumps({"providers": {PROVIDER_ID: {
+            "baseUrl": server.url, "api": "openai-completions", "apiKey": "OPENAI_API_KEY",
+            "models": [{"id": MODEL_ID}]}}}))
+        env = agent_environment(home, ("OPENAI", "PI_"), OPENAI_API_KEY=KEY, PI_OFFLINE="1")
+        done = subprocess.run([str(pi_binary), "--extension", str(extension), "--provider", PROVIDER_ID,
+                               "--model", MODEL_ID, "-p", "Write hello.txt"], cwd=work, env=env,
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-2000:]
+        assert "Wrote hello.txt." in done.stdout
+        assert target.read_text() == WRITTEN, "the agent's own write tool made the file"
+        turns = tool_turns(server)
+        assert len(turns) == 2 and all(turn.get("stream") for turn in turns)
+        results = [message for message in turns[1]["messages"] if message.get("role") == "tool"]
+        assert [result["tool_call_id"] for result in results] == ["call_scripted_1"], "the tool's result came back"
+        assert set(server.authorizations) == {f"Bearer {KEY}"}, "the key travels as a bearer token"
+    assert states.read_text().split() == ["idle", "busy", "busy", "waiting", "ended"]

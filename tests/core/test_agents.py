@@ -4,14 +4,15 @@ terminal agent's session and hooks give, read as the untrusted text it is."""
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 
 import pytest
 
 from opencode_sandbox.cli.option_table import AGENT_NAMES
 from opencode_sandbox.core.agent_activity import AgentReport, AgentState, as_activity, parse_report
-from opencode_sandbox.core.agents import DEFAULT_AGENT, PROFILES, SessionKind, implied_secrets, profile_of
-from opencode_sandbox.core.agents.profile import AGENT_EVENT
+from opencode_sandbox.core.agents import DEFAULT_AGENT, PROFILES, SessionKind, implied_secrets, pi, profile_of
+from opencode_sandbox.core.agents.profile import AGENT_EVENT, ActivitySource
 from opencode_sandbox.core.egress import parse_rule
 from opencode_sandbox.core.quiescence import decide_stop
 from opencode_sandbox.core.secrets import parse_secret
@@ -38,6 +39,50 @@ def test_a_terminal_agent_is_installed_from_npm_and_reports_its_turns_through_ho
                 else json.dumps(tomllib.loads(content)))
     for state in ("busy", "waiting", "asking"):
         assert f"{AGENT_EVENT} {state}" in commands, f"{name} reports {state}"
+
+
+def test_pi_reports_its_turns_through_an_extension_of_the_image_named_on_its_command_line() -> None:
+    profile = profile_of("pi")
+    assert profile.session is SessionKind.TERMINAL and profile.activity is ActivitySource.HOOKS
+    [(path, content)] = profile.image_files
+    assert path == pi.EXTENSION and path.startswith("/etc/")
+    assert profile.session_command(["--model", "x"]) == ["pi", "--extension", path, "--model", "x"]
+    assert f'spawnSync("{AGENT_EVENT}", [state]' in content
+    handlers = dict(re.findall(r'pi\.on\("(\w+)", \(\) => report\("(\w+)"\)\)', content))
+    assert handlers == {"session_start": "idle", "agent_start": "busy", "tool_execution_start": "busy",
+                        "agent_end": "waiting"}
+    assert 'event?.reason === "quit") report("ended")' in content, "only quitting pi ends the session"
+
+
+def test_crush_has_no_hook_for_the_end_of_a_turn_so_its_terminal_tells() -> None:
+    profile = profile_of("crush")
+    assert profile.session is SessionKind.TERMINAL and profile.activity is ActivitySource.TERMINAL
+    assert profile.image_files == () and profile.session_command([]) == ["crush"]
+
+
+@pytest.mark.parametrize("name", ["claude-code", "codex", "pi", "crush"])
+def test_each_credential_of_a_terminal_agent_goes_to_its_own_providers_hosts_alone(name: str) -> None:
+    profile = profile_of(name)
+    assert profile.package.startswith("@") and profile.credentials
+    variables = [credential.variable for credential in profile.credentials]
+    assert len(variables) == len(set(variables))
+    for credential in profile.credentials:
+        assert set(credential.hosts) <= set(profile.hosts) and credential.headers
+        others = {host for other in profile.credentials if other is not credential for host in other.hosts}
+        assert not set(credential.hosts) & others, f"{credential.variable} shares a host with another key"
+
+
+@pytest.mark.parametrize(("name", "variable", "host", "header"), [
+    ("pi", "GEMINI_API_KEY", "generativelanguage.googleapis.com", "x-goog-api-key"),
+    ("pi", "OPENROUTER_API_KEY", "openrouter.ai", "authorization"),
+    ("crush", "ANTHROPIC_API_KEY", "api.anthropic.com", "x-api-key"),
+    ("crush", "HYPER_API_KEY", "hyper.charm.land", "authorization"),
+])
+def test_a_key_of_a_many_provider_agent_is_a_secret_only_when_it_has_a_value(
+        name: str, variable: str, host: str, header: str) -> None:
+    [secret] = implied_secrets(profile_of(name), (), lambda candidate: candidate == variable)
+    assert secret.name == variable and [rule.text for rule in secret.hosts] == [host]
+    assert secret.headers == (header,)
 
 
 def test_the_codex_session_leaves_the_sandboxing_to_the_vm_and_takes_the_users_arguments_last() -> None:

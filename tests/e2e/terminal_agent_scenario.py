@@ -1,8 +1,8 @@
-"""The scenario of a terminal agent (Claude Code, Codex) in the sandbox, on a real terminal, the
-same on both runtimes: the agent edits the checkout through the scripted model with its key as a
-secret; while its turn is held back the terminal closes, the VM is not stopped and the session runs
-on; two new terminals attach to it; the turn's end is signalled once; and once the last terminal has
-closed and the agent waits, the VM stops.
+"""The scenario of a terminal agent (Claude Code, Codex, pi, Crush) in the sandbox, on a real
+terminal, the same on both runtimes: the agent edits the checkout through the scripted model with
+its key as a secret; while its turn is held back the terminal closes, the VM is not stopped and the
+session runs on; two new terminals attach to it; the turn's end is signalled once; and once the last
+terminal has closed and the agent waits, the VM stops.
 
 A runtime's test module gives the project, the model server (reached by the VM as the provider would
 be, over HTTPS under a CA of the test's own) and how to run a command in the VM.
@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import json
 import shlex
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from opencode_sandbox.core.agents import profile_of
+from opencode_sandbox.core.agents.profile import ActivitySource
 from opencode_sandbox.images.updater import record_baked_agent_version
 from tests.e2e.harness import Project, Tmux, wait_until
-from tests.fixtures.agents import CLAUDE_CODE_VERSION, CODEX_VERSION
-from tests.fixtures.model_server import MODEL_ID, ModelServer, Reply, Step, ToolCall, step
+from tests.fixtures.agents import CLAUDE_CODE_VERSION, CODEX_VERSION, CRUSH_VERSION, PI_VERSION
+from tests.fixtures.model_server import MODEL_ID, PROVIDER_ID, ModelServer, Reply, Step, ToolCall, step
 
 InVm = Callable[[str, str], str]
 """Runs a shell script in the project's VM as a user (`dev`, `root`); its output."""
@@ -69,6 +72,33 @@ def configure_codex(home: Path, model_host: str) -> None:
         '[projects."/workspace"]\ntrust_level = "trusted"\n')
 
 
+def configure_pi(home: Path, model_host: str) -> None:
+    """A provider of the user's own in `models.json`, its key named by variable, as pi's default."""
+    folder = home / ".pi" / "agent"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "models.json").write_text(json.dumps({"providers": {PROVIDER_ID: {
+        "baseUrl": f"https://{model_host}/v1", "api": "openai-completions", "apiKey": "OPENAI_API_KEY",
+        "models": [{"id": MODEL_ID, "name": "Scripted model"}]}}}))
+    (folder / "settings.json").write_text(json.dumps({"defaultProvider": PROVIDER_ID, "defaultModel": MODEL_ID}))
+
+
+def configure_crush(home: Path, model_host: str) -> None:
+    """A provider of the user's own in `crush.json`, its key taken from the environment, as Crush's
+    models; the tools that change files allowed without asking, as a user who trusts the VM sets."""
+    folder = home / ".config" / "crush"
+    folder.mkdir(parents=True, exist_ok=True)
+    chosen = {"provider": PROVIDER_ID, "model": MODEL_ID}
+    (folder / "crush.json").write_text(json.dumps({
+        "providers": {PROVIDER_ID: {
+            "name": "Scripted", "type": "openai-compat", "base_url": f"https://{model_host}/v1",
+            "api_key": "$OPENAI_API_KEY",
+            "models": [{"id": MODEL_ID, "name": "Scripted model", "context_window": 128000,
+                        "default_max_tokens": 4096}]}},
+        "models": {"large": chosen, "small": chosen},
+        "permissions": {"allowed_tools": ["view", "ls", "write", "edit", "bash"]},
+    }))
+
+
 CASES = {
     "claude-code": AgentCase(
         "claude-code", CLAUDE_CODE_VERSION, "ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY[x-api-key]={host}",
@@ -81,6 +111,16 @@ CASES = {
         ToolCall("exec_command", {"cmd": f"printf '%s\\n' '{NOTE_TEXT.strip()}' > {NOTE}", "workdir": "/workspace"}),
         configure_codex, lambda model: [value.removeprefix("Bearer ") for value in model.authorizations if value],
         ".codex/AGENTS.md"),
+    "pi": AgentCase(
+        "pi", PI_VERSION, "OPENAI_API_KEY", "OPENAI_API_KEY={host}", r"pi v\d+\.\d+",
+        ToolCall("write", {"path": f"/workspace/{NOTE}", "content": NOTE_TEXT}),
+        configure_pi, lambda model: [value.removeprefix("Bearer ") for value in model.authorizations if value],
+        ".pi/agent/AGENTS.md"),
+    "crush": AgentCase(
+        "crush", CRUSH_VERSION, "OPENAI_API_KEY", "OPENAI_API_KEY={host}", r"Scripted model",
+        ToolCall("write", {"file_path": f"/workspace/{NOTE}", "content": NOTE_TEXT}),
+        configure_crush, lambda model: [value.removeprefix("Bearer ") for value in model.authorizations if value],
+        ".config/crush/CRUSH.md"),
 }
 
 CLAUDE_STATE = """const fs = require('fs');
@@ -90,6 +130,23 @@ fs.writeFileSync(process.env.HOME + '/.claude.json', JSON.stringify({
   projects: {'/workspace': {hasTrustDialogAccepted: true}}}));"""
 """What Claude Code keeps of a first run it finished: the user answered its onboarding and its questions
 about the key (the placeholder, as the VM has it) and about trusting the checkout."""
+
+
+CRUSH_RELEASES = "https://github.com/charmbracelet/crush/releases"
+"""Where the install script of Crush's npm package downloads the program from, checking it against
+the digest the package names."""
+
+
+def cannot_install(case: AgentCase) -> str | None:
+    """Why the agent's image cannot be built from this host, None when it can: Crush's program
+    comes from GitHub, not from npm."""
+    if case.name != "crush":
+        return None
+    try:
+        with urllib.request.urlopen(urllib.request.Request(CRUSH_RELEASES, method="HEAD"), timeout=10):
+            return None
+    except OSError:
+        return f"Crush's npm package downloads its program from {CRUSH_RELEASES}, which this host cannot reach"
 
 
 def assert_the_vm_holds_only_the_placeholder(in_vm: InVm, variable: str) -> None:
@@ -124,6 +181,12 @@ def configure(project: Project, case: AgentCase, model_host: str, ca_file: Path)
     })
     # The agent's version as a first build would have recorded it: the first start builds its layer.
     record_baked_agent_version(project.paths.state_dir, case.name, case.version)
+    if case.name == "crush":
+        # Crush's answer to its offer to write the checkout's instructions, kept in the checkout.
+        (project.root / ".crush").mkdir(exist_ok=True)
+        (project.root / ".crush" / "init").write_text("")
+        if project.user:
+            project.user.give(project.root / ".crush")
     if project.user and project.home:
         project.user.give(project.home)
     seeded = project.cli("shell", "--", "node", "-e", CLAUDE_STATE if case.name == "claude-code" else "",
@@ -184,8 +247,9 @@ def run_scenario(project: Project, case: AgentCase, model: ModelServer, steps: l
         sent = case.keys_sent(model)
         assert sent and set(sent) == {KEY}, "the key reaches the model only as the secret's value"
         assert_the_vm_holds_only_the_placeholder(in_vm, case.variable)
-        assert in_vm("cat ~/.local/state/opencode-sandbox/agent-activity", "dev").startswith("busy "), \
-            "the agent's hooks recorded its turn"
+        if profile_of(case.name).activity is ActivitySource.HOOKS:
+            assert in_vm("cat ~/.local/state/opencode-sandbox/agent-activity", "dev").startswith("busy "), \
+                "the agent's hooks recorded its turn"
 
         # The terminal closes in the middle of the turn: the agent goes on, and the VM is not stopped.
         first.close()

@@ -1,5 +1,5 @@
-"""Claude Code and Codex, the real agents, in the sandbox on the docker runtime, on a real terminal,
-as root and as uid 1001 (the scenario: `terminal_agent_scenario.py`).
+"""Claude Code, Codex, pi and Crush, the real agents, in the sandbox on the docker runtime, on a real
+terminal, as root and as uid 1001 (the scenario: `terminal_agent_scenario.py`).
 
 Each agent talks to the scripted model over HTTPS through the egress proxy, which finds it by name
 as it would the provider (the site, relay and CA of `test_agent_secret_docker.py`).
@@ -17,7 +17,14 @@ import trustme
 from opencode_sandbox.images.builder import ensure_base_image
 from opencode_sandbox.images.progress import SilentProgress
 from tests.e2e.harness import Project, docker
-from tests.e2e.terminal_agent_scenario import CASES, agent_steps, assert_the_outcome, configure, run_scenario
+from tests.e2e.terminal_agent_scenario import (
+    CASES,
+    agent_steps,
+    assert_the_outcome,
+    cannot_install,
+    configure,
+    run_scenario,
+)
 from tests.e2e.test_agent_secret_docker import (  # noqa: F401 (fixtures)
     Recorder,
     Site,
@@ -51,6 +58,8 @@ def test_a_terminal_agent_works_in_a_session_that_outlives_the_terminal(
     base_image_put_back: None,
 ) -> None:
     case, project = CASES[agent], any_user_project
+    if reason := cannot_install(case):
+        pytest.skip(reason)
     project.env["OPENCODE_SANDBOX_WORKSPACE"] = workspace
     ca = trustme.CA()
     ca_file = project.user_home / "model-ca.pem"

@@ -1,4 +1,4 @@
-"""Claude Code and Codex, the real agents, in the sandbox on the microsandbox runtime, in booting
+"""Claude Code, Codex, pi and Crush, the real agents, in the sandbox on the microsandbox runtime, in booting
 microVMs, on a real terminal (the scenario: `terminal_agent_scenario.py`; the lab runs it as root and
 as `tester`, uid 1001).
 
@@ -12,7 +12,14 @@ import pytest
 
 from tests.e2e.conftest import MICROVMS_ONLY
 from tests.e2e.harness import Project
-from tests.e2e.terminal_agent_scenario import CASES, agent_steps, assert_the_outcome, configure, run_scenario
+from tests.e2e.terminal_agent_scenario import (
+    CASES,
+    agent_steps,
+    assert_the_outcome,
+    cannot_install,
+    configure,
+    run_scenario,
+)
 from tests.e2e.test_network_policy_microsandbox import LAB_INTERNET, LAB_SIDE, in_vm, model_tls
 from tests.fixtures.model_server import ModelServer
 
@@ -27,6 +34,8 @@ SLOW = 6.0
 def test_a_terminal_agent_works_in_a_session_that_outlives_the_terminal(agent: str, msb_project: Project,
                                                                         unique: str) -> None:
     case, project = CASES[agent], msb_project
+    if reason := cannot_install(case):
+        pytest.skip(reason)
     ca_file, tls = model_tls(project.user_home)
     steps = agent_steps(case)
     with ModelServer.start(steps, bind=LAB_SIDE, advertised_host="model.lab.test", tls=tls, port=8443) as model:

@@ -304,7 +304,8 @@ def test_tokens_in_the_users_codex_config_stay_on_the_host(tmp_path: Path) -> No
 
 
 def test_a_link_as_the_checkouts_agent_folder_copies_nothing(tmp_path: Path) -> None:
-    """PASSES: `.opencode-sandbox/claude-code` (or a file in it) as a link to a host file copies nothing."""
+    """PASSES: `.opencode-sandbox/claude-code` or `pi` (or a file in the folder of `codex` or `crush`) as a
+    link to a host file copies nothing."""
     home, project = tmp_path / "home", tmp_path / "project"
     secret_dir = tmp_path / "host-secrets"
     secret_dir.mkdir()
@@ -315,7 +316,11 @@ def test_a_link_as_the_checkouts_agent_folder_copies_nothing(tmp_path: Path) -> 
     codex_folder = project / ".opencode-sandbox" / "codex"
     codex_folder.mkdir()
     (codex_folder / "config.toml").symlink_to(secret_dir / "id_ed25519")
-    for agent in ("claude-code", "codex"):
+    (project / ".opencode-sandbox" / "pi").symlink_to(secret_dir)
+    crush_folder = project / ".opencode-sandbox" / "crush"
+    crush_folder.mkdir()
+    (crush_folder / "crushrc").symlink_to(secret_dir / "id_ed25519")
+    for agent in ("claude-code", "codex", "pi", "crush"):
         collected = provisioning.collect_files(provisioning.agent_sources(profile_of(agent), home, project))
         assert all(b"PRIVATE KEY" not in content.data for content in collected.files.values())
 

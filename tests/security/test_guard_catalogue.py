@@ -26,6 +26,8 @@ RUN_BY_THE_HOST = (
     ".cargo/config.toml", "rust-toolchain.toml", ".gitmodules", "packages/web/.envrc",
     "packages/web/.claude/settings.json", "packages/web/.vscode/tasks.json", "packages/web/.env",
     "services/api/AGENTS.md", "apps/x/.cargo/config.toml", "lib/gradle/wrapper/gradle-wrapper.jar",
+    ".pi/extensions/e.ts", ".pi/settings.json", "crushrc", ".crushrc", "crush.json", ".crush.json", "CRUSH.md",
+    ".crush/commands/review.md", ".crush/skills/s/SKILL.md", "packages/web/.crushrc",
 )
 RUN_DELIBERATELY = ("package.json", "Makefile", "conftest.py", ".gitattributes")
 

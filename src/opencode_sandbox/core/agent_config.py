@@ -1,6 +1,7 @@
-"""What of the user's agent configuration the VM may get: Claude Code's `settings.json` and Codex's
-`config.toml` can hold credentials (an `env` block, a bearer token, an MCP server's headers), and a
-value copied into the VM is the agent's to read and send anywhere. Any entry whose name says it is a
+"""What of the user's agent configuration the VM may get: Claude Code's `settings.json`, Codex's
+`config.toml`, pi's `settings.json` and `models.json`, Crush's `crush.json` and `crushrc` can hold
+credentials (an `env` block, a bearer token, a provider's key, an MCP server's headers), and a value
+copied into the VM is the agent's to read and send anywhere. Any entry whose name says it is a
 credential, and any environment entry that is a secret, stays on the host.
 """
 
@@ -8,7 +9,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+import shlex
+from collections.abc import Callable, Iterator, Mapping
 
 from opencode_sandbox.core.records import Record
 
@@ -21,10 +23,18 @@ CREDENTIAL = re.compile(
 `AWS_SECRET_ACCESS_KEY`, `Authorization`. `MAX_THINKING_TOKENS` is none."""
 NAME_OF_VARIABLE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 """A value that names an environment variable (Codex's `env_key = "OPENAI_API_KEY"`), not a key."""
-HEADER_TABLES = ("http_headers", "headers")
+SHELL_REFERENCE = re.compile(r"^\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)$")
+"""A value Crush expands from the environment (`"$OPENAI_API_KEY"`), not a key."""
+HEADER_TABLES = ("http_headers", "headers", "extra_headers")
 """Tables whose entries are request headers sent as they are: any of them can carry a key."""
 CLAUDE_SETTINGS = ".claude/settings.json"
 CODEX_CONFIG = ".codex/config.toml"
+PI_SETTINGS = ".pi/agent/settings.json"
+PI_MODELS = ".pi/agent/models.json"
+CRUSH_CONFIG = ".config/crush/crush.json"
+CRUSH_RC = ".config/crush/crushrc"
+CRUSH_HEADER_OPTIONS = ("--header", "--extra-header")
+"""`crushrc` options whose values are request headers: any of them can carry a key."""
 
 
 class Screened(Record):
@@ -38,9 +48,11 @@ def is_credential(name: str, secret_names: frozenset[str] = frozenset()) -> bool
     return name in secret_names or bool(CREDENTIAL.search(name))
 
 
-def _credentials(node: object, path: str, secret_names: frozenset[str]) -> Iterator[str]:
-    """The paths of the credential entries below `node`: a named one holding text, an environment
-    entry that is one or a secret, every entry of a header table."""
+def _credentials(node: object, path: str, secret_names: frozenset[str],
+                 reference: re.Pattern[str] = NAME_OF_VARIABLE) -> Iterator[str]:
+    """The paths of the credential entries below `node`: a named one holding text that is no
+    `reference` to a variable, an environment entry that is one or a secret, every entry of a header
+    table."""
     if not isinstance(node, Mapping):
         return
     for key, value in node.items():
@@ -53,8 +65,8 @@ def _credentials(node: object, path: str, secret_names: frozenset[str]) -> Itera
                 if not isinstance(entry, Mapping) and is_credential(str(name), secret_names):
                     yield f"{where}.{name}"
             yield from _credentials({name: entry for name, entry in value.items() if isinstance(entry, Mapping)}
-                                    if inside_env else value, where, secret_names)
-        elif isinstance(value, str) and is_credential(str(key), secret_names) and not NAME_OF_VARIABLE.match(value):
+                                    if inside_env else value, where, secret_names, reference)
+        elif isinstance(value, str) and is_credential(str(key), secret_names) and not reference.match(value):
             yield where
 
 
@@ -67,15 +79,16 @@ def _drop(document: dict[str, object], path: str) -> None:
         node.pop(last, None)
 
 
-def claude_settings(data: bytes, secret_names: frozenset[str]) -> Screened:
-    """Claude Code's settings without their credentials, the rest as the user wrote it."""
+def json_settings(data: bytes, secret_names: frozenset[str], reference: re.Pattern[str] = NAME_OF_VARIABLE) -> Screened:
+    """A JSON configuration without its credentials, the rest as the user wrote it: Claude Code's
+    settings, pi's settings and models."""
     try:
         document = json.loads(data)
     except ValueError:
         return Screened(None, ("the whole file: it is not JSON",))
     if not isinstance(document, dict):
         return Screened(data, ())
-    found = tuple(_credentials(document, "", secret_names))
+    found = tuple(_credentials(document, "", secret_names, reference))
     if not found:
         return Screened(data, ())
     for path in found:
@@ -96,4 +109,54 @@ def codex_config(data: bytes, secret_names: frozenset[str]) -> Screened:
     return Screened(None, found) if found else Screened(data, ())
 
 
-SCREENS = {CLAUDE_SETTINGS: claude_settings, CODEX_CONFIG: codex_config}
+def crush_config(data: bytes, secret_names: frozenset[str]) -> Screened:
+    """Crush's `crush.json` without its credentials; `$NAME` is expanded by Crush from the VM's
+    environment, where a secret is a placeholder."""
+    return json_settings(data, secret_names, SHELL_REFERENCE)
+
+
+def crush_rc(data: bytes, secret_names: frozenset[str]) -> Screened:
+    """Crush's `crushrc` as it is, or nothing when it holds a credential: a shell script is read
+    here, never rewritten, so a file with one stays on the host whole. A credential is a header
+    (`--header`, `--extra-header`), or an option or assignment whose name says it is one (`--api-key`,
+    `export GITHUB_TOKEN=...`) holding anything but `$NAME`."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return Screened(None, ("the whole file: it is not text",))
+    found: list[str] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError:  # a quote or an escape that goes on to the next line
+            words = line.split()
+        found += [f"line {number}: {entry}" for entry in _shell_credentials(words, secret_names)]
+    return Screened(None, tuple(found)) if found else Screened(data, ())
+
+
+def _shell_credentials(words: list[str], secret_names: frozenset[str]) -> Iterator[str]:
+    for index, word in enumerate(words):
+        following = words[index + 1] if index + 1 < len(words) else ""
+        if word in CRUSH_HEADER_OPTIONS:
+            yield f"{word} {following}".strip()
+        elif word == "--env" and is_credential(following, secret_names):
+            value = words[index + 2] if index + 2 < len(words) else ""
+            if not SHELL_REFERENCE.match(value):
+                yield f"--env {following}"
+        elif word.startswith("--") and is_credential(word[2:].replace("-", "_"), secret_names):
+            if not SHELL_REFERENCE.match(following):
+                yield word
+        elif "=" in word and not word.startswith("-"):
+            name, _, value = word.partition("=")
+            if is_credential(name, secret_names) and value and not SHELL_REFERENCE.match(value):
+                yield name
+
+
+SCREENS: dict[str, Callable[[bytes, frozenset[str]], Screened]] = {
+    CLAUDE_SETTINGS: json_settings,
+    CODEX_CONFIG: codex_config,
+    PI_SETTINGS: json_settings,
+    PI_MODELS: json_settings,
+    CRUSH_CONFIG: crush_config,
+    CRUSH_RC: crush_rc,
+}

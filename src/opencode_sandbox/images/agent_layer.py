@@ -1,5 +1,5 @@
-"""The layer that puts a terminal agent (Claude Code, Codex) on top of the project's image: the
-agent from npm at a pinned version, the program its hooks call, and its hooks' settings.
+"""The layer that puts a terminal agent (Claude Code, Codex, pi, Crush) on top of the project's image:
+the agent from npm at a pinned version, the program its hooks call, and its hooks' settings.
 
 opencode, the default agent, is in the base image; a project image built for another agent is the
 project's image with this layer on top, so the project's own Dockerfile stays as it is.
@@ -26,12 +26,16 @@ def agent_dockerfile(base_reference: str, profile: AgentProfile, version: str) -
         packaged[name] = content
         copies.append(f"COPY {name} {path}")
     modes = " ".join(shlex.quote(path) for path, _ in profile.image_files)
+    packages = " ".join(shlex.quote(name) for name in profile.system_packages)
     lines = [
         f"FROM {base_reference}",
         "USER root",
         f"RUN for tool in npm tmux; do command -v $tool >/dev/null || {{ echo \"{profile.title} needs $tool, which "
         "this image lacks: build the project image from opencode-sandbox/runner-base\" >&2; exit 1; }; done; "
-        f"npm install --global --no-fund --no-audit --omit=dev --allow-scripts={shlex.quote(profile.package)} "
+        + (f"apt-get update && apt-get install -y --no-install-recommends {packages} "
+           "&& rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log && "
+           if packages else "")
+        + f"npm install --global --no-fund --no-audit --omit=dev --allow-scripts={shlex.quote(profile.package)} "
         f"{shlex.quote(f'{profile.package}@{version}')} "
         f"&& npm cache clean --force && rm -rf /root/.npm /tmp/* && {profile.command} --version",
         *copies,

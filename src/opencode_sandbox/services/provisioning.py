@@ -1,4 +1,4 @@
-"""Copying the user's configuration of the agent (opencode's, or Claude Code's or Codex's) into the VM home,
+"""Copying the user's configuration of the agent (opencode's, or a terminal agent's) into the VM home,
 only what changed."""
 
 from __future__ import annotations

@@ -65,6 +65,9 @@ class AgentProfile(Record):
     """What the agent needs to reach under the `allowlist` network profile, its credentials' hosts included."""
     image_files: tuple[tuple[str, str], ...] = ()
     """Files the image gets beside the agent, as (path in the image, content): its hooks' settings."""
+    system_packages: tuple[str, ...] = ()
+    """Debian packages the image installs beside the agent: programs it looks for at every start and
+    would otherwise download itself."""
     environment: tuple[tuple[str, str], ...] = ()
     """Set in the image for every process: what keeps the agent from updating itself in the VM."""
     default_arguments: tuple[str, ...] = ()
