@@ -1,5 +1,5 @@
-"""The scenario of a terminal agent (Claude Code, Codex) in the sandbox, on a real terminal, the
-same on both runtimes: the agent edits the checkout through the scripted model with its key as a
+"""The scenario of a terminal agent (Claude Code, Codex, Gemini CLI, Qwen Code) in the sandbox, on a
+real terminal, the same on both runtimes: the agent edits the checkout through the scripted model with its key as a
 secret; while its turn is held back the terminal closes, the VM is not stopped and the session runs
 on; two new terminals attach to it; the turn's end is signalled once; and once the last terminal has
 closed and the agent waits, the VM stops.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from opencode_sandbox.images.updater import record_baked_agent_version
 from tests.e2e.harness import Project, Tmux, wait_until
-from tests.fixtures.agents import CLAUDE_CODE_VERSION, CODEX_VERSION
+from tests.fixtures.agents import CLAUDE_CODE_VERSION, CODEX_VERSION, GEMINI_VERSION, QWEN_CODE_VERSION
 from tests.fixtures.model_server import MODEL_ID, ModelServer, Reply, Step, ToolCall, step
 
 InVm = Callable[[str, str], str]
@@ -69,6 +69,36 @@ def configure_codex(home: Path, model_host: str) -> None:
         '[projects."/workspace"]\ntrust_level = "trusted"\n')
 
 
+def configure_gemini(home: Path, model_host: str) -> None:
+    """A returning user's Gemini CLI: the key's sign-in chosen, edits accepted, and the endpoint and
+    model in its `.env`, as Gemini CLI reads them."""
+    folder = home / ".gemini"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "settings.json").write_text(json.dumps({
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "general": {"defaultApprovalMode": "auto_edit"},
+    }))
+    (folder / ".env").write_text(f"GOOGLE_GEMINI_BASE_URL=https://{model_host}\nGEMINI_MODEL={MODEL_ID}\n")
+
+
+def configure_qwen_code(home: Path, model_host: str) -> None:
+    """A returning user's Qwen Code: an OpenAI-compatible provider at the model's URL, edits
+    accepted, no suggestions of the next prompt (each one a request of its own)."""
+    folder = home / ".qwen"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "settings.json").write_text(json.dumps({
+        "env": {"OPENAI_BASE_URL": f"https://{model_host}/v1"},
+        "security": {"auth": {"selectedType": "openai"}},
+        "model": {"name": MODEL_ID},
+        "tools": {"approvalMode": "auto-edit"},
+        "ui": {"enableFollowupSuggestions": False},
+    }))
+
+
+def bearer_keys(model: ModelServer) -> list[str]:
+    return [value.removeprefix("Bearer ") for value in model.authorizations if value]
+
+
 CASES = {
     "claude-code": AgentCase(
         "claude-code", CLAUDE_CODE_VERSION, "ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY[x-api-key]={host}",
@@ -79,8 +109,17 @@ CASES = {
         "codex", CODEX_VERSION, "OPENAI_API_KEY", "OPENAI_API_KEY={host}",
         r"OpenAI Codex|To get started|send",
         ToolCall("exec_command", {"cmd": f"printf '%s\\n' '{NOTE_TEXT.strip()}' > {NOTE}", "workdir": "/workspace"}),
-        configure_codex, lambda model: [value.removeprefix("Bearer ") for value in model.authorizations if value],
-        ".codex/AGENTS.md"),
+        configure_codex, bearer_keys, ".codex/AGENTS.md"),
+    "gemini": AgentCase(
+        "gemini", GEMINI_VERSION, "GEMINI_API_KEY", "GEMINI_API_KEY[x-goog-api-key]={host}",
+        r"Type your message",
+        ToolCall("write_file", {"file_path": f"/workspace/{NOTE}", "content": NOTE_TEXT}),
+        configure_gemini, lambda model: [key for key in model.google_keys if key], ".gemini/GEMINI.md"),
+    "qwen-code": AgentCase(
+        "qwen-code", QWEN_CODE_VERSION, "OPENAI_API_KEY", "OPENAI_API_KEY={host}",
+        r"Type your message",
+        ToolCall("write_file", {"file_path": f"/workspace/{NOTE}", "content": NOTE_TEXT}),
+        configure_qwen_code, bearer_keys, ".qwen/QWEN.md"),
 }
 
 CLAUDE_STATE = """const fs = require('fs');

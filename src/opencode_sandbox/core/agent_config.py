@@ -1,5 +1,6 @@
-"""What of the user's agent configuration the VM may get: Claude Code's `settings.json` and Codex's
-`config.toml` can hold credentials (an `env` block, a bearer token, an MCP server's headers), and a
+"""What of the user's agent configuration the VM may get: Claude Code's and Qwen Code's
+`settings.json`, Gemini CLI's, Codex's `config.toml` and the `.env` files Gemini CLI and Qwen Code
+read can hold credentials (an `env` block, a bearer token, an MCP server's headers, a key), and a
 value copied into the VM is the agent's to read and send anywhere. Any entry whose name says it is a
 credential, and any environment entry that is a secret, stays on the host.
 """
@@ -21,10 +22,16 @@ CREDENTIAL = re.compile(
 `AWS_SECRET_ACCESS_KEY`, `Authorization`. `MAX_THINKING_TOKENS` is none."""
 NAME_OF_VARIABLE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 """A value that names an environment variable (Codex's `env_key = "OPENAI_API_KEY"`), not a key."""
-HEADER_TABLES = ("http_headers", "headers")
+HEADER_TABLES = ("http_headers", "headers", "customHeaders")
 """Tables whose entries are request headers sent as they are: any of them can carry a key."""
 CLAUDE_SETTINGS = ".claude/settings.json"
 CODEX_CONFIG = ".codex/config.toml"
+GEMINI_SETTINGS = ".gemini/settings.json"
+GEMINI_ENV = ".gemini/.env"
+QWEN_SETTINGS = ".qwen/settings.json"
+QWEN_ENV = ".qwen/.env"
+ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.\-]*)\s*[=:]")
+"""An assignment of a `.env` file (`NAME=value`, `export NAME=value`, `NAME: value`)."""
 
 
 class Screened(Record):
@@ -40,13 +47,19 @@ def is_credential(name: str, secret_names: frozenset[str] = frozenset()) -> bool
 
 def _credentials(node: object, path: str, secret_names: frozenset[str]) -> Iterator[str]:
     """The paths of the credential entries below `node`: a named one holding text, an environment
-    entry that is one or a secret, every entry of a header table."""
+    entry that is one or a secret, every entry of a header table; a list's items by their index."""
+    if isinstance(node, list):
+        for index, item in enumerate(node):
+            yield from _credentials(item, f"{path}.{index}" if path else str(index), secret_names)
+        return
     if not isinstance(node, Mapping):
         return
     for key, value in node.items():
         where = f"{path}.{key}" if path else str(key)
         if str(key) in HEADER_TABLES and isinstance(value, Mapping) and value:
             yield where
+        elif isinstance(value, list):
+            yield from _credentials(value, where, secret_names)
         elif isinstance(value, Mapping):
             inside_env = str(key) == "env"
             for name, entry in value.items() if inside_env else ():
@@ -62,13 +75,17 @@ def _drop(document: dict[str, object], path: str) -> None:
     *parents, last = path.split(".")
     node: object = document
     for part in parents:
-        node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, list):
+            node = node[int(part)] if part.isdigit() and int(part) < len(node) else None
+        else:
+            node = node.get(part) if isinstance(node, dict) else None
     if isinstance(node, dict):
         node.pop(last, None)
 
 
-def claude_settings(data: bytes, secret_names: frozenset[str]) -> Screened:
-    """Claude Code's settings without their credentials, the rest as the user wrote it."""
+def json_settings(data: bytes, secret_names: frozenset[str]) -> Screened:
+    """An agent's JSON settings (Claude Code's, Gemini CLI's, Qwen Code's) without their credentials,
+    the rest as the user wrote it."""
     try:
         document = json.loads(data)
     except ValueError:
@@ -96,4 +113,36 @@ def codex_config(data: bytes, secret_names: frozenset[str]) -> Screened:
     return Screened(None, found) if found else Screened(data, ())
 
 
-SCREENS = {CLAUDE_SETTINGS: claude_settings, CODEX_CONFIG: codex_config}
+def dotenv(data: bytes, secret_names: frozenset[str]) -> Screened:
+    """A `.env` file without the assignments of a credential (`GEMINI_API_KEY=...`), a quoted value
+    over several lines included, the rest as the user wrote it."""
+    try:
+        lines = data.decode("utf-8").splitlines(keepends=True)
+    except UnicodeDecodeError:
+        return Screened(None, ("the whole file: it is not text",))
+    kept: list[str] = []
+    found: list[str] = []
+    open_quote = ""
+    dropping = False
+    for line in lines:
+        if open_quote:  # inside a value that an earlier line opened
+            if open_quote in line:
+                open_quote = ""
+        elif (assignment := ENV_LINE.match(line)) is not None:
+            dropping = is_credential(assignment.group(1), secret_names)
+            if dropping:
+                found.append(assignment.group(1))
+            value = line[assignment.end():].strip()
+            if value[:1] in ("'", '"', "`") and value.count(value[0]) == 1:
+                open_quote = value[0]
+        else:
+            dropping = False
+        if not dropping:
+            kept.append(line)
+    if not found:
+        return Screened(data, ())
+    return Screened("".join(kept).encode(), tuple(found))
+
+
+SCREENS = {CLAUDE_SETTINGS: json_settings, CODEX_CONFIG: codex_config, GEMINI_SETTINGS: json_settings,
+           GEMINI_ENV: dotenv, QWEN_SETTINGS: json_settings, QWEN_ENV: dotenv}
