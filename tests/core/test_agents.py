@@ -79,6 +79,7 @@ def test_qwen_code_reports_a_permission_question_and_never_updates_itself() -> N
     assert profile.image_files[0][0] == "/etc/qwen-code/settings.json"
     settings = _system_settings("qwen-code")
     assert settings["general"] == {"enableAutoUpdate": False}
+    assert settings["tools"] == {"useBuiltinRipgrep": False}, "the image's rg: the package's cannot be run"
     states = _hook_states(settings)
     assert states["PermissionRequest"] == "asking" and states["Stop"] == states["StopFailure"] == "waiting"
     assert states["UserPromptSubmit"] == states["PreToolUse"] == "busy" and states["SessionEnd"] == "ended"

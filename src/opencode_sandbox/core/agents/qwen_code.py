@@ -2,7 +2,8 @@
 
 Its hooks report each turn: the image's system settings (`/etc/qwen-code/settings.json`) add them
 to the user's own, and run whether or not the checkout is trusted, without the user's approval.
-Those settings win over the user's, so they hold only the hooks and no updates of its own.
+Those settings win over the user's, so they hold only the hooks, no updates of its own, and the
+image's `rg` in place of the copy in its package (which npm installs without the right to run it).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ _HOOKS = {
 SYSTEM_SETTINGS = json.dumps(
     {
         "general": {"enableAutoUpdate": False},
+        "tools": {"useBuiltinRipgrep": False},
         "hooks": {event: [{"hooks": [{"type": "command", "command": f"{AGENT_EVENT} {state}"}]}]
                   for event, state in _HOOKS.items()},
     },
