@@ -26,7 +26,7 @@ def test_opencode_is_the_default_and_the_command_line_names_every_profile() -> N
         profile_of("vim")
 
 
-@pytest.mark.parametrize("name", ["claude-code", "codex"])
+@pytest.mark.parametrize("name", ["claude-code", "codex", "gemini", "qwen-code"])
 def test_a_terminal_agent_is_installed_from_npm_and_reports_its_turns_through_hooks(name: str) -> None:
     profile = profile_of(name)
     assert profile.session is SessionKind.TERMINAL
@@ -89,6 +89,69 @@ def test_the_codex_session_leaves_the_sandboxing_to_the_vm_and_takes_the_users_a
     assert profile_of("codex").session_command(["--model", "x"]) == [
         "codex", "--sandbox", "danger-full-access", "--model", "x"]
     assert profile_of("claude-code").session_command([]) == ["claude"]
+
+
+def _system_settings(name: str) -> dict[str, object]:
+    [(_, content)] = profile_of(name).image_files
+    settings: dict[str, object] = json.loads(content)
+    return settings
+
+
+def _hook_states(settings: dict[str, object]) -> dict[str, str]:
+    hooks = settings["hooks"]
+    assert isinstance(hooks, dict)
+    return {event: command.removeprefix(f"{AGENT_EVENT} ")
+            for event, [definition] in hooks.items() for command in [definition["hooks"][0]["command"]]}
+
+
+def test_gemini_cli_trusts_the_checkout_so_its_hooks_run_and_never_updates_itself() -> None:
+    profile = profile_of("gemini")
+    assert (profile.package, profile.command) == ("@google/gemini-cli", "gemini")
+    assert profile.image_files[0][0] == "/etc/gemini-cli/settings.json"
+    settings = _system_settings("gemini")
+    assert settings["security"] == {"folderTrust": {"enabled": False}}
+    assert settings["general"] == {"enableAutoUpdate": False, "enableAutoUpdateNotification": False}
+    assert _hook_states(settings) == {"SessionStart": "idle", "BeforeAgent": "busy", "BeforeTool": "busy",
+                                      "AfterTool": "busy", "Notification": "asking", "AfterAgent": "waiting",
+                                      "SessionEnd": "ended"}
+    assert ("GEMINI_SANDBOX", "false") in profile.environment
+    assert profile.session_command(["--yolo"]) == ["gemini", "--yolo"]
+
+
+def test_qwen_code_reports_a_permission_question_and_never_updates_itself() -> None:
+    profile = profile_of("qwen-code")
+    assert (profile.package, profile.command) == ("@qwen-code/qwen-code", "qwen")
+    assert profile.image_files[0][0] == "/etc/qwen-code/settings.json"
+    settings = _system_settings("qwen-code")
+    assert settings["general"] == {"enableAutoUpdate": False}
+    assert settings["tools"] == {"useBuiltinRipgrep": False}, "the image's rg: the package's cannot be run"
+    states = _hook_states(settings)
+    assert states["PermissionRequest"] == "asking" and states["Stop"] == states["StopFailure"] == "waiting"
+    assert states["UserPromptSubmit"] == states["PreToolUse"] == "busy" and states["SessionEnd"] == "ended"
+    assert "Notification" not in states, "its notification after a turn's end is no question"
+    assert ("QWEN_SANDBOX", "false") in profile.environment
+    assert profile.session_command([]) == ["qwen"]
+
+
+@pytest.mark.parametrize(("name", "variable", "host", "header"), [
+    ("gemini", "GEMINI_API_KEY", "generativelanguage.googleapis.com", "x-goog-api-key"),
+    ("qwen-code", "OPENAI_API_KEY", "api.openai.com", "authorization"),
+    ("qwen-code", "DASHSCOPE_API_KEY", "dashscope.aliyuncs.com", "authorization"),
+])
+def test_each_agents_key_is_a_secret_for_its_provider_in_the_header_its_client_sends(
+        name: str, variable: str, host: str, header: str) -> None:
+    [secret] = implied_secrets(profile_of(name), (), lambda given: given == variable)
+    assert secret.name == variable and host in [rule.text for rule in secret.hosts]
+    assert secret.headers == (header,)
+
+
+@pytest.mark.parametrize(("name", "folder"), [("gemini", ".gemini"), ("qwen-code", ".qwen")])
+def test_the_checkouts_folder_of_the_agent_goes_over_the_users_configuration(name: str, folder: str) -> None:
+    profile = profile_of(name)
+    assert profile.checkout_config is not None
+    assert (profile.checkout_config.host, profile.checkout_config.target) == (name, folder)
+    assert all(source.target.startswith(f"{folder}/") for source in profile.config)
+    assert not any("oauth" in source.host or "accounts" in source.host for source in profile.config), "no logins"
 
 
 def test_a_credential_with_a_value_becomes_a_secret_for_its_providers_hosts_alone() -> None:

@@ -1,8 +1,8 @@
-"""The scenario of a terminal agent (Claude Code, Codex, pi, Crush) in the sandbox, on a real
-terminal, the same on both runtimes: the agent edits the checkout through the scripted model with
-its key as a secret; while its turn is held back the terminal closes, the VM is not stopped and the
-session runs on; two new terminals attach to it; the turn's end is signalled once; and once the last
-terminal has closed and the agent waits, the VM stops.
+"""The scenario of a terminal agent (Claude Code, Codex, Gemini CLI, Qwen Code, pi, Crush) in the
+sandbox, on a real terminal, the same on both runtimes: the agent edits the checkout through the
+scripted model with its key as a secret; while its turn is held back the terminal closes, the VM is
+not stopped and the session runs on; two new terminals attach to it; the turn's end is signalled
+once; and once the last terminal has closed and the agent waits, the VM stops.
 
 A runtime's test module gives the project, the model server (reached by the VM as the provider would
 be, over HTTPS under a CA of the test's own) and how to run a command in the VM.
@@ -21,7 +21,14 @@ from opencode_sandbox.core.agents import profile_of
 from opencode_sandbox.core.agents.profile import ActivitySource
 from opencode_sandbox.images.updater import record_baked_agent_version
 from tests.e2e.harness import Project, Tmux, wait_until
-from tests.fixtures.agents import CLAUDE_CODE_VERSION, CODEX_VERSION, CRUSH_VERSION, PI_VERSION
+from tests.fixtures.agents import (
+    CLAUDE_CODE_VERSION,
+    CODEX_VERSION,
+    CRUSH_VERSION,
+    GEMINI_VERSION,
+    PI_VERSION,
+    QWEN_CODE_VERSION,
+)
 from tests.fixtures.model_server import MODEL_ID, PROVIDER_ID, ModelServer, Reply, Step, ToolCall, step
 
 InVm = Callable[[str, str], str]
@@ -72,6 +79,36 @@ def configure_codex(home: Path, model_host: str) -> None:
         '[projects."/workspace"]\ntrust_level = "trusted"\n')
 
 
+def configure_gemini(home: Path, model_host: str) -> None:
+    """A returning user's Gemini CLI: the key's sign-in chosen, edits accepted, and the endpoint and
+    model in its `.env`, as Gemini CLI reads them."""
+    folder = home / ".gemini"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "settings.json").write_text(json.dumps({
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "general": {"defaultApprovalMode": "auto_edit"},
+    }))
+    (folder / ".env").write_text(f"GOOGLE_GEMINI_BASE_URL=https://{model_host}\nGEMINI_MODEL={MODEL_ID}\n")
+
+
+def configure_qwen_code(home: Path, model_host: str) -> None:
+    """A returning user's Qwen Code: an OpenAI-compatible provider at the model's URL, edits
+    accepted, no suggestions of the next prompt (each one a request of its own)."""
+    folder = home / ".qwen"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "settings.json").write_text(json.dumps({
+        "env": {"OPENAI_BASE_URL": f"https://{model_host}/v1"},
+        "security": {"auth": {"selectedType": "openai"}},
+        "model": {"name": MODEL_ID},
+        "tools": {"approvalMode": "auto-edit"},
+        "ui": {"enableFollowupSuggestions": False},
+    }))
+
+
+def bearer_keys(model: ModelServer) -> list[str]:
+    return [value.removeprefix("Bearer ") for value in model.authorizations if value]
+
+
 def configure_pi(home: Path, model_host: str) -> None:
     """A provider of the user's own in `models.json`, its key named by variable, as pi's default."""
     folder = home / ".pi" / "agent"
@@ -109,18 +146,25 @@ CASES = {
         "codex", CODEX_VERSION, "OPENAI_API_KEY", "OPENAI_API_KEY={host}",
         r"OpenAI Codex|To get started|send",
         ToolCall("exec_command", {"cmd": f"printf '%s\\n' '{NOTE_TEXT.strip()}' > {NOTE}", "workdir": "/workspace"}),
-        configure_codex, lambda model: [value.removeprefix("Bearer ") for value in model.authorizations if value],
-        ".codex/AGENTS.md"),
+        configure_codex, bearer_keys, ".codex/AGENTS.md"),
+    "gemini": AgentCase(
+        "gemini", GEMINI_VERSION, "GEMINI_API_KEY", "GEMINI_API_KEY[x-goog-api-key]={host}",
+        r"Type your message",
+        ToolCall("write_file", {"file_path": f"/workspace/{NOTE}", "content": NOTE_TEXT}),
+        configure_gemini, lambda model: [key for key in model.google_keys if key], ".gemini/GEMINI.md"),
+    "qwen-code": AgentCase(
+        "qwen-code", QWEN_CODE_VERSION, "OPENAI_API_KEY", "OPENAI_API_KEY={host}",
+        r"Type your message",
+        ToolCall("write_file", {"file_path": f"/workspace/{NOTE}", "content": NOTE_TEXT}),
+        configure_qwen_code, bearer_keys, ".qwen/QWEN.md"),
     "pi": AgentCase(
         "pi", PI_VERSION, "OPENAI_API_KEY", "OPENAI_API_KEY={host}", r"pi v\d+\.\d+",
         ToolCall("write", {"path": f"/workspace/{NOTE}", "content": NOTE_TEXT}),
-        configure_pi, lambda model: [value.removeprefix("Bearer ") for value in model.authorizations if value],
-        ".pi/agent/AGENTS.md"),
+        configure_pi, bearer_keys, ".pi/agent/AGENTS.md"),
     "crush": AgentCase(
         "crush", CRUSH_VERSION, "OPENAI_API_KEY", "OPENAI_API_KEY={host}", r"Scripted model",
         ToolCall("write", {"file_path": f"/workspace/{NOTE}", "content": NOTE_TEXT}),
-        configure_crush, lambda model: [value.removeprefix("Bearer ") for value in model.authorizations if value],
-        ".config/crush/CRUSH.md"),
+        configure_crush, bearer_keys, ".config/crush/CRUSH.md"),
 }
 
 CLAUDE_STATE = """const fs = require('fs');

@@ -1,5 +1,5 @@
-"""Claude Code, Codex, pi and Crush, the real agents, in the sandbox on the docker runtime, on a real
-terminal, as root and as uid 1001 (the scenario: `terminal_agent_scenario.py`).
+"""Claude Code, Codex, Gemini CLI, Qwen Code, pi and Crush, the real agents, in the sandbox on the
+docker runtime, on a real terminal, as root and as uid 1001 (the scenario: `terminal_agent_scenario.py`).
 
 Each agent talks to the scripted model over HTTPS through the egress proxy, which finds it by name
 as it would the provider (the site, relay and CA of `test_agent_secret_docker.py`).

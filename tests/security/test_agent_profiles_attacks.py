@@ -303,6 +303,49 @@ def test_tokens_in_the_users_codex_config_stay_on_the_host(tmp_path: Path) -> No
     assert not leaked, f"credentials of ~/.codex/config.toml are copied into the VM: {leaked}"
 
 
+def test_a_key_in_the_users_gemini_env_file_and_settings_stays_on_the_host(tmp_path: Path) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    (home / ".gemini").mkdir(parents=True)
+    project.mkdir()
+    (home / ".gemini" / ".env").write_text(
+        "GOOGLE_GEMINI_BASE_URL=https://llm.corp.example\nGEMINI_API_KEY=\"AIza-REAL\"\nexport GITHUB_TOKEN=ghp_REAL\n"
+        "GEMINI_MODEL=gemini-2.5-pro\n")
+    (home / ".gemini" / "settings.json").write_text(json.dumps({
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "mcpServers": {"github": {"httpUrl": "https://mcp.example", "headers": {"Authorization": "Bearer ghp_REAL"}}}}))
+    collected = provisioning.collect_files(provisioning.agent_sources(profile_of("gemini"), home, project))
+    files, left_out = provisioning.without_agent_credentials(collected.files, {"GEMINI_API_KEY"})
+    assert sorted(left_out) == ["~/.gemini/.env: GEMINI_API_KEY", "~/.gemini/.env: GITHUB_TOKEN",
+                                "~/.gemini/settings.json: mcpServers.github.headers"]
+    assert files[".gemini/.env"].data == b"GOOGLE_GEMINI_BASE_URL=https://llm.corp.example\nGEMINI_MODEL=gemini-2.5-pro\n"
+    assert json.loads(files[".gemini/settings.json"].data)["security"] == {"auth": {"selectedType": "gemini-api-key"}}
+    leaked = [target for target, content in files.items() if b"AIza-REAL" in content.data or b"ghp_REAL" in
+              content.data]
+    assert not leaked, f"credentials of ~/.gemini are copied into the VM: {leaked}"
+
+
+def test_keys_in_the_users_qwen_settings_stay_on_the_host_their_variables_names_go(tmp_path: Path) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    (home / ".qwen").mkdir(parents=True)
+    project.mkdir()
+    (home / ".qwen" / "settings.json").write_text(json.dumps({
+        "env": {"DASHSCOPE_API_KEY": "sk-REAL-DASH", "OPENAI_BASE_URL": "https://llm.corp.example/v1"},
+        "modelProviders": {"openai": [{"id": "qwen3-coder-plus", "envKey": "DASHSCOPE_API_KEY",
+                                       "generationConfig": {"customHeaders": {"X-Corp-Token": "corp-REAL"}}}]},
+        "security": {"auth": {"selectedType": "openai"}}}))
+    (home / ".qwen" / ".env").write_text("OPENAI_API_KEY='sk-REAL-\nOPENAI'\nOPENAI_MODEL=qwen3-coder-plus\n")
+    collected = provisioning.collect_files(provisioning.agent_sources(profile_of("qwen-code"), home, project))
+    files, left_out = provisioning.without_agent_credentials(collected.files, {"OPENAI_API_KEY"})
+    assert sorted(left_out) == ["~/.qwen/.env: OPENAI_API_KEY", "~/.qwen/settings.json: env.DASHSCOPE_API_KEY",
+                                "~/.qwen/settings.json: modelProviders.openai.0.generationConfig.customHeaders"]
+    settings = json.loads(files[".qwen/settings.json"].data)
+    assert settings["env"] == {"OPENAI_BASE_URL": "https://llm.corp.example/v1"}
+    assert settings["modelProviders"]["openai"][0]["envKey"] == "DASHSCOPE_API_KEY", "a variable's name is no key"
+    assert files[".qwen/.env"].data == b"OPENAI_MODEL=qwen3-coder-plus\n", "the quoted value's second line too"
+    leaked = [target for target, content in files.items() if b"REAL" in content.data]
+    assert not leaked, f"credentials of ~/.qwen are copied into the VM: {leaked}"
+
+
 def test_a_link_as_the_checkouts_agent_folder_copies_nothing(tmp_path: Path) -> None:
     """PASSES: `.opencode-sandbox/claude-code` or `pi` (or a file in the folder of `codex` or `crush`) as a
     link to a host file copies nothing."""
@@ -316,11 +359,14 @@ def test_a_link_as_the_checkouts_agent_folder_copies_nothing(tmp_path: Path) -> 
     codex_folder = project / ".opencode-sandbox" / "codex"
     codex_folder.mkdir()
     (codex_folder / "config.toml").symlink_to(secret_dir / "id_ed25519")
+    (project / ".opencode-sandbox" / "gemini").symlink_to(secret_dir)
+    (project / ".opencode-sandbox" / "qwen-code").mkdir()
+    (project / ".opencode-sandbox" / "qwen-code" / "settings.json").symlink_to(secret_dir / "id_ed25519")
     (project / ".opencode-sandbox" / "pi").symlink_to(secret_dir)
     crush_folder = project / ".opencode-sandbox" / "crush"
     crush_folder.mkdir()
     (crush_folder / "crushrc").symlink_to(secret_dir / "id_ed25519")
-    for agent in ("claude-code", "codex", "pi", "crush"):
+    for agent in ("claude-code", "codex", "gemini", "qwen-code", "pi", "crush"):
         collected = provisioning.collect_files(provisioning.agent_sources(profile_of(agent), home, project))
         assert all(b"PRIVATE KEY" not in content.data for content in collected.files.values())
 

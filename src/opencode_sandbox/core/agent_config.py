@@ -1,7 +1,8 @@
-"""What of the user's agent configuration the VM may get: Claude Code's `settings.json`, Codex's
-`config.toml`, pi's `settings.json` and `models.json`, Crush's `crush.json` and `crushrc` can hold
-credentials (an `env` block, a bearer token, a provider's key, an MCP server's headers), and a value
-copied into the VM is the agent's to read and send anywhere. Any entry whose name says it is a
+"""What of the user's agent configuration the VM may get: Claude Code's, Gemini CLI's and Qwen Code's
+`settings.json`, Codex's `config.toml`, the `.env` files Gemini CLI and Qwen Code read, pi's
+`settings.json` and `models.json`, Crush's `crush.json` and `crushrc` can hold credentials (an `env`
+block, a bearer token, a provider's key, an MCP server's headers), and a value copied into the VM is
+the agent's to read and send anywhere. Any entry whose name says it is a
 credential, and any environment entry that is a secret, stays on the host.
 """
 
@@ -25,10 +26,16 @@ NAME_OF_VARIABLE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 """A value that names an environment variable (Codex's `env_key = "OPENAI_API_KEY"`), not a key."""
 SHELL_REFERENCE = re.compile(r"^\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)$")
 """A value Crush expands from the environment (`"$OPENAI_API_KEY"`), not a key."""
-HEADER_TABLES = ("http_headers", "headers", "extra_headers")
+HEADER_TABLES = ("http_headers", "headers", "extra_headers", "customHeaders")
 """Tables whose entries are request headers sent as they are: any of them can carry a key."""
 CLAUDE_SETTINGS = ".claude/settings.json"
 CODEX_CONFIG = ".codex/config.toml"
+GEMINI_SETTINGS = ".gemini/settings.json"
+GEMINI_ENV = ".gemini/.env"
+QWEN_SETTINGS = ".qwen/settings.json"
+QWEN_ENV = ".qwen/.env"
+ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.\-]*)\s*[=:]")
+"""An assignment of a `.env` file (`NAME=value`, `export NAME=value`, `NAME: value`)."""
 PI_SETTINGS = ".pi/agent/settings.json"
 PI_MODELS = ".pi/agent/models.json"
 CRUSH_CONFIG = ".config/crush/crush.json"
@@ -52,13 +59,19 @@ def _credentials(node: object, path: str, secret_names: frozenset[str],
                  reference: re.Pattern[str] = NAME_OF_VARIABLE) -> Iterator[str]:
     """The paths of the credential entries below `node`: a named one holding text that is no
     `reference` to a variable, an environment entry that is one or a secret, every entry of a header
-    table."""
+    table; a list's items by their index."""
+    if isinstance(node, list):
+        for index, item in enumerate(node):
+            yield from _credentials(item, f"{path}.{index}" if path else str(index), secret_names, reference)
+        return
     if not isinstance(node, Mapping):
         return
     for key, value in node.items():
         where = f"{path}.{key}" if path else str(key)
         if str(key) in HEADER_TABLES and isinstance(value, Mapping) and value:
             yield where
+        elif isinstance(value, list):
+            yield from _credentials(value, where, secret_names, reference)
         elif isinstance(value, Mapping):
             inside_env = str(key) == "env"
             for name, entry in value.items() if inside_env else ():
@@ -74,14 +87,17 @@ def _drop(document: dict[str, object], path: str) -> None:
     *parents, last = path.split(".")
     node: object = document
     for part in parents:
-        node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, list):
+            node = node[int(part)] if part.isdigit() and int(part) < len(node) else None
+        else:
+            node = node.get(part) if isinstance(node, dict) else None
     if isinstance(node, dict):
         node.pop(last, None)
 
 
 def json_settings(data: bytes, secret_names: frozenset[str], reference: re.Pattern[str] = NAME_OF_VARIABLE) -> Screened:
-    """A JSON configuration without its credentials, the rest as the user wrote it: Claude Code's
-    settings, pi's settings and models."""
+    """A JSON configuration without its credentials, the rest as the user wrote it: the settings of
+    Claude Code, Gemini CLI, Qwen Code and pi, pi's models."""
     try:
         document = json.loads(data)
     except ValueError:
@@ -152,9 +168,44 @@ def _shell_credentials(words: list[str], secret_names: frozenset[str]) -> Iterat
                 yield name
 
 
+def dotenv(data: bytes, secret_names: frozenset[str]) -> Screened:
+    """A `.env` file without the assignments of a credential (`GEMINI_API_KEY=...`), a quoted value
+    over several lines included, the rest as the user wrote it."""
+    try:
+        lines = data.decode("utf-8").splitlines(keepends=True)
+    except UnicodeDecodeError:
+        return Screened(None, ("the whole file: it is not text",))
+    kept: list[str] = []
+    found: list[str] = []
+    open_quote = ""
+    dropping = False
+    for line in lines:
+        if open_quote:  # inside a value that an earlier line opened
+            if open_quote in line:
+                open_quote = ""
+        elif (assignment := ENV_LINE.match(line)) is not None:
+            dropping = is_credential(assignment.group(1), secret_names)
+            if dropping:
+                found.append(assignment.group(1))
+            value = line[assignment.end():].strip()
+            if value[:1] in ("'", '"', "`") and value.count(value[0]) == 1:
+                open_quote = value[0]
+        else:
+            dropping = False
+        if not dropping:
+            kept.append(line)
+    if not found:
+        return Screened(data, ())
+    return Screened("".join(kept).encode(), tuple(found))
+
+
 SCREENS: dict[str, Callable[[bytes, frozenset[str]], Screened]] = {
     CLAUDE_SETTINGS: json_settings,
     CODEX_CONFIG: codex_config,
+    GEMINI_SETTINGS: json_settings,
+    GEMINI_ENV: dotenv,
+    QWEN_SETTINGS: json_settings,
+    QWEN_ENV: dotenv,
     PI_SETTINGS: json_settings,
     PI_MODELS: json_settings,
     CRUSH_CONFIG: crush_config,

@@ -42,8 +42,12 @@ CATALOGUE: tuple[Guarded, ...] = (
     Guarded(".zed", "Zed", "`settings.json` names the language server binary run when a file opens; `tasks.json`"),
     Guarded(".cursor", "Cursor", "`mcp.json` starts MCP servers; `rules/` are the agent's instructions"),
     Guarded(".cursorrules", "Cursor", _INSTRUCTIONS),
-    Guarded(".gemini", "Gemini CLI", "`settings.json` starts MCP servers and a tool discovery command"),
+    Guarded(".gemini", "Gemini CLI", "`settings.json` hooks run commands, it starts MCP servers and a tool "
+            "discovery command; `.env` sets its environment; agents, commands and skills"),
     Guarded("GEMINI.md", "Gemini CLI", _INSTRUCTIONS),
+    Guarded(".qwen", "Qwen Code", "`settings.json` hooks run commands, it starts MCP servers; `.env` sets its "
+            "environment; agents, commands and skills"),
+    Guarded("QWEN.md", "Qwen Code", _INSTRUCTIONS),
     Guarded(".claude", "Claude Code", "`settings.json` hooks run commands; agents, commands and skills"),
     Guarded(".mcp.json", "Claude Code", "starts the MCP servers it names"),
     Guarded("CLAUDE.md", "Claude Code", _INSTRUCTIONS),

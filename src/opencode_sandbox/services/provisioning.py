@@ -102,7 +102,7 @@ def without_secret_keys(files: Mapping[str, Content], secret_names: set[str]) ->
 
 def without_agent_credentials(files: Mapping[str, Content],
                               secret_names: set[str]) -> tuple[dict[str, Content], list[str]]:
-    """`files` with the credentials left out of Claude Code's and Codex's configuration
+    """`files` with the credentials left out of the terminal agents' configuration
     (`core/agent_config.py`), and what was left out, as `<file>: <entry>`."""
     from opencode_sandbox.core.agent_config import SCREENS
 

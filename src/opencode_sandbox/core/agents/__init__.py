@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from opencode_sandbox.core.agents import claude_code, codex, crush, opencode, pi
+from opencode_sandbox.core.agents import claude_code, codex, crush, gemini, opencode, pi, qwen_code
 from opencode_sandbox.core.agents.profile import AgentProfile, Credential, SessionKind
 from opencode_sandbox.core.egress import SecretRule, parse_rule
 
@@ -18,8 +18,9 @@ __all__ = ["DEFAULT_AGENT", "PROFILES", "AgentProfile", "Credential", "SessionKi
            "implied_secrets", "profile_of"]
 
 PROFILES: Mapping[str, AgentProfile] = {
-    profile.name: profile for profile in (opencode.PROFILE, claude_code.PROFILE, codex.PROFILE, pi.PROFILE,
-                                         crush.PROFILE)
+    profile.name: profile
+    for profile in (opencode.PROFILE, claude_code.PROFILE, codex.PROFILE, gemini.PROFILE, qwen_code.PROFILE,
+                    pi.PROFILE, crush.PROFILE)
 }
 DEFAULT_AGENT = opencode.PROFILE.name
 
