@@ -1,4 +1,4 @@
-"""Claude Code, Codex, pi and Crush, the real agents, in the sandbox on the microsandbox runtime, in booting
+"""The terminal agents (every agent but opencode), the real agents, in the sandbox on the microsandbox runtime, in booting
 microVMs, on a real terminal (the scenario: `terminal_agent_scenario.py`; the lab runs it as root and
 as `tester`, uid 1001).
 
