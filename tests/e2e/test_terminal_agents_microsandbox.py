@@ -1,6 +1,6 @@
-"""The terminal agents (every agent but opencode), the real agents, in the sandbox on the microsandbox runtime, in booting
-microVMs, on a real terminal (the scenario: `terminal_agent_scenario.py`; the lab runs it as root and
-as `tester`, uid 1001).
+"""The terminal agents (every agent but opencode), the real agents, in the sandbox on the
+microsandbox runtime, in booting microVMs, on a real terminal (the scenario:
+`terminal_agent_scenario.py`; the lab runs it as root and as `tester`, uid 1001).
 
 The model serves HTTPS on the lab's stand-in internet as `model.lab.test` (see
 `test_network_policy_microsandbox.py`); msb puts the key into the requests to it.
