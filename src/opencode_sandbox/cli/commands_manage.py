@@ -21,7 +21,7 @@ def _list_command(name: str) -> click.Command:
     @pass_app
     def list_vms(app: App, running: bool, stopped: bool, names: bool, output_format: str) -> None:
         """List your VMs of this tool across all projects (never another host user's), each with its
-        agent and, for Claude Code and Codex in a running VM, whether the agent's session runs."""
+        agent and, for a terminal agent (all but opencode) in a running VM, whether the agent's session runs."""
         from opencode_sandbox.cli.render import render_sandboxes
         from opencode_sandbox.services.listing import agent_sessions, select_sandboxes
         from opencode_sandbox.ui.table import wants_color

@@ -58,9 +58,9 @@ GLOBAL = CommandLine((
            choices=tuple(kind.value for kind in RuntimeKind)),
 ))
 
-AGENT_NAMES = ("opencode", "claude-code", "codex")
+AGENT_NAMES = ("opencode", "claude-code", "codex", "droid", "cline", "copilot")
 """The agents' profiles (`core/agents`), named here so that reading the table loads none of them."""
-_AGENT = Option("agent", ("--agent",), "The coding agent to run: opencode, claude-code or codex "
+_AGENT = Option("agent", ("--agent",), "The coding agent to run: opencode, claude-code, codex, droid, cline or copilot "
                 "(default: config 'agent', opencode).", choices=AGENT_NAMES)
 _ISOLATED = Option("isolated", ("--isolated",),
                    "Work on the VM's own work tree, seeded from this checkout, instead of the checkout itself; "

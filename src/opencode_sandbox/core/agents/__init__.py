@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from opencode_sandbox.core.agents import claude_code, codex, opencode
+from opencode_sandbox.core.agents import claude_code, cline, codex, copilot, droid, opencode
 from opencode_sandbox.core.agents.profile import AgentProfile, Credential, SessionKind
 from opencode_sandbox.core.egress import SecretRule, parse_rule
 
@@ -18,7 +18,8 @@ __all__ = ["DEFAULT_AGENT", "PROFILES", "AgentProfile", "Credential", "SessionKi
            "implied_secrets", "profile_of"]
 
 PROFILES: Mapping[str, AgentProfile] = {
-    profile.name: profile for profile in (opencode.PROFILE, claude_code.PROFILE, codex.PROFILE)
+    profile.name: profile for profile in (opencode.PROFILE, claude_code.PROFILE, codex.PROFILE, droid.PROFILE,
+                                          cline.PROFILE, copilot.PROFILE)
 }
 DEFAULT_AGENT = opencode.PROFILE.name
 
