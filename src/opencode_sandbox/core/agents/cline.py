@@ -32,7 +32,8 @@ PROFILE = AgentProfile(
         Credential("OPENROUTER_API_KEY", ("openrouter.ai",), ("authorization",)),
     ),
     hosts=("api.cline.bot", "app.cline.bot", "api.anthropic.com", "api.openai.com", "openrouter.ai"),
-    environment=(("CLINE_NO_AUTO_UPDATE", "1"),),
+    # Its notice offering a subscription would cover the interface at every start of a new home.
+    environment=(("CLINE_NO_AUTO_UPDATE", "1"), ("CLINE_DISABLE_CLINE_PASS_NOTICE", "1")),
     activity=ActivitySource.TERMINAL,
     checkout_config=ConfigSource("cline", ".cline"),
 )
