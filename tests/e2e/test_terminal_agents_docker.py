@@ -1,5 +1,6 @@
-"""Claude Code and Codex, the real agents, in the sandbox on the docker runtime, on a real terminal,
-as root and as uid 1001 (the scenario: `terminal_agent_scenario.py`).
+"""Claude Code, Codex and Cline, the real agents, in the sandbox on the docker runtime, on a real
+terminal, as root and as uid 1001 (the scenario: `terminal_agent_scenario.py`); and GitHub Copilot
+CLI, which cannot be pointed at the scripted model, on a real terminal without a model.
 
 Each agent talks to the scripted model over HTTPS through the egress proxy, which finds it by name
 as it would the provider (the site, relay and CA of `test_agent_secret_docker.py`).
@@ -16,7 +17,8 @@ import trustme
 
 from opencode_sandbox.images.builder import ensure_base_image
 from opencode_sandbox.images.progress import SilentProgress
-from tests.e2e.harness import Project, docker
+from opencode_sandbox.images.updater import record_baked_agent_version
+from tests.e2e.harness import Project, Tmux, docker, wait_until
 from tests.e2e.terminal_agent_scenario import CASES, agent_steps, assert_the_outcome, configure, run_scenario
 from tests.e2e.test_agent_secret_docker import (  # noqa: F401 (fixtures)
     Recorder,
@@ -27,6 +29,7 @@ from tests.e2e.test_agent_secret_docker import (  # noqa: F401 (fixtures)
     start_relay,
 )
 from tests.e2e.test_network_policy_docker import proxy_images_removed_after  # noqa: F401 (a fixture)
+from tests.fixtures.agents import COPILOT_VERSION
 from tests.fixtures.images import RunnerBase
 from tests.fixtures.model_server import ModelServer
 
@@ -69,3 +72,50 @@ def test_a_terminal_agent_works_in_a_session_that_outlives_the_terminal(
 
         reaper_log = run_scenario(project, case, model, steps, in_vm, unique)
     assert_the_outcome(project, reaper_log)
+
+
+def test_copilot_renders_asks_its_questions_and_its_session_outlives_the_terminal(
+    any_user_project: Project, unique: str, runner_base_image: RunnerBase,
+) -> None:
+    """GitHub Copilot CLI takes a model of the user's own only from its `COPILOT_PROVIDER_*`
+    environment variables, which the VM does not get from the host; otherwise it needs a GitHub
+    sign-in. So the scripted model cannot be its model here: its interface renders on a real
+    terminal, its hooks (the image's policy file) record its session, its question about trusting
+    the checkout is answered once and remembered in the VM's home, its session outlives the closed
+    terminal and a new terminal attaches to it; and the VM stops once no terminal is attached."""
+    project = any_user_project
+    project.env.update({"OPENCODE_SANDBOX_AGENT": "copilot", "OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT": "1h"})
+    record_baked_agent_version(project.paths.state_dir, "copilot", COPILOT_VERSION)
+    if project.user and project.home:
+        project.user.give(project.home)
+    seeded = project.cli("shell", "--", "true", timeout=3600)
+    assert seeded.returncode == 0, seeded.stderr
+
+    def in_vm(script: str) -> str:
+        result = docker("exec", "--user", "dev", project.vm, "sh", "-c", script)
+        return result.stdout + result.stderr
+
+    def session_running() -> bool:
+        return in_vm("tmux has-session -t agent && echo running").strip().endswith("running")
+
+    project.env["OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT"] = "2s"
+    first = Tmux(f"osb-copilot-1-{unique}", project.terminal_command(), project.root, project.env)
+    try:
+        first.wait_for(r"Do you trust the files in this folder", timeout=300)
+        first.send("2")  # yes, and remember the folder
+        first.send("Enter")
+        first.wait_for(r"/login", timeout=60)
+        assert wait_until(lambda: in_vm("cat ~/.local/state/opencode-sandbox/agent-activity").startswith("idle "),
+                          30), "the image's hooks recorded the session's start"
+        assert '"/workspace"' in in_vm("cat ~/.copilot/config.json"), "the trusted folder is remembered"
+    finally:
+        first.close()
+    assert session_running() and project.vm_running(), project.reaper_log()
+
+    second = Tmux(f"osb-copilot-2-{unique}", project.terminal_command(), project.root, project.env)
+    try:
+        second.wait_for(r"added to trusted folders", timeout=120)  # the same session, its history on screen
+    finally:
+        second.close()
+    assert wait_until(project.vm_stopped, 90), project.reaper_log()
+    assert "all sessions are quiet" in project.reaper_log(), project.reaper_log()
