@@ -1,8 +1,9 @@
 """Factory Droid (`@factory/cli`), a terminal program in the VM's terminal session.
 
 Its hooks report each turn: the image's system settings (`/etc/factory/settings.json`) hold them,
-and Droid runs them beside the user's own without asking. A model of the user's own (`customModels`
-in `~/.factory/settings.json`, its key as `${VARIABLE}`) needs no Factory sign-in.
+and Droid runs them beside the user's own without asking. Its interface asks for a Factory sign-in
+(or `FACTORY_API_KEY`) even when a model of the user's own (`customModels` in
+`~/.factory/settings.json`, its key as `${VARIABLE}`) does the work.
 """
 
 from __future__ import annotations
