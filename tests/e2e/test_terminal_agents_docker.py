@@ -98,7 +98,6 @@ def test_copilot_renders_asks_its_questions_and_its_session_outlives_the_termina
     def session_running() -> bool:
         return in_vm("tmux has-session -t agent && echo running").strip().endswith("running")
 
-    project.env["OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT"] = "2s"
     first = Tmux(f"osb-copilot-1-{unique}", project.terminal_command(), project.root, project.env)
     try:
         first.wait_for(r"Do you trust the files in this folder", timeout=300)
@@ -110,8 +109,10 @@ def test_copilot_renders_asks_its_questions_and_its_session_outlives_the_termina
         assert '"/workspace"' in in_vm("cat ~/.copilot/config.json"), "the trusted folder is remembered"
     finally:
         first.close()
-    assert session_running() and project.vm_running(), project.reaper_log()
+    assert not wait_until(lambda: not (session_running() and project.vm_running()), 10), project.reaper_log()
 
+    # The next terminal attaches to the same session; once it closes too, the VM stops.
+    project.env["OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT"] = "2s"
     second = Tmux(f"osb-copilot-2-{unique}", project.terminal_command(), project.root, project.env)
     try:
         second.wait_for(r"added to trusted folders", timeout=120)  # the same session, its history on screen
