@@ -43,7 +43,7 @@ def test_a_terminal_agent_is_installed_from_npm_and_reports_its_turns_through_ho
 @pytest.mark.parametrize(("name", "path", "events"), [
     ("droid", "/etc/factory/settings.json", {"UserPromptSubmit": "busy", "Stop": "waiting", "Notification": "asking"}),
     ("copilot", "/etc/github-copilot/policy.d/opencode-sandbox.json",
-     {"userPromptSubmitted": "busy", "agentStop": "waiting", "permissionRequest": "asking"}),
+     {"userPromptSubmitted": "busy", "agentStop": "waiting", "notification": "asking"}),
 ])
 def test_droid_and_copilot_hooks_sit_in_their_system_files_under_the_events_they_name(
         name: str, path: str, events: dict[str, str]) -> None:
@@ -53,6 +53,7 @@ def test_droid_and_copilot_hooks_sit_in_their_system_files_under_the_events_they
     for event, state in events.items():
         assert f"{AGENT_EVENT} {state}" in json.dumps(hooks[event]), f"{name}: {event} reports {state}"
     if name == "copilot":
+        assert "permissionRequest" not in hooks, "it comes before tool calls that need no answer too"
         assert json.loads(content)["version"] == 1
         assert all(action["type"] == "command" and "bash" in action for actions in hooks.values() for action in actions)
 

@@ -17,7 +17,8 @@ _HOOKS = {
     "userPromptSubmitted": "busy",
     "preToolUse": "busy",
     "postToolUse": "busy",
-    "permissionRequest": "asking",
+    # Not `permissionRequest`: it comes before every tool call, approved beforehand (`--allow-all`) or not.
+    "notification": "asking",
     "agentStop": "waiting",
     "sessionEnd": "ended",
 }
