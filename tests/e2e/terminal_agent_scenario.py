@@ -72,14 +72,16 @@ def configure_codex(home: Path, model_host: str) -> None:
 
 
 def configure_cline(home: Path, model_host: str) -> None:
-    """An OpenAI-compatible provider with a base URL, as `cline auth --provider openai` writes it, its key
-    left to `OPENAI_API_KEY`; and a folder of rules."""
+    """An OpenAI-compatible provider with a base URL, as `cline auth --provider openai` writes it (Cline
+    replaces an entry without its `updatedAt` and `tokenSource` with its own default), its key left to
+    `OPENAI_API_KEY`; and a folder of rules."""
     settings = home / ".cline" / "data" / "settings"
     settings.mkdir(parents=True, exist_ok=True)
     (settings / "providers.json").write_text(json.dumps({
         "version": 1, "lastUsedProvider": "openai-compatible", "modes": {},
-        "providers": {"openai-compatible": {"settings": {
-            "provider": "openai-compatible", "model": MODEL_ID, "baseUrl": f"https://{model_host}/v1"}}},
+        "providers": {"openai-compatible": {
+            "settings": {"provider": "openai-compatible", "model": MODEL_ID, "baseUrl": f"https://{model_host}/v1"},
+            "updatedAt": "2026-12-01T00:00:00.000Z", "tokenSource": "manual"}},
     }))
     (home / ".cline" / "rules").mkdir(parents=True, exist_ok=True)
 
