@@ -26,10 +26,10 @@ def test_opencode_is_the_default_and_the_command_line_names_every_profile() -> N
         profile_of("vim")
 
 
-@pytest.mark.parametrize("name", ["claude-code", "codex", "gemini", "qwen-code"])
+@pytest.mark.parametrize("name", ["claude-code", "codex", "gemini", "qwen-code", "droid", "copilot"])
 def test_a_terminal_agent_is_installed_from_npm_and_reports_its_turns_through_hooks(name: str) -> None:
     profile = profile_of(name)
-    assert profile.session is SessionKind.TERMINAL
+    assert profile.session is SessionKind.TERMINAL and profile.activity is ActivitySource.HOOKS
     assert profile.package.startswith("@") and profile.command
     assert profile.credentials
     assert all(set(credential.hosts) <= set(profile.hosts) for credential in profile.credentials)
@@ -85,10 +85,77 @@ def test_a_key_of_a_many_provider_agent_is_a_secret_only_when_it_has_a_value(
     assert secret.headers == (header,)
 
 
+@pytest.mark.parametrize(("name", "path", "events"), [
+    ("droid", "/etc/factory/settings.json", {"UserPromptSubmit": "busy", "Stop": "waiting", "Notification": "asking"}),
+    ("copilot", "/etc/github-copilot/policy.d/opencode-sandbox.json",
+     {"userPromptSubmitted": "busy", "agentStop": "waiting", "notification": "asking"}),
+])
+def test_droid_and_copilot_hooks_sit_in_their_system_files_under_the_events_they_name(
+        name: str, path: str, events: dict[str, str]) -> None:
+    [(image_path, content)] = profile_of(name).image_files
+    assert image_path == path
+    hooks = json.loads(content)["hooks"]
+    for event, state in events.items():
+        assert f"{AGENT_EVENT} {state}" in json.dumps(hooks[event]), f"{name}: {event} reports {state}"
+    if name == "copilot":
+        assert "permissionRequest" not in hooks, "it comes before tool calls that need no answer too"
+        assert json.loads(content)["version"] == 1
+        assert all(action["type"] == "command" and "bash" in action for actions in hooks.values() for action in actions)
+
+
+def test_cline_has_no_hooks_the_image_can_hold_so_its_terminal_tells_whether_it_works() -> None:
+    cline = profile_of("cline")
+    assert cline.session is SessionKind.TERMINAL and cline.activity is ActivitySource.TERMINAL
+    assert cline.image_files == () and cline.package == "cline" and cline.command == "cline"
+    assert all(set(credential.hosts) <= set(cline.hosts) for credential in cline.credentials)
+    assert ("CLINE_NO_AUTO_UPDATE", "1") in cline.environment
+
+
+@pytest.mark.parametrize(("name", "variable", "value"), [
+    ("droid", "FACTORY_DROID_AUTO_UPDATE_ENABLED", "false"),
+    ("copilot", "COPILOT_AUTO_UPDATE", "false"),
+    ("claude-code", "DISABLE_AUTOUPDATER", "1"),
+])
+def test_an_agent_does_not_update_itself_in_the_vm(name: str, variable: str, value: str) -> None:
+    assert (variable, value) in profile_of(name).environment
+
+
+@pytest.mark.parametrize(("name", "folder", "target"), [
+    ("droid", "droid", ".factory"), ("cline", "cline", ".cline"), ("copilot", "copilot", ".copilot"),
+    ("claude-code", "claude-code", ".claude"), ("codex", "codex", ".codex"),
+])
+def test_the_checkouts_folder_of_an_agent_goes_over_its_home_folder(name: str, folder: str, target: str) -> None:
+    checkout = profile_of(name).checkout_config
+    assert checkout is not None and (checkout.host, checkout.target) == (folder, target)
+    assert all(source.target.startswith(f"{target}/") or source.target.startswith("Documents/")
+               for source in profile_of(name).config)
+
+
+@pytest.mark.parametrize(("name", "never_copied"), [
+    ("droid", (".factory/auth.json", ".factory/config.json", ".factory/sessions")),
+    ("cline", (".cline/data/secrets.json", ".cline/data/globalState.json", ".cline/data/sessions")),
+    ("copilot", (".copilot/config.json", ".copilot/session-state", ".copilot/session-store.db")),
+])
+def test_an_agents_logins_and_sessions_are_never_copied(name: str, never_copied: tuple[str, ...]) -> None:
+    copied = [source.host for source in profile_of(name).config]
+    assert not [path for path in never_copied if any(path.startswith(host) or host.startswith(path) for host in copied)]
+
+
+def test_a_github_token_becomes_a_secret_for_github_and_copilots_api_alone() -> None:
+    copilot = profile_of("copilot")
+    secrets = implied_secrets(copilot, (), lambda name: name == "GH_TOKEN")
+    assert [(secret.name, [rule.text for rule in secret.hosts], secret.headers) for secret in secrets] == [
+        ("GH_TOKEN", ["api.github.com", "api.githubcopilot.com", "*.githubcopilot.com"], ("authorization",))]
+    assert [secret.name for secret in implied_secrets(profile_of("cline"), (), lambda name: True)] == [
+        "CLINE_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY"]
+
+
 def test_the_codex_session_leaves_the_sandboxing_to_the_vm_and_takes_the_users_arguments_last() -> None:
     assert profile_of("codex").session_command(["--model", "x"]) == [
         "codex", "--sandbox", "danger-full-access", "--model", "x"]
     assert profile_of("claude-code").session_command([]) == ["claude"]
+    for name in ("droid", "cline", "copilot"):
+        assert profile_of(name).session_command(["--x"]) == [profile_of(name).command, "--x"]
 
 
 def _system_settings(name: str) -> dict[str, object]:

@@ -23,6 +23,7 @@ from opencode_sandbox.images.updater import record_baked_agent_version
 from tests.e2e.harness import Project, Tmux, wait_until
 from tests.fixtures.agents import (
     CLAUDE_CODE_VERSION,
+    CLINE_VERSION,
     CODEX_VERSION,
     CRUSH_VERSION,
     GEMINI_VERSION,
@@ -136,6 +137,21 @@ def configure_crush(home: Path, model_host: str) -> None:
     }))
 
 
+def configure_cline(home: Path, model_host: str) -> None:
+    """An OpenAI-compatible provider with a base URL, as `cline auth --provider openai` writes it (Cline
+    replaces an entry without its `updatedAt` and `tokenSource` with its own default), its key left to
+    `OPENAI_API_KEY`; and a folder of rules."""
+    settings = home / ".cline" / "data" / "settings"
+    settings.mkdir(parents=True, exist_ok=True)
+    (settings / "providers.json").write_text(json.dumps({
+        "version": 1, "lastUsedProvider": "openai-compatible", "modes": {},
+        "providers": {"openai-compatible": {
+            "settings": {"provider": "openai-compatible", "model": MODEL_ID, "baseUrl": f"https://{model_host}/v1"},
+            "updatedAt": "2026-12-01T00:00:00.000Z", "tokenSource": "manual"}},
+    }))
+    (home / ".cline" / "rules").mkdir(parents=True, exist_ok=True)
+
+
 CASES = {
     "claude-code": AgentCase(
         "claude-code", CLAUDE_CODE_VERSION, "ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY[x-api-key]={host}",
@@ -165,6 +181,11 @@ CASES = {
         "crush", CRUSH_VERSION, "OPENAI_API_KEY", "OPENAI_API_KEY={host}", r"Scripted model",
         ToolCall("write", {"file_path": f"/workspace/{NOTE}", "content": NOTE_TEXT}),
         configure_crush, bearer_keys, ".config/crush/CRUSH.md"),
+    "cline": AgentCase(
+        "cline", CLINE_VERSION, "OPENAI_API_KEY", "OPENAI_API_KEY={host}",
+        r"What can I do for you|Ask anything",
+        ToolCall("run_commands", {"commands": [f"printf '%s\\n' '{NOTE_TEXT.strip()}' > /workspace/{NOTE}"]}),
+        configure_cline, bearer_keys, ".cline/rules/notes.md"),
 }
 
 CLAUDE_STATE = """const fs = require('fs');

@@ -25,7 +25,7 @@ def _build_command(name: str) -> click.Group:
     @click.option("--agent", type=click.Choice(list(AGENT_NAMES)),
                   help="Build the image of this agent (default: config 'agent', opencode).")
     @click.option("--agent-version", metavar="VERSION",
-                  help="Pin this version of the agent, any but opencode (default: the latest release).")
+                  help="Pin this version of the terminal agent, any but opencode (default: the latest release).")
     @click.pass_context
     def build(ctx: click.Context, rebuild: bool, dry_run: bool, opencode_version: str | None,
               dind: bool | None, agent: str | None, agent_version: str | None) -> None:

@@ -58,10 +58,10 @@ GLOBAL = CommandLine((
            choices=tuple(kind.value for kind in RuntimeKind)),
 ))
 
-AGENT_NAMES = ("opencode", "claude-code", "codex", "gemini", "qwen-code", "pi", "crush")
+AGENT_NAMES = ("opencode", "claude-code", "codex", "gemini", "qwen-code", "pi", "crush", "droid", "cline", "copilot")
 """The agents' profiles (`core/agents`), named here so that reading the table loads none of them."""
 _AGENT = Option("agent", ("--agent",), "The coding agent to run: opencode, claude-code, codex, gemini, qwen-code, "
-                "pi or crush "
+                "pi, crush, droid, cline or copilot "
                 "(default: config 'agent', opencode).", choices=AGENT_NAMES)
 _ISOLATED = Option("isolated", ("--isolated",),
                    "Work on the VM's own work tree, seeded from this checkout, instead of the checkout itself; "

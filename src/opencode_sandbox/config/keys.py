@@ -217,8 +217,8 @@ KEYS: tuple[Key, ...] = (
         "VM runtime: microsandbox (microVMs) or docker (shares the host kernel)", checkout_refusal=_narrower_runtime,
         checkout_note="`microsandbox`, or `docker` where your configuration chooses it"),
     Key("agent", "opencode", _read_agent,
-        "the coding agent the VM runs: opencode, claude-code, codex, gemini, qwen-code, pi or crush "
-        "(docs/agents.md)"),
+        "the coding agent the VM runs: opencode, claude-code, codex, gemini, qwen-code, pi, crush, droid, cline "
+        "or copilot (docs/agents.md)"),
     Key("workspace", SHARED, _read_workspace,
         "where the VM works: shared (your checkout at /workspace, written live, guarded) or isolated (its own "
         "work tree, seeded from your checkout; its work reaches you as git data, through `diff` and `apply`)",

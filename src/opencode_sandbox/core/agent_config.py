@@ -1,8 +1,9 @@
-"""What of the user's agent configuration the VM may get: Claude Code's, Gemini CLI's and Qwen Code's
-`settings.json`, Codex's `config.toml`, the `.env` files Gemini CLI and Qwen Code read, pi's
-`settings.json` and `models.json`, Crush's `crush.json` and `crushrc` can hold credentials (an `env`
-block, a bearer token, a provider's key, an MCP server's headers), and a value copied into the VM is
-the agent's to read and send anywhere. Any entry whose name says it is a
+"""What of the user's agent configuration the VM may get: an agent's settings (Claude Code's, Gemini
+CLI's, Qwen Code's, pi's, Droid's, Copilot's), Codex's `config.toml`, the `.env` files Gemini CLI and
+Qwen Code read, pi's `models.json`, Crush's `crush.json` and `crushrc`, Cline's `providers.json` and
+the MCP settings of Droid, Cline and Copilot can hold credentials (an `env` block, a bearer token, a
+provider's key, an MCP server's headers), and a value copied into the VM is the agent's to read and
+send anywhere. Any entry whose name says it is a
 credential, and any environment entry that is a secret, stays on the host.
 """
 
@@ -22,8 +23,11 @@ CREDENTIAL = re.compile(
 )
 """A name that says its value is a credential: `GITHUB_TOKEN`, `api_key`, `experimental_bearer_token`,
 `AWS_SECRET_ACCESS_KEY`, `Authorization`. `MAX_THINKING_TOKENS` is none."""
-NAME_OF_VARIABLE = re.compile(r"^[A-Z][A-Z0-9_]*$")
-"""A value that names an environment variable (Codex's `env_key = "OPENAI_API_KEY"`), not a key."""
+CAMEL_CASE_CREDENTIAL = re.compile(r"[a-z0-9](ApiKey|Key|Token|Secret|Password|Credentials?)$")
+"""A camel-case name that says the same: `accessToken`, `awsSecretKey`. `maxOutputTokens` is none."""
+NAME_OF_VARIABLE = re.compile(r"^(\$\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Z][A-Z0-9_]*)$")
+"""A value that names an environment variable (Codex's `env_key = "OPENAI_API_KEY"`, Droid's
+`"apiKey": "${OPENAI_API_KEY}"`), not a key."""
 SHELL_REFERENCE = re.compile(r"^\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)$")
 """A value Crush expands from the environment (`"$OPENAI_API_KEY"`), not a key."""
 HEADER_TABLES = ("http_headers", "headers", "extra_headers", "customHeaders")
@@ -42,6 +46,12 @@ CRUSH_CONFIG = ".config/crush/crush.json"
 CRUSH_RC = ".config/crush/crushrc"
 CRUSH_HEADER_OPTIONS = ("--header", "--extra-header")
 """`crushrc` options whose values are request headers: any of them can carry a key."""
+JSON_CONFIGS = (
+    ".factory/settings.json", ".factory/mcp.json",
+    ".cline/data/settings/providers.json", ".cline/data/settings/cline_mcp_settings.json",
+    ".copilot/settings.json", ".copilot/mcp-config.json",
+)
+"""Droid's, Cline's and Copilot's JSON files that can hold a credential, screened as Claude Code's settings are."""
 
 
 class Screened(Record):
@@ -52,7 +62,7 @@ class Screened(Record):
 
 
 def is_credential(name: str, secret_names: frozenset[str] = frozenset()) -> bool:
-    return name in secret_names or bool(CREDENTIAL.search(name))
+    return name in secret_names or bool(CREDENTIAL.search(name)) or bool(CAMEL_CASE_CREDENTIAL.search(name))
 
 
 def _credentials(node: object, path: str, secret_names: frozenset[str],
@@ -210,4 +220,5 @@ SCREENS: dict[str, Callable[[bytes, frozenset[str]], Screened]] = {
     PI_MODELS: json_settings,
     CRUSH_CONFIG: crush_config,
     CRUSH_RC: crush_rc,
+    **{path: json_settings for path in JSON_CONFIGS},
 }

@@ -63,6 +63,13 @@ CATALOGUE: tuple[Guarded, ...] = (
     Guarded("CRUSH.md", "Crush", _INSTRUCTIONS),
     Guarded(".crush/commands", "Crush", "the project's commands: prompts it sends with your permissions"),
     Guarded(".crush/skills", "Crush", "the project's skills: the agent's instructions"),
+    Guarded(".factory", "Factory Droid", "`settings.json` hooks run commands, `mcp.json` starts MCP servers; droids, "
+            "commands and skills"),
+    Guarded(".clinerules", "Cline", "`hooks/` run at each turn and tool call; rules are the agent's instructions"),
+    Guarded(".cline", "Cline", "`hooks/` run at each turn and tool call; skills and workflows"),
+    Guarded(".github/hooks", "GitHub Copilot CLI", "the hooks it runs in a trusted folder"),
+    Guarded(".github/copilot", "GitHub Copilot CLI", "`settings.json` hooks run commands"),
+    Guarded(".github/copilot-instructions.md", "GitHub Copilot CLI", _INSTRUCTIONS),
     Guarded(".opencode", "opencode", "plugins are programs; agents, commands and tools"),
     Guarded("opencode.json", "opencode", "MCP servers, plugins and formatters it runs"),
     Guarded("opencode.jsonc", "opencode", "as `opencode.json`"),

@@ -23,7 +23,7 @@ def _agent_version(app: App, pinned: str | None) -> str | None:
 
     profile = profile_of(app.settings.agent)
     if profile.session is SessionKind.SERVER and pinned:
-        raise UsageError(f"--agent-version pins a terminal agent (Claude Code, Codex, pi, Crush), not {profile.title}",
+        raise UsageError(f"--agent-version pins a terminal agent, not {profile.title}",
                          hint="pin opencode with --opencode-version, or choose the agent with --agent")
     return agent_version_for_run(app, pinned, reuse_built=False)
 

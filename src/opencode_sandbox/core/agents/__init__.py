@@ -10,7 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from opencode_sandbox.core.agents import claude_code, codex, crush, gemini, opencode, pi, qwen_code
+from opencode_sandbox.core.agents import (
+    claude_code,
+    cline,
+    codex,
+    copilot,
+    crush,
+    droid,
+    gemini,
+    opencode,
+    pi,
+    qwen_code,
+)
 from opencode_sandbox.core.agents.profile import AgentProfile, Credential, SessionKind
 from opencode_sandbox.core.egress import SecretRule, parse_rule
 
@@ -20,7 +31,7 @@ __all__ = ["DEFAULT_AGENT", "PROFILES", "AgentProfile", "Credential", "SessionKi
 PROFILES: Mapping[str, AgentProfile] = {
     profile.name: profile
     for profile in (opencode.PROFILE, claude_code.PROFILE, codex.PROFILE, gemini.PROFILE, qwen_code.PROFILE,
-                    pi.PROFILE, crush.PROFILE)
+                    pi.PROFILE, crush.PROFILE, droid.PROFILE, cline.PROFILE, copilot.PROFILE)
 }
 DEFAULT_AGENT = opencode.PROFILE.name
 
