@@ -11,6 +11,7 @@ be, over HTTPS under a CA of the test's own) and how to run a command in the VM.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import urllib.request
 from collections.abc import Callable
@@ -200,18 +201,34 @@ about the key (the placeholder, as the VM has it) and about trusting the checkou
 CRUSH_RELEASES = "https://github.com/charmbracelet/crush/releases"
 """Where the install script of Crush's npm package downloads the program from, checking it against
 the digest the package names."""
+NPM_REGISTRY = "https://registry.npmjs.org"
 
 
-def cannot_install(case: AgentCase) -> str | None:
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) if part.isdigit() else -1 for part in version.split("."))
+
+
+def cannot_install(name: str, version: str) -> str | None:
     """Why the agent's image cannot be built from this host, None when it can: Crush's program
-    comes from GitHub, not from npm."""
-    if case.name != "crush":
-        return None
-    try:
-        with urllib.request.urlopen(urllib.request.Request(CRUSH_RELEASES, method="HEAD"), timeout=10):
-            return None
-    except OSError:
-        return f"Crush's npm package downloads its program from {CRUSH_RELEASES}, which this host cannot reach"
+    comes from GitHub, not from npm; Factory Droid's from a package of npm's for each platform, at
+    the same version, which a registry may lack."""
+    if name == "crush":
+        try:
+            with urllib.request.urlopen(urllib.request.Request(CRUSH_RELEASES, method="HEAD"), timeout=10):
+                return None
+        except OSError:
+            return f"Crush's npm package downloads its program from {CRUSH_RELEASES}, which this host cannot reach"
+    if name == "droid":
+        platform_package = f"@factory/cli-linux-{'arm64' if os.uname().machine == 'aarch64' else 'x64'}"
+        try:
+            with urllib.request.urlopen(f"{NPM_REGISTRY}/{platform_package.replace('/', '%2f')}", timeout=10) as answer:
+                versions = json.load(answer).get("versions", {})
+        except (OSError, ValueError):
+            return f"npm's registry did not answer for {platform_package}"
+        if version not in versions:
+            return (f"npm's registry has no {platform_package} {version}, the program of @factory/cli {version} "
+                    f"(it has {', '.join(sorted(versions, key=_release)[-3:]) or 'none'})")
+    return None
 
 
 def assert_the_vm_holds_only_the_placeholder(in_vm: InVm, variable: str) -> None:

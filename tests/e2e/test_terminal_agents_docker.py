@@ -63,7 +63,7 @@ def test_a_terminal_agent_works_in_a_session_that_outlives_the_terminal(
     base_image_put_back: None,
 ) -> None:
     case, project = CASES[agent], any_user_project
-    if reason := cannot_install(case):
+    if reason := cannot_install(case.name, case.version):
         pytest.skip(reason)
     project.env["OPENCODE_SANDBOX_WORKSPACE"] = workspace
     ca = trustme.CA()
@@ -123,6 +123,8 @@ def test_an_agent_without_the_scripted_model_renders_and_its_session_outlives_th
     in the VM's home (or waits for a sign-in), its session outlives the closed terminal, a new terminal
     attaches to it, and the VM stops once no terminal is attached."""
     case, project = RENDER_CASES[agent], any_user_project
+    if reason := cannot_install(agent, case.version):
+        pytest.skip(reason)
     project.env.update({"OPENCODE_SANDBOX_AGENT": agent, "OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT": "1h"})
     record_baked_agent_version(project.paths.state_dir, agent, case.version)
     if project.user and project.home:

@@ -34,7 +34,7 @@ SLOW = 6.0
 def test_a_terminal_agent_works_in_a_session_that_outlives_the_terminal(agent: str, msb_project: Project,
                                                                         unique: str) -> None:
     case, project = CASES[agent], msb_project
-    if reason := cannot_install(case):
+    if reason := cannot_install(case.name, case.version):
         pytest.skip(reason)
     ca_file, tls = model_tls(project.user_home)
     steps = agent_steps(case)
