@@ -42,6 +42,14 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tests.e2e.terminal_agent_scenario import (
+    cannot_install,
+    configure_cline,
+    configure_crush,
+    configure_gemini,
+    configure_pi,
+    configure_qwen_code,
+)
 from tests.fixtures.agents import PINNED_VERSIONS
 
 from bench.common import GIVE_UP_S, Terminal, interleaved_medians, isolated_environment, launcher
@@ -70,12 +78,21 @@ CODEX_TRUST = '[projects."/workspace"]\ntrust_level = "trusted"\n'
 class Agent(NamedTuple):
     interface: re.Pattern[str]
     """What the agent's interface shows once it waits for a prompt."""
-    first_run: str
+    first_run: str = "true"
     """A script, run as dev in the VM, that leaves in its home what the agent keeps after a first
     run the user finished: the onboarding done and the checkout trusted (Claude Code), a key and
     the checkout trusted (Codex). Without it Claude Code shows its onboarding, which finds no
     Anthropic service here and ends within a tenth of a second, and Codex its sign-in."""
+    configure: Callable[[Path, str], None] | None = None
+    """Writes the user's own configuration of the agent in their home, as the end-to-end tests do
+    (`tests/e2e/terminal_agent_scenario.py`): the sign-in chosen, a provider (unreachable here)."""
+    key: str | None = None
+    """The variable the agent reads its key from: a placeholder on the host, so its interface shows
+    instead of its sign-in (the start makes it a secret, and the VM holds a placeholder of that)."""
 
+
+NO_MODEL = "model.invalid"
+"""The provider the agents' configuration names: never reached, since no prompt is sent."""
 
 AGENTS = {
     "claude-code": Agent(re.compile(r"(?s)Claude Code v\d.*\u276f"),  # its banner, then its prompt
@@ -83,7 +100,18 @@ AGENTS = {
     "codex": Agent(re.compile(r">_ OpenAI Codex"),
                    "printf %s sk-placeholder | codex login --with-api-key >/dev/null && "
                    f"printf '%s' '{CODEX_TRUST}' >> ~/.codex/config.toml"),
+    "gemini": Agent(re.compile(r"Type your message"), configure=configure_gemini, key="GEMINI_API_KEY"),
+    "qwen-code": Agent(re.compile(r"Type your message"), configure=configure_qwen_code, key="OPENAI_API_KEY"),
+    "pi": Agent(re.compile(r"pi v\d+\.\d+"), configure=configure_pi, key="OPENAI_API_KEY"),
+    "crush": Agent(re.compile(r"Scripted model"), configure=configure_crush, key="OPENAI_API_KEY"),
+    "cline": Agent(re.compile(r"What can I do for you|Ask anything"), configure=configure_cline, key="OPENAI_API_KEY"),
+    # Its first question, whether to trust the checkout, is its interface on every start of a VM whose
+    # home holds no answer; signed out, its next screen is a sign-in.
+    "copilot": Agent(re.compile(r"Do you trust the files in this folder")),
+    "droid": Agent(re.compile(r"Please login with your Factory account")),  # it asks for a sign-in first
 }
+"""Every terminal agent (`tests/test_docs_examples.py` holds the names equal to the profiles').
+"""
 
 
 def wait_for(terminal: Terminal, condition: Callable[[], bool], what: str, give_up_s: float = GIVE_UP_S,
@@ -136,9 +164,14 @@ def hang_up(container: str, command: str) -> Callable[[], None]:
     return end
 
 
-def measure(name: str, root: Path, env: dict[str, str], rounds: int) -> dict[str, float]:
+def measure(name: str, root: Path, shared_env: dict[str, str], rounds: int) -> dict[str, float]:
     agent, profile = AGENTS[name], profile_of(name)
     pinned = PINNED_VERSIONS[name]
+    env = dict(shared_env)
+    if agent.configure is not None:
+        agent.configure(Path(env["HOME"]), NO_MODEL)
+    if agent.key is not None:
+        env[agent.key] = "sk-bench-placeholder"
     project, slug = make_project(Path(tempfile.mkdtemp(dir=root)))
     container = vm_name(slug)
     tool = launcher()
@@ -183,7 +216,12 @@ def main(rounds: int = 5, agents: tuple[str, ...] = tuple(AGENTS)) -> float:
         env.update(OPENCODE_SANDBOX_RUNTIME="docker", OPENCODE_SANDBOX_AUTO_STOP_TIMEOUT="24h")
         record_baked_version(Path(env["XDG_STATE_HOME"]) / "opencode-sandbox", version)
         for name in agents:
+            if reason := cannot_install(name, PINNED_VERSIONS[name]):
+                print(f"{name}: not measured: {reason}", flush=True)
+                continue
             results[name] = measure(name, root, env, rounds)
+    if not results:
+        raise SystemExit("no agent could be measured")
     print(f"{'agent':<13}{'launcher ms':>12}{'session ms':>12}{'added ms':>10}{'target':>8}"
           f"{'bare ms':>9}{'ratio':>7}{'target':>8}   rounds: {rounds}")
     for name, medians in results.items():

@@ -325,3 +325,13 @@ def test_the_report_reads_each_agents_added_time_and_its_ratio_against_the_bare_
     assert (claude_added.verdict, claude_ratio.verdict) == ("not met", "met"), "60 ms at most, 1.25 at most"
     assert (codex_added.verdict, codex_ratio.verdict) == ("met", "not met")
     assert all(row.verdict == "failed" for row in rows[4:]), "an agent the output does not name has no figure"
+
+
+def test_the_agent_benchmark_knows_every_terminal_agent() -> None:
+    from bench.agent_interface import AGENTS
+
+    from opencode_sandbox.core.agents import PROFILES, SessionKind
+    from tests.fixtures.agents import PINNED_VERSIONS
+
+    terminal_agents = {name for name, profile in PROFILES.items() if profile.session is SessionKind.TERMINAL}
+    assert set(AGENTS) == terminal_agents == set(PINNED_VERSIONS)
