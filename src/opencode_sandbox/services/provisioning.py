@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from opencode_sandbox.core.agents import DEFAULT_AGENT, AgentProfile, profile_of
+from opencode_sandbox.core.agents import DEFAULT_AGENT, AgentProfile
 from opencode_sandbox.core.digest import sha256
 from opencode_sandbox.core.providers import without_kept_out_keys
 from opencode_sandbox.core.records import Record
@@ -61,11 +61,11 @@ def agent_sources(profile: AgentProfile, home: Path, project_root: Path) -> list
     return sources
 
 
-def sources_for_environment(project_root: Path, agent: str = DEFAULT_AGENT) -> list[ProvisionSource]:
-    """What the agent's VM gets of the user's configuration: opencode's, or the terminal agent's."""
+def sources_for_environment(project_root: Path, agent: AgentProfile | None = None) -> list[ProvisionSource]:
+    """What the agent's VM gets of the user's configuration: opencode's (`agent` None), or the terminal agent's."""
     home = Path.home()
-    if agent != DEFAULT_AGENT:
-        return agent_sources(profile_of(agent), home, project_root)
+    if agent is not None and agent.name != DEFAULT_AGENT:
+        return agent_sources(agent, home, project_root)
     config_home = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
     data_home = Path(os.environ.get("XDG_DATA_HOME") or home / ".local/share")
     return default_sources(home, config_home, data_home, project_root)

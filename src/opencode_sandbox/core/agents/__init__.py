@@ -15,7 +15,7 @@ from opencode_sandbox.core.agents.profile import AgentProfile, Credential, Sessi
 from opencode_sandbox.core.egress import SecretRule, parse_rule
 
 __all__ = ["DEFAULT_AGENT", "PROFILES", "AgentProfile", "Credential", "SessionKind", "agent_in_labels",
-           "implied_secrets", "profile_of"]
+           "find_profile", "implied_secrets", "profile_of"]
 
 PROFILES: Mapping[str, AgentProfile] = {
     profile.name: profile for profile in (opencode.PROFILE, claude_code.PROFILE, codex.PROFILE)
@@ -26,6 +26,12 @@ DEFAULT_AGENT = opencode.PROFILE.name
 def profile_of(name: str) -> AgentProfile:
     """The profile called `name`; KeyError for a name no profile has (the settings refuse those)."""
     return PROFILES[name]
+
+
+def find_profile(name: str, own: tuple[AgentProfile, ...] = ()) -> AgentProfile | None:
+    """The built-in profile called `name`, else the user's own agent of that name (`core/agents/custom.py`);
+    None for neither."""
+    return PROFILES.get(name) or next((profile for profile in own if profile.name == name), None)
 
 
 def implied_secrets(profile: AgentProfile, configured: tuple[SecretRule, ...],
