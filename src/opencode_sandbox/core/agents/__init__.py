@@ -2,8 +2,9 @@
 starts it, what of the user's configuration the VM gets, which credentials it reads (as secrets)
 and which hosts it needs, and how the tool learns whether it is working.
 
-One module per agent beside this one; `PROFILES` names them. Pure data: nothing here touches the
-machine.
+One module per agent beside this one; `PROFILES` names them. `custom.py` makes the profiles of the
+user's own agents from their configuration; `find_profile` looks in both. Pure data: nothing here
+touches the machine.
 """
 
 from __future__ import annotations
