@@ -230,7 +230,7 @@ def _versions(value: Any) -> tuple[str, ...]:
 
 
 def _agent_packages(value: Any) -> tuple[tuple[str, str], ...]:
-    from opencode_sandbox.core.agents.custom import is_package_name
+    from opencode_sandbox.core.npm_names import is_package_name
 
     if not isinstance(value, dict):
         return ()

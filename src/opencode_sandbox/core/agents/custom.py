@@ -26,6 +26,7 @@ from pathlib import PurePosixPath
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.agent_config import is_credential
 from opencode_sandbox.core.agents.profile import ActivitySource, AgentProfile, ConfigSource, Credential, SessionKind
+from opencode_sandbox.core.npm_names import is_package_name
 from opencode_sandbox.core.secrets import parse_secret
 
 if TYPE_CHECKING:
@@ -33,8 +34,6 @@ if TYPE_CHECKING:
 
 FIELDS = ("title", "package", "install", "command", "arguments", "credentials", "hosts", "config", "environment")
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
-_PACKAGE = re.compile(r"^(@[a-z0-9~-][a-z0-9._~-]*/)?[a-z0-9~-][a-z0-9._~-]*$")
-_PACKAGE_LENGTH = 214
 _COMMAND = re.compile(r"^(/[A-Za-z0-9._+-]+)+$|^[A-Za-z0-9_][A-Za-z0-9._+-]*$")
 _VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -48,10 +47,6 @@ KEPT_AT_HOME = (
 )
 """Below the home, besides the built-in agents' logins: this tool's own files (its `secrets.env`
 among them) and the usual stores of other credentials, which no agent's configuration may name."""
-
-
-def is_package_name(text: str) -> bool:
-    return len(text) <= _PACKAGE_LENGTH and bool(_PACKAGE.match(text))
 
 
 def parse_agents(value: Any, builtins: Mapping[str, AgentProfile]) -> tuple[AgentProfile, ...]:
