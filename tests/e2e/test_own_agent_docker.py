@@ -65,8 +65,9 @@ def test_an_agent_of_the_users_own_renders_in_a_session_that_outlives_the_termin
         return in_vm("tmux has-session -t agent && echo running").strip().endswith("running")
 
     built = project.cli("shell", "--agent", NAME, "--", "grok", "--version", timeout=3600)
-    assert built.returncode == 0, built.stdout + built.stderr
-    assert built.stdout.strip() == VERSION
+    assert built.returncode == 0 and built.stdout.strip(), built.stdout + built.stderr
+    installed = json.loads(in_vm(f'cat "$(npm root -g)/{PACKAGE}/package.json"'))
+    assert installed["version"] == VERSION, "the version the state pinned"
     image = docker("inspect", "--format", "{{.Config.Image}}", project.vm, check=True).stdout.strip()
     labels = json.loads(docker("image", "inspect", "--format", "{{json .Config.Labels}}", image, check=True).stdout)
     assert (labels[LABEL_AGENT], labels[LABEL_AGENT_VERSION]) == (NAME, VERSION), image
