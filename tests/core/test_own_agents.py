@@ -151,3 +151,12 @@ def test_the_agents_key_is_a_mapping_of_its_own_file() -> None:
     assert "define agents in your configuration file" in refusal("amp=@sourcegraph/amp")
     assert "expected a mapping of agent names" in refusal(["amp"])
     assert refusal({"amp": "@sourcegraph/amp"}).startswith("amp: expected a mapping of its fields")
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_no_built_in_agent_copies_a_login_of_any_agent(name: str) -> None:
+    """The logins the profiles name are the ones an agent of the user's own may not name either."""
+    logins = [login for profile in PROFILES.values() for login in profile.logins]
+    for source in PROFILES[name].config:
+        assert not any(source.host == login or login.startswith(source.host + "/") or source.host.startswith(login)
+                       for login in logins), (name, source)
