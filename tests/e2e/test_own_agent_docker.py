@@ -37,7 +37,8 @@ agents:
     config: [.grok/user-settings.json]
     environment: {{GROK_MODEL: grok-code-fast-1}}
 """
-SETTINGS = {"defaultModel": "grok-code-fast-1"}
+SETTINGS = {"defaultModel": "grok-4-latest"}
+"""Not Grok CLI's default: the agent adds its defaults to the copied file as it starts, and keeps this."""
 
 
 def test_an_agent_of_the_users_own_renders_in_a_session_that_outlives_the_terminal(
@@ -80,7 +81,8 @@ def test_an_agent_of_the_users_own_renders_in_a_session_that_outlives_the_termin
         assert placeholder and KEY not in placeholder, placeholder
         found = in_vm(f"grep -rlF -- {shlex.quote(KEY)} /home/dev /workspace 2>/dev/null; true")
         assert not found.strip(), f"the key in the VM's files: {found}"
-        assert json.loads(in_vm("cat ~/.grok/user-settings.json")) == SETTINGS, "the user's configuration copied"
+        copied = json.loads(in_vm("cat ~/.grok/user-settings.json"))
+        assert SETTINGS.items() <= copied.items(), f"the user's configuration copied: {copied}"
     finally:
         first.close()
 
