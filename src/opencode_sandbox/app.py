@@ -156,10 +156,10 @@ class App:
 
 def _with_agent_credentials(settings: Settings, config_dir: Path, slug: str) -> Settings:
     """`settings` with the agent's credentials that have a value on this host as secrets."""
-    from opencode_sandbox.core.agents import implied_secrets, profile_of
+    from opencode_sandbox.core.agents import implied_secrets
     from opencode_sandbox.core.egress import Profile
 
-    profile = profile_of(settings.agent)
+    profile = settings.agent_profile
     # Not when the checkout chose the agent (it may not widen what the VM gets), nor where nothing
     # could carry the key.
     if not profile.credentials or settings.agent_from_checkout or settings.network is Profile.NONE:

@@ -59,6 +59,8 @@ cpus: 6
 memory: 512M
 pids-limit: 1000
 agent: codex
+agents:
+  amp: {package: "@sourcegraph/amp", command: amp}
 workspace: isolated
 notify: false
 terminal-clipboard: true
@@ -86,6 +88,7 @@ git-sync-branches: 50
     settings = load_settings(files(layout), {}, {})
     assert settings.runtime is RuntimeKind.DOCKER
     assert settings.agent == "codex"
+    assert [(agent.name, agent.package) for agent in settings.agents] == [("amp", "@sourcegraph/amp")]
     assert settings.workspace == "isolated"
     assert settings.notify is False
     assert settings.terminal_clipboard is True
@@ -116,7 +119,7 @@ git-sync-branches: 50
     assert [(port.guest, port.host) for port in settings.ports] == [(3000, None), (80, 8080)]
     assert settings.guarded_paths == (".husky", "Makefile")
     assert settings.git_sync_branches == 50
-    assert len(KEYS) == 26
+    assert len(KEYS) == 27
     assert all(source.startswith(str(user_dir / "config.yaml")) for source in settings.sources.values())
 
 
@@ -412,7 +415,8 @@ def test_bad_mounts_and_ports_name_the_entry(layout: tuple[Path, Path], variable
     assert caught.value.message.startswith(f"environment {variable}: invalid value")
 
 
-ONLY_THE_USERS = {"secrets", "mounts", "guarded-paths", "egress-allow", "extra-ca-certificates", "releases-url"}
+ONLY_THE_USERS = {"secrets", "mounts", "guarded-paths", "egress-allow", "extra-ca-certificates", "releases-url",
+                  "agents"}
 """Keys whose every value reaches further, so the checkout's file may not set them at all."""
 WIDER_AND_NARROWER = {  # key: (a value that widens what the user's configuration gives, one that narrows it)
     "runtime": ("docker", "microsandbox"),
@@ -443,7 +447,7 @@ def test_every_key_has_its_decision_for_the_checkout() -> None:
         assert (key.checkout_refusal is not None) == (key.name in WIDER_AND_NARROWER), key.name
 
 
-@pytest.mark.parametrize("name", sorted(ONLY_THE_USERS - {"secrets", "mounts"}))
+@pytest.mark.parametrize("name", sorted(ONLY_THE_USERS - {"secrets", "mounts", "agents"}))
 def test_a_key_only_the_user_sets_is_refused_in_the_checkout(layout: tuple[Path, Path], name: str) -> None:
     user_dir, project = layout
     value = {"guarded-paths": "[Makefile]", "egress-allow": "['0.0.0.0/0']", "extra-ca-certificates": "[ca.pem]",

@@ -277,3 +277,15 @@ def test_the_report_is_read_as_untrusted_text(output: str, expected: AgentReport
 def test_only_a_turn_in_progress_in_a_running_session_holds_the_vm(report: AgentReport, holds: bool) -> None:
     decision = decide_stop(as_activity(report), StopMode.WAIT_FOR_QUIESCENCE, 10)
     assert decision.stop is not holds, decision.reason
+
+
+def test_every_built_in_terminal_agent_names_its_logins_and_copies_none_of_them() -> None:
+    """An agent of the user's own may not copy a built-in agent's login either (`core/agents/custom.py`)."""
+    for profile in PROFILES.values():
+        if profile.session is not SessionKind.TERMINAL:
+            continue
+        assert profile.logins, f"{profile.name} names where it keeps its logins"
+        copied = [source.host for source in profile.config]
+        for login in profile.logins:
+            assert not [host for host in copied if host == login or login.startswith(f"{host}/")
+                        or host.startswith(f"{login}/")], f"{profile.name} copies its login {login}"

@@ -378,3 +378,29 @@ def test_a_terminal_agent_is_a_layer_on_the_project_image_planned_and_built(proj
     assert 'command = "/usr/local/bin/opencode-sandbox-agent-event busy"' in inside.stdout
     again = project.ensure(agent=codex, agent_version=CODEX_VERSION)
     assert not again.built and again.reference == built.reference
+
+
+def test_an_agent_of_the_users_own_is_installed_by_its_install_script(project: Project) -> None:
+    """The script spans lines and runs as root at build, from a file: none of its lines is read as an
+    instruction of the Dockerfile; the build fails when it leaves no command."""
+    from opencode_sandbox.core.agents import PROFILES
+    from opencode_sandbox.core.agents.custom import parse_agents
+    from opencode_sandbox.core.naming import LABEL_AGENT
+
+    script = ("printf '#!/bin/sh\\necho mine at work\\n' > /usr/local/bin/mine\nchmod 0755 /usr/local/bin/mine\n"
+              "id -un > /usr/local/share/mine-installed-by\n")
+    [mine] = parse_agents({"mine": {"install": script, "command": "mine", "environment": {"MINE_QUIET": "1"}}},
+                          PROFILES)
+    built = project.ensure(agent=mine, agent_version="")
+    assert built.labels[LABEL_AGENT] == "mine"
+    inside = subprocess.run(
+        ["docker", "run", "--rm", "--entrypoint", "sh", built.reference, "-c",
+         "id -un; mine; cat /usr/local/share/mine-installed-by; echo $MINE_QUIET; ls /tmp | wc -l"],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert inside.returncode == 0, inside.stderr
+    assert inside.stdout.splitlines() == ["dev", "mine at work", "root", "1", "0"], inside.stdout
+
+    [broken] = parse_agents({"mine": {"install": "true", "command": "mine"}}, PROFILES)
+    with pytest.raises(BuildFailed) as caught:
+        project.ensure(agent=broken, agent_version="")
+    assert any("the install gave no" in line for line in caught.value.log_tail), caught.value.log_tail

@@ -275,3 +275,27 @@ def test_an_agent_version_is_pinned_as_given_or_refused() -> None:
     assert resolve_agent_version("Codex", "@openai/codex", "v0.171.0") == "0.171.0"
     with pytest.raises(UsageError, match="not a Codex version"):
         resolve_agent_version("Codex", "@openai/codex", "latest")
+
+
+def test_the_release_check_asks_npm_about_an_agent_of_the_users_own_by_the_package_its_image_has(
+        server: ReleasesServer, state_root: Path) -> None:
+    """The check runs in a process of its own that reads no configuration: the state file says which
+    package the user's agent was installed from."""
+    record_baked_agent_version(state_root, "grok-of-mine", "0.0.33", package="@vibe-kit/grok-cli")
+    record_baked_agent_version(state_root, "gone-agent", "1.0.0")  # neither a profile nor a package: not asked
+    server.reply("/@vibe-kit/grok-cli/latest", body=b'{"version": "0.0.34"}')
+    warnings: list[str] = []
+    assert refresh_latest(state_root, server.reply(), now=NOW, npm_registry=server.url, warn=warnings.append)
+    state = load_state(state_root)
+    assert state.agent_latest == (("grok-of-mine", "0.0.34"),) and warnings == []
+    assert agent_update(state, "grok-of-mine", interactive=True)[:2] == (UpdateAction.OFFER_REBUILD, "0.0.34")
+
+
+def test_the_baked_version_of_an_agent_whose_package_changed_is_forgotten(state_root: Path) -> None:
+    record_baked_agent_version(state_root, "mine", "1.2.0", package="first-agent")
+    assert baked_agent_version(state_root, "mine", package="first-agent") == "1.2.0"
+    assert baked_agent_version(state_root, "mine", package="@other/agent") is None
+    assert baked_agent_version(state_root, "mine") == "1.2.0"
+    record_baked_agent_version(state_root, "mine", "0.3.0", package="@other/agent")
+    assert load_state(state_root).agent_packages == (("mine", "@other/agent"),)
+    assert baked_agent_version(state_root, "mine", package="@other/agent") == "0.3.0"

@@ -112,3 +112,16 @@ def test_the_watch_is_quiet_when_notify_is_off(tmp_path: Path) -> None:
         guests.agent_reports[VM] = report
         watch(settings)
     assert commands == [] and logged == [] and not ProjectLayout(tmp_path / SLUG).attention.exists()
+
+
+def test_the_signal_names_an_agent_of_the_users_own_by_the_title_the_start_recorded(tmp_path: Path) -> None:
+    """The reaper reads no configuration: the title of the user's agent comes with its settings."""
+    runtime = running_vm()
+    guests, logged = runtime.guests, []
+    watch = AttentionWatch(lambda kind: runtime, lambda settings: DaemonActivity({}), logged.append, guests=guests,
+                           run=lambda command: None, environ={})
+    settings = reaper_settings(tmp_path, agent="grok-of-mine")._replace(agent_title="Grok CLI")
+    for report in (AgentReport(True, AgentState.BUSY, 1), AgentReport(True, AgentState.WAITING, 2)):
+        guests.agent_reports[VM] = report
+        watch(settings)
+    assert len(logged) == 1 and "Grok CLI finished its turn in shop" in logged[0], logged

@@ -311,3 +311,11 @@ def test_cli_image_list_shows_what_was_built_and_whether_microsandbox_has_it(
     assert {entry["reference"]: entry["loaded"] for entry in json.loads(on_docker.stdout)["result"]
             if entry["reference"] in built_images.values()} == {built_images["built"]: True,
                                                                  built_images["loaded"]: True}
+
+
+def test_a_vm_of_an_agent_no_profile_knows_runs_a_terminal_agent(fake: FakeRuntime, tmp_path: Path) -> None:
+    """An agent of a user's own, defined in a configuration this command need not have read."""
+    fake.sandboxes[vm_name(RUNNING)].labels[LABEL_AGENT] = "grok-of-mine"
+    fake.guests.agent_reports[vm_name(RUNNING)] = AgentReport(True)
+    sandboxes = select_sandboxes(fake, False, False)
+    assert agent_sessions(make_app(fake, tmp_path), sandboxes) == {vm_name(RUNNING): True}

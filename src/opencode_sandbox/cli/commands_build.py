@@ -6,7 +6,7 @@ import click
 
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.cli.app_passing import opener, pass_app
-from opencode_sandbox.cli.option_table import AGENT_NAMES
+from opencode_sandbox.cli.option_table import AGENT_CHOICES
 from opencode_sandbox.cli.options import prune_options
 
 if TYPE_CHECKING:
@@ -22,10 +22,9 @@ def _build_command(name: str) -> click.Group:
                   help="Pin this opencode version (default: the latest release).")
     @click.option("--dind", is_flag=True, default=None,
                   help="Build on the Docker-in-Docker base image (default: config 'dind').")
-    @click.option("--agent", type=click.Choice(list(AGENT_NAMES)),
-                  help="Build the image of this agent (default: config 'agent', opencode).")
+    @click.option("--agent", metavar="NAME", help=f"Build the image of this agent: {AGENT_CHOICES}.")
     @click.option("--agent-version", metavar="VERSION",
-                  help="Pin this version of the terminal agent, any but opencode (default: the latest release).")
+                  help="Pin this version of the terminal agent's npm package (default: the latest release).")
     @click.pass_context
     def build(ctx: click.Context, rebuild: bool, dry_run: bool, opencode_version: str | None,
               dind: bool | None, agent: str | None, agent_version: str | None) -> None:

@@ -60,9 +60,10 @@ GLOBAL = CommandLine((
 
 AGENT_NAMES = ("opencode", "claude-code", "codex", "gemini", "qwen-code", "pi", "crush", "droid", "cline", "copilot")
 """The agents' profiles (`core/agents`), named here so that reading the table loads none of them."""
-_AGENT = Option("agent", ("--agent",), "The coding agent to run: opencode, claude-code, codex, gemini, qwen-code, "
-                "pi, crush, droid, cline or copilot "
-                "(default: config 'agent', opencode).", choices=AGENT_NAMES)
+AGENT_CHOICES = (f"{', '.join(AGENT_NAMES[:-1])} or {AGENT_NAMES[-1]}, or one of your own (config 'agents'); "
+                 "default: config 'agent', opencode")
+"""What `--agent` accepts: the configuration refuses a name no agent has, as it alone knows the user's own."""
+_AGENT = Option("agent", ("--agent",), f"The coding agent to run: {AGENT_CHOICES}.", metavar="NAME")
 _ISOLATED = Option("isolated", ("--isolated",),
                    "Work on the VM's own work tree, seeded from this checkout, instead of the checkout itself; "
                    "its work comes back through `diff` and `apply` (default: config 'workspace').", FLAG)

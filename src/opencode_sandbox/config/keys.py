@@ -22,6 +22,8 @@ from opencode_sandbox.runtime.kind import RuntimeKind, shares_host_kernel
 if TYPE_CHECKING:
     from typing import Any
 
+    from opencode_sandbox.core.agents import AgentProfile
+
 DEFAULT_RELEASES_URL = "https://api.github.com/repos/sst/opencode/releases/latest"
 MIN_MEMORY = 512 * 1024**2
 MAX_CPUS = 256
@@ -35,11 +37,32 @@ def _read_runtime(value: Any) -> RuntimeKind:
 
 
 def _read_agent(value: Any) -> str:
+    """A name; whether an agent has it is known once `agents` is read too (`loader.py`)."""
     from opencode_sandbox.core.agents import PROFILES
 
-    if not isinstance(value, str) or value not in PROFILES:
-        raise ValueError(f"'{value}' is not an agent; choose one of: {', '.join(PROFILES)}")
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"'{value}' is not an agent; choose one of: {', '.join(PROFILES)}, or one of your own")
     return value
+
+
+def _read_agents(value: Any) -> tuple[AgentProfile, ...]:
+    from opencode_sandbox.core.agents import PROFILES
+    from opencode_sandbox.core.agents.custom import parse_agents
+
+    agents = parse_agents(value, PROFILES)
+    for agent in agents:
+        for credential in agent.credentials:
+            if read_by_the_host_program(credential.variable):
+                raise ValueError(f"{agent.name}: credentials: '{credential.variable}' is read by msb or docker on "
+                                 "this host itself; it cannot be a secret")
+    return agents
+
+
+def _agents_joined(earlier: tuple[AgentProfile, ...], later: tuple[AgentProfile, ...]) -> tuple[AgentProfile, ...]:
+    """A later file's agents added to an earlier one's; one of the same name replaces it."""
+    named = {agent.name: agent for agent in earlier}
+    named.update((agent.name, agent) for agent in later)
+    return tuple(named.values())
 
 
 def _read_int(minimum: int, maximum: int) -> Callable[[Any], int]:
@@ -150,6 +173,10 @@ class Key(Record):
     join_flag: Callable[[Any, Any], Any] | None = None
     """How a value given on the command line joins that of the files and the environment (ValueError
     when it cannot); None: it replaces it."""
+    join_files: Callable[[Any, Any], Any] | None = None
+    """How a value of a later file joins that of an earlier one; None: it replaces it."""
+    checkout_reason: str = ""
+    """For a key the checkout's file may not set: why, in the refusal."""
 
     @property
     def attribute(self) -> str:
@@ -218,7 +245,14 @@ KEYS: tuple[Key, ...] = (
         checkout_note="`microsandbox`, or `docker` where your configuration chooses it"),
     Key("agent", "opencode", _read_agent,
         "the coding agent the VM runs: opencode, claude-code, codex, gemini, qwen-code, pi, crush, droid, cline "
-        "or copilot (docs/agents.md)"),
+        "or copilot, or one of `agents` (docs/agents.md)"),
+    Key("agents", (), _read_agents,
+        "agents of your own, by name, each with its npm `package` (or an `install` script run as root at image "
+        "build), its `command`, and optionally its `title`, `arguments`, `credentials` (variable, hosts, headers: "
+        "secrets of their own accord), `hosts` (for `allowlist`), `config` (files and folders of your home copied "
+        "into the VM's) and `environment` (docs/agents.md#an-agent-of-your-own); a per-project file adds to them",
+        in_checkout=False, join_files=_agents_joined,
+        checkout_reason="it would run a command of the repository's choosing at image build"),
     Key("workspace", SHARED, _read_workspace,
         "where the VM works: shared (your checkout at /workspace, written live, guarded) or isolated (its own "
         "work tree, seeded from your checkout; its work reaches you as git data, through `diff` and `apply`)",

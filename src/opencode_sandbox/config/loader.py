@@ -14,6 +14,8 @@ from opencode_sandbox.errors import ConfigError
 if TYPE_CHECKING:
     from typing import Any
 
+    from opencode_sandbox.core.agents import AgentProfile
+
 ENV_PREFIX = "OPENCODE_SANDBOX_"
 
 
@@ -130,8 +132,10 @@ def _refuse_in_checkout(layer: Mapping[str, RawValue], user_layers: list[dict[st
     for name, raw in layer.items():
         key = KEYS_BY_NAME[name]
         if not key.in_checkout:
+            reason = f": {key.checkout_reason}" if key.checkout_reason else ""
             raise ConfigError(
-                f"{raw.source}: '{name}' cannot be set in the project's checkout, which the agent in the VM can write",
+                f"{raw.source}: '{name}' cannot be set in the project's checkout, which the agent in the VM can "
+                f"write{reason}",
                 hint=f"remove it there and set it in {instead}",
             )
         refusal = (key.checkout_refusal(_convert(key, raw), _users_value(key, user_layers))
@@ -158,6 +162,19 @@ def _joined(key: Key, earlier: Any, flag: RawValue) -> Any:
     except ValueError as error:
         raise ConfigError(f"{flag.source}: invalid value for '{key.name}': {error}",
                           hint=f"'{key.name}' is {key.help}") from None
+
+
+def _check_agent_known(name: str, own: tuple[AgentProfile, ...], source: str) -> None:
+    if name == KEYS_BY_NAME["agent"].default and not own:
+        return  # the default start loads no profile
+    from opencode_sandbox.core.agents import PROFILES, find_profile
+
+    if find_profile(name, own) is None:
+        names = ", ".join([*PROFILES, *(agent.name for agent in own)])
+        raise ConfigError(
+            f"{source}: invalid value for 'agent': '{name}' is not an agent; choose one of: {names}",
+            hint="define an agent of your own under 'agents' in your configuration file (docs/agents.md)",
+        )
 
 
 def describe_default(key: Key) -> str:
@@ -190,7 +207,10 @@ def load_settings(
         values[key.attribute] = key.default
         sources[key.name] = "default"
         for layer in layers[:-1]:
-            if key.name in layer:
+            if key.name in layer and key.join_files is not None and sources[key.name] != "default":
+                values[key.attribute] = key.join_files(values[key.attribute], _convert(key, layer[key.name]))
+                sources[key.name] += f" and {layer[key.name].source}"
+            elif key.name in layer:
                 values[key.attribute] = _convert(key, layer[key.name])
                 sources[key.name] = layer[key.name].source
         flag = layers[-1].get(key.name)
@@ -200,6 +220,7 @@ def load_settings(
         elif flag is not None:
             values[key.attribute] = _convert(key, flag)
             sources[key.name] = flag.source
+    _check_agent_known(values["agent"], values["agents"], sources["agent"])
     from_checkout = {layer["agent"].source for path, layer in zip(files, layers, strict=False)
                      if path.parent.name == CHECKOUT_FOLDER and "agent" in layer}
     return Settings(**values, sources=sources, agent_from_checkout=sources["agent"] in from_checkout)

@@ -25,6 +25,8 @@ def render_value(key: Key, value: Any) -> str:
         return f"{gib}G" if rest == 0 else f"{value // 1024**2}M"
     if isinstance(value, tuple) and all(isinstance(item, SecretRule) for item in value) and key.name == "secrets":
         return "{" + ", ".join(f"{item.name}: [{', '.join(item.host_texts)}]" for item in value) + "}"
+    if key.name == "agents" and isinstance(value, tuple):
+        return "{" + ", ".join(f"{agent.name}: {agent.package or 'install script'}" for agent in value) + "}"
     if isinstance(value, tuple):
         return "[" + ", ".join(_item_text(item) for item in value) + "]"
     return str(value)

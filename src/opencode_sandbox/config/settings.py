@@ -5,11 +5,15 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.egress import EgressPolicy, EgressRule, Profile, SecretRule
 from opencode_sandbox.core.host_mounts import HostMount
 from opencode_sandbox.core.ports import PublishedPort
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.runtime.kind import RuntimeKind
+
+if TYPE_CHECKING:
+    from opencode_sandbox.core.agents.profile import AgentProfile
 
 
 class Settings(Record):
@@ -17,7 +21,9 @@ class Settings(Record):
 
     runtime: RuntimeKind
     agent: str
-    """The name of the agent's profile (`core/agents`)."""
+    """The name of the agent's profile (`core/agents`): a built-in one, or one of `agents`."""
+    agents: tuple[AgentProfile, ...]
+    """The user's own agents (`core/agents/custom.py`)."""
     workspace: str
     """`shared` or `isolated` (`core/workspace`)."""
     cpus: int
@@ -54,15 +60,28 @@ class Settings(Record):
         return EgressPolicy(self.network, self.egress_allow + self.agent_hosts, self.egress_deny, self.secrets)
 
     @property
+    def agent_profile(self) -> AgentProfile:
+        """The chosen agent's profile, built-in or the user's own."""
+        return self.profile_named(self.agent)
+
+    def profile_named(self, name: str) -> AgentProfile:
+        """The profile of the agent called `name`, built-in or the user's own; KeyError for neither."""
+        from opencode_sandbox.core.agents import find_profile
+
+        profile = find_profile(name, self.agents)
+        if profile is None:
+            raise KeyError(name)
+        return profile
+
+    @property
     def agent_hosts(self) -> tuple[EgressRule, ...]:
         """What the agent needs to reach, allowed on top of `egress-allow` under the allowlist profile."""
         if self.network is not Profile.ALLOWLIST or self.agent_from_checkout:
             return ()
-        from opencode_sandbox.core.agents import profile_of
         from opencode_sandbox.core.egress import parse_rule
 
         allowed = {rule.text for rule in self.egress_allow}
-        return tuple(parse_rule(host) for host in profile_of(self.agent).hosts if host not in allowed)
+        return tuple(parse_rule(host) for host in self.agent_profile.hosts if host not in allowed)
 
     @property
     def memory_mib(self) -> int:

@@ -58,6 +58,9 @@ class UpdaterState(Record):
     """Each terminal agent's version in the images built for it, reused on run/shell: (agent, version)."""
     agent_latest: tuple[tuple[str, str], ...] = ()
     """The latest release of each of those agents, as the last check found it: (agent, version)."""
+    agent_packages: tuple[tuple[str, str], ...] = ()
+    """The npm package each of those agents was installed from, (agent, package): what the release
+    check, a process of its own that reads no configuration, asks npm about for an agent of the user's."""
 
 
 class UpdateDecision(Record):
@@ -226,6 +229,15 @@ def _versions(value: Any) -> tuple[str, ...]:
     return tuple(str(item) for item in value if isinstance(item, str | int | float))
 
 
+def _agent_packages(value: Any) -> tuple[tuple[str, str], ...]:
+    from opencode_sandbox.core.npm_names import is_package_name
+
+    if not isinstance(value, dict):
+        return ()
+    return tuple((str(agent), package) for agent, package in value.items()
+                 if isinstance(package, str) and is_package_name(package))
+
+
 def _agent_versions(value: Any) -> tuple[tuple[str, str], ...]:
     if not isinstance(value, dict):
         return ()
@@ -248,6 +260,7 @@ def load_state(state_root: Path, warn: Callable[[str], None] | None = None) -> U
             noticed=_versions(document.get("noticed")),
             agent_versions=_agent_versions(document.get("agent_versions")),
             agent_latest=_agent_versions(document.get("agent_latest")),
+            agent_packages=_agent_packages(document.get("agent_packages")),
         )
     except (UnreadableState, ValueError, TypeError) as error:
         if warn is not None:  # the detached check has no one to tell
@@ -267,6 +280,7 @@ def save_state(state_root: Path, state: UpdaterState) -> None:
             "noticed": list(state.noticed),
             "agent_versions": dict(state.agent_versions),
             "agent_latest": dict(state.agent_latest),
+            "agent_packages": dict(state.agent_packages),
         },
     )
 
@@ -349,16 +363,17 @@ def _latest_agents(state: UpdaterState, timeout_s: float, warn: Callable[[str], 
     from opencode_sandbox.core.agents import PROFILES
 
     found: dict[str, str] = {}
+    packages = dict(state.agent_packages)
     for agent, _ in state.agent_versions:
         profile = PROFILES.get(agent)
-        if profile is None:
+        package = packages.get(agent) or (profile.package if profile is not None else "")
+        if not package:
             continue
         try:
-            found[agent] = fetch_latest_version(f"{registry}/{profile.package}/latest", timeout_s,
-                                                extra_ca_certificates)
+            found[agent] = fetch_latest_version(f"{registry}/{package}/latest", timeout_s, extra_ca_certificates)
         except LookupFailed as failure:
             if warn is not None:
-                warn(f"{profile.title} update check failed: {failure}")
+                warn(f"{profile.title if profile is not None else agent} update check failed: {failure}")
     return found
 
 
@@ -420,13 +435,24 @@ def baked_version(state_root: Path, warn: Callable[[str], None] | None = None) -
     return load_state(state_root, warn).baked_version
 
 
-def baked_agent_version(state_root: Path, agent: str, warn: Callable[[str], None] | None = None) -> str | None:
-    """The version of `agent` the last image built for it has; None before the first."""
-    return dict(load_state(state_root, warn).agent_versions).get(agent)
+def baked_agent_version(state_root: Path, agent: str, warn: Callable[[str], None] | None = None,
+                        package: str = "") -> str | None:
+    """The version of `agent` the last image built for it has; None before the first, and when that
+    image installed another `package` than the one given (the user changed their agent's)."""
+    state = load_state(state_root, warn)
+    recorded = dict(state.agent_packages).get(agent)
+    if package and recorded and recorded != package:
+        return None
+    return dict(state.agent_versions).get(agent)
 
 
 def record_baked_agent_version(state_root: Path, agent: str, version: str,
-                               warn: Callable[[str], None] | None = None) -> None:
+                               warn: Callable[[str], None] | None = None, package: str = "") -> None:
+    """`package`: the npm package of that version, which the release check asks about."""
     state = load_state(state_root, warn)
     versions = {**dict(state.agent_versions), agent: version}
-    save_state(state_root, state._replace(agent_versions=tuple(sorted(versions.items()))))
+    packages = dict(state.agent_packages)
+    if package:
+        packages[agent] = package
+    save_state(state_root, state._replace(agent_versions=tuple(sorted(versions.items())),
+                                          agent_packages=tuple(sorted(packages.items()))))

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from opencode_sandbox import TYPE_CHECKING
-from opencode_sandbox.core.agents import DEFAULT_AGENT, profile_of
+from opencode_sandbox.core.agents import DEFAULT_AGENT, PROFILES
 from opencode_sandbox.core.attention import Attention, agent_attention, daemon_attention
 from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.state.files import ensure_private_dir, write_atomic
@@ -56,6 +56,12 @@ def desktop_command(attention: Attention, environ: Mapping[str, str], which: Cal
     if notify_send and any(environ.get(name) for name in ("DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS")):
         return [notify_send, "--app-name=opencode-sandbox", attention.title, attention.body]
     return None
+
+
+def _title(settings: ReaperSettings) -> str:
+    """The agent's name in a notification: as the start recorded it, else its built-in profile's."""
+    built_in = PROFILES.get(settings.agent)
+    return settings.agent_title or (built_in.title if built_in is not None else settings.agent)
 
 
 class AttentionWatch:
@@ -104,7 +110,7 @@ class AttentionWatch:
             report = guests(self._runtimes(settings.runtime_kind), settings.vm_name).agent_report()
         except SandboxError:
             return None  # not readable now: the next reading compares with the last good one
-        attention = agent_attention(self._agent_before, report, profile_of(settings.agent).title, project)
+        attention = agent_attention(self._agent_before, report, _title(settings), project)
         self._agent_before = report
         return attention
 

@@ -18,24 +18,25 @@ def _version(app: App, pinned: str | None) -> str:
 
 def _agent_version(app: App, pinned: str | None) -> str | None:
     """The terminal agent's version the build installs: `pinned`, else npm's latest."""
-    from opencode_sandbox.core.agents import SessionKind, profile_of
+    from opencode_sandbox.core.agents import SessionKind
     from opencode_sandbox.errors import UsageError
 
-    profile = profile_of(app.settings.agent)
+    profile = app.settings.agent_profile
     if profile.session is SessionKind.SERVER and pinned:
-        raise UsageError(f"--agent-version pins a terminal agent, not {profile.title}",
+        raise UsageError(f"--agent-version pins a terminal agent's version, not {profile.title}'s",
                          hint="pin opencode with --opencode-version, or choose the agent with --agent")
+    if profile.install and pinned:
+        raise UsageError(f"{profile.title} is installed by its own install script, which chooses its version",
+                         hint="pin the version in the install script under 'agents' in your configuration")
     return agent_version_for_run(app, pinned, reuse_built=False)
 
 
 def _image_inputs(app: App, version: str, dind: bool | None, rebuild: bool,
                   agent_version: str | None = None) -> dict[str, Any]:
     """What the project image depends on; `build -r` rebuilds the base images too."""
-    from opencode_sandbox.core.agents import profile_of
-
     settings = app.settings
     return {
-        "agent": profile_of(settings.agent),
+        "agent": settings.agent_profile,
         "agent_version": agent_version,
         "project_dir": app.project.root,
         "slug": app.project.slug,
@@ -59,13 +60,28 @@ def build(app: App, rebuild: bool, pinned_version: str | None, dind: bool | None
                                   verbose=app.console.verbose_enabled, progress=build_progress(app.console))
     updater.record_baked_version(app.paths.state_dir, version, app.console.warn)
     versions = f"opencode {version}"
-    if agent_version is not None:
-        updater.record_baked_agent_version(app.paths.state_dir, app.settings.agent, agent_version, app.console.warn)
+    if agent_version:
+        updater.record_baked_agent_version(app.paths.state_dir, app.settings.agent, agent_version, app.console.warn,
+                                           package=app.settings.agent_profile.package)
         versions += f", {app.settings.agent} {agent_version}"
+    elif agent_version is not None:
+        versions += f", {app.settings.agent} from its install script"
     state = "built" if result.built else "up to date"
     if load_into_runtime(app.runtime, app.console, result.reference).loaded_now:
         state += f", loaded into {app.runtime.kind.value}"
     app.console.result(f"{result.reference} {state} ({versions}, {result.image_id[:19]})")
+
+
+def _planned_agent_version(app: App) -> str | None:
+    """The terminal agent's version a plan shows: the one its last build installed, if any."""
+    from opencode_sandbox.core.agents import SessionKind
+
+    profile = app.settings.agent_profile
+    if profile.session is SessionKind.SERVER:
+        return None
+    if profile.install:
+        return ""
+    return updater.baked_agent_version(app.paths.state_dir, profile.name, package=profile.package)
 
 
 def describe_build(app: App, rebuild: bool, pinned_version: str | None, dind: bool | None) -> None:
@@ -79,7 +95,7 @@ def describe_build(app: App, rebuild: bool, pinned_version: str | None, dind: bo
             raise
         app.console.warn(f"cannot look up the latest opencode release; showing the plan for {baked}")
         version = baked
-    agent_version = updater.baked_agent_version(app.paths.state_dir, app.settings.agent)
+    agent_version = _planned_agent_version(app)
     plan = plan_project_image(**_image_inputs(app, version, dind, rebuild, agent_version))
     for image in plan.images:
         app.console.result(f"{image.action.value}: {image.reference} ({image.reason})")

@@ -101,8 +101,6 @@ class UpdateCheck:
     def pending_agent_version(self) -> str | None:
         """The newer release of the project's terminal agent to offer now (or mention), recording
         that it was shown."""
-        from opencode_sandbox.core.agents import profile_of
-
         state_root = self._app.paths.state_dir
         agent = self._app.settings.agent
         action, latest, baked = updater.agent_update(updater.load_state(state_root, self._app.console.warn), agent,
@@ -110,8 +108,9 @@ class UpdateCheck:
         if action is updater.UpdateAction.NOTHING or latest is None:
             return None
         updater.record_agent_shown(state_root, agent, latest, action, self._app.console.warn)
-        return self._offered(action, latest, f"{profile_of(agent).title} {latest} is available (this image has "
-                                             f"{baked}); run `opencode-sandbox build --agent {agent}` to upgrade")
+        title = self._app.settings.agent_profile.title
+        return self._offered(action, latest, f"{title} {latest} is available (this image has {baked}); run "
+                                             f"`opencode-sandbox build --agent {agent}` to upgrade")
 
     def _offered(self, action: updater.UpdateAction, latest: str, notice: str) -> str | None:
         """`latest` when the user is to be asked about it; otherwise it is mentioned in `notice`."""
@@ -140,20 +139,26 @@ def _project_state_dir(app: App) -> Path:
 def agent_version_for_run(app: App, pinned: str | None = None, reuse_built: bool = True) -> str | None:
     """The version of a terminal agent its images are built with: `pinned`, else the one the last
     build for it used (unless not `reuse_built`), else npm's latest. None for an agent in the base
-    image (opencode)."""
-    from opencode_sandbox.core.agents import SessionKind, profile_of
+    image (opencode); empty for one its own install script installs."""
+    from opencode_sandbox.core.agents import SessionKind
 
-    profile = profile_of(app.settings.agent)
+    profile = app.settings.agent_profile
     if profile.session is SessionKind.SERVER:
         return None
+    if profile.install:
+        return ""
     reused = reuse_built and not pinned
-    baked = updater.baked_agent_version(app.paths.state_dir, profile.name, app.console.warn) if reused else None
+    baked = (updater.baked_agent_version(app.paths.state_dir, profile.name, app.console.warn, package=profile.package)
+             if reused else None)
     return baked or updater.resolve_agent_version(profile.title, profile.package, pinned,
                                                   extra_ca_certificates=app.settings.extra_ca_certificates)
 
 
 def _signature(app: App, version: str, agent_version: str | None) -> str:
-    inputs = version if agent_version is None else f"{version} {app.settings.agent} {agent_version}"
+    import json
+
+    # An agent of the user's own changes with their configuration, not with this tool's version.
+    inputs = version if agent_version is None else json.dumps([version, app.settings.agent_profile, agent_version])
     return image_record.inputs_signature(app.image_engine, app.project, app.settings, inputs)
 
 
@@ -189,13 +194,16 @@ def predict_image(app: App, rebuild: bool) -> tuple[ReadyImage, list[str]]:
     digest is empty where it would build or load the image first; the version is the baked one."""
     version = updater.baked_version(app.paths.state_dir, app.console.warn) or "latest"
     agent_version = None
-    if app.settings.agent != DEFAULT_AGENT:
-        agent_version = updater.baked_agent_version(app.paths.state_dir, app.settings.agent) or "latest"
+    profile = app.settings.agent_profile
+    if profile.install:
+        agent_version = ""
+    elif profile.name != DEFAULT_AGENT:
+        baked = updater.baked_agent_version(app.paths.state_dir, profile.name, package=profile.package)
+        agent_version = baked or "latest"
     recalled = None if rebuild else _recalled(app, _signature(app, version, agent_version))
     if recalled is not None:
         reference, env = recalled.reference, dict(recalled.env)
     else:
-        from opencode_sandbox.core.agents import profile_of
         from opencode_sandbox.images.builder import plan_project_image
         from opencode_sandbox.images.image_document import env_of
 
@@ -203,7 +211,7 @@ def predict_image(app: App, rebuild: bool) -> tuple[ReadyImage, list[str]]:
         planned = plan_project_image(
             project_dir=app.project.root, slug=app.project.slug, dind=settings.dind, opencode_version=version,
             trust_host_ca=settings.trust_host_ca, extra_ca_certificates=settings.extra_ca_certificates,
-            rebuild=rebuild, engine=app.image_engine, agent=profile_of(settings.agent), agent_version=agent_version,
+            rebuild=rebuild, engine=app.image_engine, agent=settings.agent_profile, agent_version=agent_version,
         )
         building = [image.reference for image in planned.images if image.action.value == "build"]
         reference = planned.images[-1].reference
@@ -250,7 +258,6 @@ def build_progress(console: Console) -> RichBuildProgress:
 def _full_check(app: App, rebuild: bool, version: str, engine: ImageEngine,
                 agent_version: str | None) -> image_record.CheckedImage:
     """Hash every input of the image and build it when the result is not in the engine yet."""
-    from opencode_sandbox.core.agents import profile_of
     from opencode_sandbox.images.builder import ensure_project_image
 
     settings = app.settings
@@ -265,13 +272,14 @@ def _full_check(app: App, rebuild: bool, version: str, engine: ImageEngine,
         verbose=app.console.verbose_enabled,
         engine=engine,
         progress=build_progress(app.console),
-        agent=profile_of(settings.agent),
+        agent=settings.agent_profile,
         agent_version=agent_version,
     )
     if result.built or updater.baked_version(app.paths.state_dir, app.console.warn) != version:
         updater.record_baked_version(app.paths.state_dir, version, app.console.warn)
     state_root = app.paths.state_dir
-    if agent_version is not None and updater.baked_agent_version(state_root, settings.agent) != agent_version:
-        updater.record_baked_agent_version(state_root, settings.agent, agent_version, app.console.warn)
+    package = settings.agent_profile.package
+    if agent_version and updater.baked_agent_version(state_root, settings.agent, package=package) != agent_version:
+        updater.record_baked_agent_version(state_root, settings.agent, agent_version, app.console.warn, package=package)
     return image_record.CheckedImage(result.reference, result.image_id, dict(result.env), result.opencode_version,
                         dict(result.labels), result.built)

@@ -42,8 +42,10 @@ def agent_sessions(app: App, sandboxes: Sequence[SandboxInfo]) -> dict[str, bool
 
     sessions: dict[str, bool | None] = {}
     for info in sandboxes:
-        profile = PROFILES.get(agent_in_labels(info.labels))
-        if info.status is not SandboxStatus.RUNNING or profile is None or profile.session is SessionKind.SERVER:
+        built_in = PROFILES.get(agent_in_labels(info.labels))
+        # A name no built-in profile has is an agent of a user's own: a terminal agent.
+        session = built_in.session if built_in is not None else SessionKind.TERMINAL
+        if info.status is not SandboxStatus.RUNNING or session is SessionKind.SERVER:
             continue
         try:
             sessions[info.name] = app.guest(info.name).agent_report().session_running

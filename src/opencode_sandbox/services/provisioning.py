@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from opencode_sandbox.core.agents import DEFAULT_AGENT, AgentProfile, profile_of
+from opencode_sandbox.core.agents import DEFAULT_AGENT, AgentProfile
 from opencode_sandbox.core.digest import sha256
 from opencode_sandbox.core.providers import without_kept_out_keys
 from opencode_sandbox.core.records import Record
@@ -61,14 +61,37 @@ def agent_sources(profile: AgentProfile, home: Path, project_root: Path) -> list
     return sources
 
 
-def sources_for_environment(project_root: Path, agent: str = DEFAULT_AGENT) -> list[ProvisionSource]:
-    """What the agent's VM gets of the user's configuration: opencode's, or the terminal agent's."""
+def sources_for_environment(project_root: Path, agent: AgentProfile | None = None) -> list[ProvisionSource]:
+    """What the agent's VM gets of the user's configuration: opencode's (`agent` None), or the terminal agent's."""
     home = Path.home()
-    if agent != DEFAULT_AGENT:
-        return agent_sources(profile_of(agent), home, project_root)
+    if agent is not None and agent.name != DEFAULT_AGENT:
+        sources = agent_sources(agent, home, project_root)
+        _refuse_tool_folders(agent, sources, home)
+        return sources
     config_home = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
     data_home = Path(os.environ.get("XDG_DATA_HOME") or home / ".local/share")
     return default_sources(home, config_home, data_home, project_root)
+
+
+def _refuse_tool_folders(agent: AgentProfile, sources: list[ProvisionSource], home: Path) -> None:
+    """An agent of the user's own names its configuration freely: none of it may be, or hold, one of
+    this tool's folders where `XDG_*` moved them (its `secrets.env`, its state). The configuration
+    refuses the usual places already."""
+    from opencode_sandbox.errors import ConfigError
+    from opencode_sandbox.paths import ToolPaths
+
+    folders = [Path(os.path.abspath(folder)) for folder in ToolPaths.from_environment()]
+    for source in sources:
+        if source.within is not None:
+            continue
+        path = Path(os.path.abspath(source.host))
+        for folder in folders:
+            if path == folder or folder.is_relative_to(path) or path.is_relative_to(folder):
+                named = path.relative_to(home).as_posix()
+                raise ConfigError(
+                    f"{agent.title}: its configuration ~/{named} would copy this tool's own {folder} into the VM",
+                    hint=f"name a narrower file or folder under 'config' of the agent '{agent.name}'",
+                )
 
 
 def collect_files(sources: list[ProvisionSource]) -> Collected:

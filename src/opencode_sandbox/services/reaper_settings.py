@@ -48,6 +48,9 @@ class ReaperSettings(Record):
     agent: str = "opencode"
     """The agent's profile: opencode's server is asked about its sessions, a terminal agent's hooks
     are read in the VM."""
+    agent_title: str = ""
+    """How people name the agent, for its notifications: the reaper reads no configuration, where
+    an agent of the user's own is defined."""
     git_branches: int = 200
     """`git-sync-branches`: the most of the VM's branches the sync brings to the host."""
     isolated: bool = False
@@ -83,6 +86,7 @@ def save_settings(settings: ReaperSettings) -> None:
             "unreadable_grace_s": settings.unreadable_grace_s,
             "project_root": settings.project_root,
             "agent": settings.agent,
+            "agent_title": settings.agent_title,
             "notify": settings.notify,
             "git_branches": settings.git_branches,
             "isolated": settings.isolated,
@@ -111,6 +115,7 @@ def load_settings(state_root: Path, slug: str) -> ReaperSettings | None:
             unreadable_grace_s=float(data.get("unreadable_grace_s", UNREADABLE_GRACE_S)),
             project_root=str(data.get("project_root") or ""),
             agent=str(data.get("agent") or "opencode"),
+            agent_title=str(data.get("agent_title") or ""),
             notify=data.get("notify", True) is not False,
             git_branches=int(data.get("git_branches", 200)),
             isolated=data.get("isolated", False) is True,

@@ -2,8 +2,9 @@
 starts it, what of the user's configuration the VM gets, which credentials it reads (as secrets)
 and which hosts it needs, and how the tool learns whether it is working.
 
-One module per agent beside this one; `PROFILES` names them. Pure data: nothing here touches the
-machine.
+One module per agent beside this one; `PROFILES` names them. `custom.py` makes the profiles of the
+user's own agents from their configuration; `find_profile` looks in both. Pure data: nothing here
+touches the machine.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from opencode_sandbox.core.agents.profile import AgentProfile, Credential, Sessi
 from opencode_sandbox.core.egress import SecretRule, parse_rule
 
 __all__ = ["DEFAULT_AGENT", "PROFILES", "AgentProfile", "Credential", "SessionKind", "agent_in_labels",
-           "implied_secrets", "profile_of"]
+           "find_profile", "implied_secrets", "profile_of"]
 
 PROFILES: Mapping[str, AgentProfile] = {
     profile.name: profile
@@ -39,6 +40,12 @@ DEFAULT_AGENT = opencode.PROFILE.name
 def profile_of(name: str) -> AgentProfile:
     """The profile called `name`; KeyError for a name no profile has (the settings refuse those)."""
     return PROFILES[name]
+
+
+def find_profile(name: str, own: tuple[AgentProfile, ...] = ()) -> AgentProfile | None:
+    """The built-in profile called `name`, else the user's own agent of that name (`core/agents/custom.py`);
+    None for neither."""
+    return PROFILES.get(name) or next((profile for profile in own if profile.name == name), None)
 
 
 def implied_secrets(profile: AgentProfile, configured: tuple[SecretRule, ...],

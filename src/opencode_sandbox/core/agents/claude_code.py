@@ -43,4 +43,5 @@ PROFILE = AgentProfile(
     image_files=(("/etc/claude-code/managed-settings.json", MANAGED_SETTINGS),),
     environment=(("DISABLE_AUTOUPDATER", "1"),),
     checkout_config=ConfigSource("claude-code", ".claude"),
+    logins=(".claude/.credentials.json", ".claude.json"),
 )

@@ -36,4 +36,5 @@ PROFILE = AgentProfile(
     environment=(("CLINE_NO_AUTO_UPDATE", "1"), ("CLINE_DISABLE_CLINE_PASS_NOTICE", "1")),
     activity=ActivitySource.TERMINAL,
     checkout_config=ConfigSource("cline", ".cline"),
+    logins=(".cline/data/secrets.json",),
 )

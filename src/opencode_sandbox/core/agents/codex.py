@@ -39,4 +39,5 @@ PROFILE = AgentProfile(
     # The VM is the sandbox: Codex's own (Landlock and seccomp inside the VM) would only stop its commands.
     default_arguments=("--sandbox", "danger-full-access"),
     checkout_config=ConfigSource("codex", ".codex"),
+    logins=(".codex/auth.json",),
 )

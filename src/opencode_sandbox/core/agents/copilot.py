@@ -50,4 +50,5 @@ PROFILE = AgentProfile(
     image_files=(("/etc/github-copilot/policy.d/opencode-sandbox.json", POLICY),),
     environment=(("COPILOT_AUTO_UPDATE", "false"),),
     checkout_config=ConfigSource("copilot", ".copilot"),
+    logins=(".copilot/config.json",),
 )

@@ -37,4 +37,5 @@ PROFILE = AgentProfile(
            "catwalk.charm.land"),
     activity=ActivitySource.TERMINAL,
     checkout_config=ConfigSource("crush", _CONFIG_FOLDER),
+    logins=(".local/share/crush",),
 )

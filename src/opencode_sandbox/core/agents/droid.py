@@ -46,4 +46,5 @@ PROFILE = AgentProfile(
     image_files=(("/etc/factory/settings.json", SYSTEM_SETTINGS),),
     environment=(("FACTORY_DROID_AUTO_UPDATE_ENABLED", "false"),),
     checkout_config=ConfigSource("droid", ".factory"),
+    logins=(".factory/auth.json", ".factory/config.json"),
 )

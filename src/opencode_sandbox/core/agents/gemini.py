@@ -53,4 +53,5 @@ PROFILE = AgentProfile(
     # The VM is the sandbox: a container of Gemini CLI's own would need a container engine in the VM.
     environment=(("GEMINI_SANDBOX", "false"),),
     checkout_config=ConfigSource("gemini", ".gemini"),
+    logins=(".gemini/oauth_creds.json", ".gemini/google_accounts.json", ".gemini/mcp-oauth-tokens.json"),
 )

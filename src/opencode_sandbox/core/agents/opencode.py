@@ -16,4 +16,5 @@ PROFILE = AgentProfile(
     credentials=(),
     # Under `allowlist` it reaches what the user allows: its providers' hosts are theirs to choose.
     hosts=(),
+    logins=(".local/share/opencode/auth.json", ".local/share/opencode/mcp-auth.json"),
 )

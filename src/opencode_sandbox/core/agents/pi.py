@@ -67,4 +67,5 @@ PROFILE = AgentProfile(
     environment=(("PI_SKIP_VERSION_CHECK", "1"),),
     default_arguments=("--extension", EXTENSION),
     checkout_config=ConfigSource("pi", _AGENT_FOLDER),
+    logins=(".pi/agent/auth.json",),
 )

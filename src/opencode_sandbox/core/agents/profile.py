@@ -54,7 +54,7 @@ class AgentProfile(Record):
     title: str
     """How people name it."""
     package: str
-    """The npm package the image installs."""
+    """The npm package the image installs; empty for an agent its `install` command installs."""
     command: str
     """The program the package puts on the PATH."""
     session: SessionKind
@@ -76,6 +76,15 @@ class AgentProfile(Record):
     """How the tool learns whether the agent is in the middle of a turn."""
     checkout_config: ConfigSource | None = None
     """A folder of the checkout, relative to its `.opencode-sandbox/`, copied over the user's configuration."""
+    logins: tuple[str, ...] = ()
+    """Where the agent keeps its logins, relative to the home: never copied into the VM, and no
+    configuration of an agent of the user's own may name them."""
+    install: str = ""
+    """A shell script run as root at image build that installs the agent instead of `package`
+    (an agent of the user's own): its version is the script's to choose, and nothing checks for updates."""
+    version_flag: str = "--version"
+    """The argument that makes `command` print its version, run once at build to prove the install;
+    empty: the build checks only that `command` is on the PATH."""
 
     def session_command(self, arguments: tuple[str, ...] | list[str]) -> list[str]:
         """The agent's command line in a terminal session, the user's arguments after it."""

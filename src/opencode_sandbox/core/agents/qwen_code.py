@@ -57,4 +57,5 @@ PROFILE = AgentProfile(
     # The VM is the sandbox: a container of Qwen Code's own would need a container engine in the VM.
     environment=(("QWEN_SANDBOX", "false"),),
     checkout_config=ConfigSource("qwen-code", ".qwen"),
+    logins=(".qwen/oauth_creds.json",),
 )

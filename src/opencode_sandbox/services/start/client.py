@@ -154,6 +154,7 @@ def _hand_to_reaper(app: App, ready: ReadyVm, leaving: bool = False) -> None:
         unreadable_grace_s=max(UNREADABLE_GRACE_S, settings.daemon_start_timeout.total_seconds()),
         project_root=str(app.project.root) if app.project.is_git else "",
         agent=settings.agent,
+        agent_title=settings.agent_profile.title,
         notify=settings.notify,
         git_branches=settings.git_sync_branches,
         isolated=works_isolated(app),
@@ -193,9 +194,9 @@ def resolve_worktree(app: App, ready: ReadyVm, worktree: str) -> str:
 
 def run_attached(app: App, rebuild: bool, worktree: str | None, serve_only: bool,
                  opencode_args: Sequence[str], wait_forever: Callable[[], None]) -> int:
-    from opencode_sandbox.core.agents import SessionKind, profile_of
+    from opencode_sandbox.core.agents import SessionKind
 
-    profile = profile_of(app.settings.agent)
+    profile = app.settings.agent_profile
     if profile.session is SessionKind.TERMINAL:
         return run_terminal_agent(app, rebuild, worktree, serve_only, opencode_args)
     if not serve_only and not sys.stdin.isatty():
@@ -227,12 +228,11 @@ def run_terminal_agent(app: App, rebuild: bool, worktree: str | None, serve_only
     The session outlives this client: a closed terminal leaves the agent working."""
     import os
 
-    from opencode_sandbox.core.agents import profile_of
     from opencode_sandbox.core.naming import vm_name
     from opencode_sandbox.guest.terminal_session import WORKSPACE, attach_command
     from opencode_sandbox.services.start.early_session import EarlySession
 
-    profile = profile_of(app.settings.agent)
+    profile = app.settings.agent_profile
     if worktree:
         raise UsageError(f"worktrees (-w) are opencode's; {profile.title} works in the checkout",
                          hint="run without -w, or create a branch in the VM with git")

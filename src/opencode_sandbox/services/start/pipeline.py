@@ -287,12 +287,12 @@ class Start:
         return None
 
     def _ask_agent_upgrade(self, update_check: UpdateCheck) -> str | None:
-        from opencode_sandbox.core.agents import DEFAULT_AGENT, profile_of
+        from opencode_sandbox.core.agents import DEFAULT_AGENT
 
         if self.app.settings.agent == DEFAULT_AGENT:  # opencode's version is `_ask_upgrade`'s
             return None
         newer = update_check.pending_agent_version()
-        title = profile_of(self.app.settings.agent).title
+        title = self.app.settings.agent_profile.title
         if newer and confirm(self.console, f"{title} {newer} is available. Rebuild the image now?", default=False,
                              interactive=self.app.interactive):
             return newer

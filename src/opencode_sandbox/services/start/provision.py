@@ -36,7 +36,7 @@ class ProvisionFacts(Record):
 
 def gather(app: App, home_volume: str | None) -> ProvisionFacts:
     """What to copy into a VM on `home_volume`: every file changed since the last copy into it."""
-    sources = provisioning.sources_for_environment(app.project.root, app.settings.agent)
+    sources = provisioning.sources_for_environment(app.project.root, app.settings.agent_profile)
     secret_names = {secret.name for secret in app.settings.secrets}
     collected = provisioning.collect_files(sources)
     files, credentials = provisioning.without_agent_credentials(
