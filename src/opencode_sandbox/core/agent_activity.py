@@ -1,6 +1,7 @@
-"""What a terminal agent is doing, read from the VM: whether its terminal session runs, and the last
-state its hooks recorded (`core/agents/profile.ACTIVITY_FILE`). The VM writes that file, so every
-line of it is read as untrusted text.
+"""What a terminal agent is doing, read from the VM: whether its terminal session runs, how long ago
+the session last printed and a client last pressed a key in it, and the last state its hooks
+recorded (`core/agents/profile.ACTIVITY_FILE`). The VM writes all of it, so every line is read as
+untrusted text.
 """
 
 from __future__ import annotations
@@ -8,11 +9,16 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 
+from opencode_sandbox.core.agents.profile import ActivitySource
 from opencode_sandbox.core.quiescence import DaemonActivity, PendingQuestion, SessionState
 from opencode_sandbox.core.records import Record
 
 SESSION_LINE = "session"
-"""The report's first line when the agent's terminal session runs (`none` when it does not)."""
+"""The first word of the report's first line when the agent's terminal session runs (`none` when it
+does not); the seconds since the session last printed and since a client last pressed a key in it
+(or attached) follow, as the VM's clock counts them."""
+_SECONDS = re.compile(r"-?[0-9]{1,12}")
+"""ASCII digits only (`int` takes others too); below zero when the VM's clock went back."""
 
 
 class AgentState(StrEnum):
@@ -37,28 +43,48 @@ class AgentReport(Record):
     """None before any hook ran, or when the file holds something else."""
     at_ns: int = 0
     """When the hook recorded `state`, in the VM's clock (ns since the epoch): what tells one event from the next."""
+    quiet_s: int | None = None
+    """Seconds since the session's terminal last printed; None when the VM does not tell."""
+    keys_s: int | None = None
+    """Seconds since a client last pressed a key in the session or attached to it; None when the VM does not tell."""
 
 
 def parse_report(output: str) -> AgentReport:
-    """The report `guest/shell.py` prints: `session` or `none`, then the activity file's line."""
+    """The report `guest/terminal_session.report_script` prints: `session QUIET KEYS` or `none`, then
+    the activity file's line."""
     lines = output.splitlines()
-    running = bool(lines) and lines[0].strip() == SESSION_LINE
+    first = lines[0].split() if lines else []
+    running = first[:1] == [SESSION_LINE]
+    quiet_s, keys_s = _seconds(first[1:]) if running else (None, None)
     words = lines[1].split() if len(lines) > 1 else []
     if len(words) != 2 or not re.fullmatch(r"[0-9]{1,19}", words[1]):  # ASCII digits: `int` takes others too
-        return AgentReport(running)
+        return AgentReport(running, quiet_s=quiet_s, keys_s=keys_s)
     try:
         state = AgentState(words[0])
     except ValueError:
-        return AgentReport(running)
-    return AgentReport(running, state, int(words[1]))
+        return AgentReport(running, quiet_s=quiet_s, keys_s=keys_s)
+    return AgentReport(running, state, int(words[1]), quiet_s, keys_s)
+
+
+def _seconds(words: list[str]) -> tuple[int | None, int | None]:
+    if len(words) != 2 or not all(_SECONDS.fullmatch(word) for word in words):
+        return None, None
+    return max(0, int(words[0])), max(0, int(words[1]))
 
 
 SESSION_ID = "agent"
 
 
-def as_activity(report: AgentReport) -> DaemonActivity:
+def as_activity(report: AgentReport, source: ActivitySource) -> DaemonActivity:
     """The agent's session as the stop decision reads opencode's: busy in a turn, asking with a
-    question pending, idle otherwise. A session that no longer runs does nothing."""
+    question pending, idle otherwise; told by its hooks, or by its terminal's output for an agent
+    without them (`core/terminal_activity.py`). A session that no longer runs does nothing."""
+    if source is ActivitySource.TERMINAL:
+        from opencode_sandbox.core.terminal_activity import printing
+
+        if not report.session_running or report.quiet_s is None:
+            return DaemonActivity({})
+        return DaemonActivity({SESSION_ID: SessionState.busy() if printing(report) else SessionState.idle()})
     if not report.session_running or report.state is None:
         return DaemonActivity({})
     if report.state is AgentState.BUSY:

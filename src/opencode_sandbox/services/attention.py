@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.agents import DEFAULT_AGENT, profile_of
+from opencode_sandbox.core.agents.profile import ActivitySource
 from opencode_sandbox.core.attention import Attention, agent_attention, daemon_attention
 from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.state.files import ensure_private_dir, write_atomic
@@ -104,7 +105,12 @@ class AttentionWatch:
             report = guests(self._runtimes(settings.runtime_kind), settings.vm_name).agent_report()
         except SandboxError:
             return None  # not readable now: the next reading compares with the last good one
-        attention = agent_attention(self._agent_before, report, profile_of(settings.agent).title, project)
+        profile = profile_of(settings.agent)
+        if profile.activity is ActivitySource.TERMINAL:
+            from opencode_sandbox.core.terminal_activity import with_output_state
+
+            report = with_output_state(self._agent_before, report)
+        attention = agent_attention(self._agent_before, report, profile.title, project, profile.activity)
         self._agent_before = report
         return attention
 
