@@ -8,11 +8,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+from opencode_sandbox.core import agents
 from opencode_sandbox.core.agent_activity import AgentReport, AgentState
+from opencode_sandbox.core.agents.profile import ActivitySource
 from opencode_sandbox.core.attention import Attention
 from opencode_sandbox.core.naming import managed_labels, runner_image, vm_name
 from opencode_sandbox.core.quiescence import DaemonActivity
 from opencode_sandbox.core.stop_mode import StopMode
+from opencode_sandbox.core.terminal_activity import QUIET_AFTER_S
 from opencode_sandbox.runtime.kind import RuntimeKind
 from opencode_sandbox.runtime.types import SandboxSpec
 from opencode_sandbox.services.attention import AttentionWatch, BellRinger, claim, desktop_command
@@ -112,3 +117,21 @@ def test_the_watch_is_quiet_when_notify_is_off(tmp_path: Path) -> None:
         guests.agent_reports[VM] = report
         watch(settings)
     assert commands == [] and logged == [] and not ProjectLayout(tmp_path / SLUG).attention.exists()
+
+
+def test_for_an_agent_without_hooks_the_watch_signals_once_when_its_terminal_falls_quiet(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hookless = agents.PROFILES["codex"]._replace(activity=ActivitySource.TERMINAL)
+    monkeypatch.setattr(agents, "PROFILES", {**agents.PROFILES, "codex": hookless})
+    runtime = running_vm()
+    guests, commands, logged = runtime.guests, [], []
+    watch = AttentionWatch(lambda kind: runtime, lambda settings: DaemonActivity({}), logged.append, guests=guests,
+                           run=commands.append, environ={"DISPLAY": ":0"})
+    settings = reaper_settings(tmp_path)
+    quiet = QUIET_AFTER_S + 1
+    for report in (AgentReport(True, AgentState.WAITING, 1, quiet, 60),  # the hooks' file is not read
+                   AgentReport(True, quiet_s=0, keys_s=30), AgentReport(True, quiet_s=0, keys_s=0),
+                   AgentReport(True, AgentState.BUSY, 2, quiet, 60), AgentReport(True, quiet_s=quiet + 5, keys_s=65)):
+        guests.agent_reports[VM] = report
+        watch(settings)
+    assert len(logged) == 1 and "Codex finished its turn in shop" in logged[0], logged
