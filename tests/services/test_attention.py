@@ -129,9 +129,12 @@ def test_for_an_agent_without_hooks_the_watch_signals_once_when_its_terminal_fal
                            run=commands.append, environ={"DISPLAY": ":0"})
     settings = reaper_settings(tmp_path)
     quiet = QUIET_AFTER_S + 1
-    for report in (AgentReport(True, AgentState.WAITING, 1, quiet, 60),  # the hooks' file is not read
-                   AgentReport(True, quiet_s=0, keys_s=30), AgentReport(True, quiet_s=0, keys_s=0),
-                   AgentReport(True, AgentState.BUSY, 2, quiet, 60), AgentReport(True, quiet_s=quiet + 5, keys_s=65)):
+    for report in (AgentReport(True, AgentState.WAITING, 1, quiet, 60, 940),  # the hooks' file is not read
+                   AgentReport(True, quiet_s=0, keys_s=30, printed_at_s=1000),  # its spinner
+                   AgentReport(True, quiet_s=0, keys_s=32, printed_at_s=1002),
+                   AgentReport(True, quiet_s=0, keys_s=0, printed_at_s=1004),  # a client attached
+                   AgentReport(True, AgentState.BUSY, 2, quiet, 60, 1004),
+                   AgentReport(True, quiet_s=quiet + 5, keys_s=65, printed_at_s=1004)):
         guests.agent_reports[VM] = report
         watch(settings)
     assert len(logged) == 1 and "Codex finished its turn in shop" in logged[0], logged

@@ -16,9 +16,9 @@ from opencode_sandbox.core.terminal_activity import QUIET_AFTER_S
 from opencode_sandbox.services.reaper import TerminalAgentReader
 from tests.services.test_attention import VM, reaper_settings, running_vm
 
-PRINTING = AgentReport(True, AgentState.WAITING, 1, quiet_s=0, keys_s=60)
+PRINTING = AgentReport(True, AgentState.WAITING, 1, quiet_s=0, keys_s=60, printed_at_s=1000)
 """Its terminal printed a moment ago; its hooks' file says it waits."""
-QUIET = AgentReport(True, AgentState.BUSY, 2, quiet_s=QUIET_AFTER_S, keys_s=60)
+QUIET = AgentReport(True, AgentState.BUSY, 2, quiet_s=QUIET_AFTER_S, keys_s=60, printed_at_s=1000)
 """Its terminal has been quiet for the window; its hooks' file says it works."""
 
 

@@ -15,10 +15,10 @@ from opencode_sandbox.core.records import Record
 
 SESSION_LINE = "session"
 """The first word of the report's first line when the agent's terminal session runs (`none` when it
-does not); the seconds since the session last printed and since a client last pressed a key in it
-(or attached) follow, as the VM's clock counts them."""
-_SECONDS = re.compile(r"-?[0-9]{1,12}")
-"""ASCII digits only (`int` takes others too); below zero when the VM's clock went back."""
+does not); the VM's clock follows (seconds since the epoch): now, when the session last printed,
+when a client last pressed a key in it or attached."""
+_SECONDS = re.compile(r"[0-9]{1,12}")
+"""ASCII digits only: `int` takes others too."""
 
 
 class AgentState(StrEnum):
@@ -47,29 +47,34 @@ class AgentReport(Record):
     """Seconds since the session's terminal last printed; None when the VM does not tell."""
     keys_s: int | None = None
     """Seconds since a client last pressed a key in the session or attached to it; None when the VM does not tell."""
+    printed_at_s: int = 0
+    """When the session last printed, in the VM's clock (s since the epoch): what tells new output
+    from the output an earlier report saw."""
 
 
 def parse_report(output: str) -> AgentReport:
-    """The report `guest/terminal_session.report_script` prints: `session QUIET KEYS` or `none`, then
-    the activity file's line."""
+    """The report `guest/terminal_session.report_script` prints: `session NOW OUTPUT KEY` or `none`,
+    then the activity file's line."""
     lines = output.splitlines()
     first = lines[0].split() if lines else []
     running = first[:1] == [SESSION_LINE]
-    quiet_s, keys_s = _seconds(first[1:]) if running else (None, None)
+    session = _terminal(running, first[1:])
     words = lines[1].split() if len(lines) > 1 else []
     if len(words) != 2 or not re.fullmatch(r"[0-9]{1,19}", words[1]):  # ASCII digits: `int` takes others too
-        return AgentReport(running, quiet_s=quiet_s, keys_s=keys_s)
+        return session
     try:
         state = AgentState(words[0])
     except ValueError:
-        return AgentReport(running, quiet_s=quiet_s, keys_s=keys_s)
-    return AgentReport(running, state, int(words[1]), quiet_s, keys_s)
+        return session
+    return session._replace(state=state, at_ns=int(words[1]))
 
 
-def _seconds(words: list[str]) -> tuple[int | None, int | None]:
-    if len(words) != 2 or not all(_SECONDS.fullmatch(word) for word in words):
-        return None, None
-    return max(0, int(words[0])), max(0, int(words[1]))
+def _terminal(running: bool, words: list[str]) -> AgentReport:
+    """The session's times, as spans: a clock that went back makes them zero, never negative."""
+    if not running or len(words) != 3 or not all(_SECONDS.fullmatch(word) for word in words):
+        return AgentReport(running)
+    now, printed, key = (int(word) for word in words)
+    return AgentReport(running, quiet_s=max(0, now - printed), keys_s=max(0, now - key), printed_at_s=printed)
 
 
 SESSION_ID = "agent"

@@ -1,6 +1,6 @@
 """What an agent without hooks (`ActivitySource.TERMINAL`) is doing, told by its terminal session's
 output: a working agent's interface prints all along its turn (its spinner, its elapsed time), and
-one that waits for the user prints nothing. The figures behind the two spans are in docs/agents.md.
+one that waits for the user prints nothing. The figures behind the spans are in docs/agents.md.
 """
 
 from __future__ import annotations
@@ -10,8 +10,11 @@ from opencode_sandbox.core.agent_activity import AgentReport, AgentState
 QUIET_AFTER_S = 10
 """A session that printed within this span works; one quiet for longer waits for the user."""
 ECHO_S = 2
-"""Output this soon after a key or an attach is the terminal answering the user (their typing
-echoed, the screen drawn again for a new client), not the agent working on its own."""
+"""Output this soon after a key, an attach or the session's start is the terminal answering the user
+(their typing echoed, the screen drawn for a new client, the agent's first screen), not a turn."""
+FRESH_S = 1
+"""Output at most this old when a report is read is still going on: a spinner's frames come many
+times a second, and the VM counts whole seconds."""
 
 
 def printing(report: AgentReport) -> bool:
@@ -20,16 +23,26 @@ def printing(report: AgentReport) -> bool:
 
 
 def with_output_state(before: AgentReport | None, now: AgentReport) -> AgentReport:
-    """`now` with the state its output tells, for the signal when the agent needs the user: busy
-    while the agent prints on its own, waiting once it is quiet; output that answers the user's keys
-    keeps the state `before` (waiting when there is none). The hooks' own state, if any, is dropped."""
+    """`now` with the state its output tells, for the signal when the agent needs the user, from two
+    reports a few seconds apart: busy once the agent prints on its own in both (fresh each time,
+    newer in the second: a spinner, not a notice drawn once), waiting once it has been quiet for
+    `QUIET_AFTER_S`; anything else keeps the state `before` (waiting when there is none). The
+    hooks' state, if any, is dropped."""
+    kept = before.state if before is not None and before.state is not None else AgentState.WAITING
     state: AgentState | None
     if not now.session_running or now.quiet_s is None:
         state = None
     elif not printing(now):
         state = AgentState.WAITING
-    elif now.keys_s is None or now.keys_s - now.quiet_s >= ECHO_S:
+    elif before is not None and _on_its_own(before) and _on_its_own(now) and now.printed_at_s > before.printed_at_s:
         state = AgentState.BUSY
     else:
-        state = before.state if before is not None and before.state is not None else AgentState.WAITING
-    return AgentReport(now.session_running, state, 0, now.quiet_s, now.keys_s)
+        state = kept
+    return now._replace(state=state, at_ns=0)
+
+
+def _on_its_own(report: AgentReport) -> bool:
+    """Fresh output that answers no key of the user's."""
+    if report.quiet_s is None or report.keys_s is None or report.quiet_s > FRESH_S:
+        return False
+    return report.keys_s - report.quiet_s >= ECHO_S
