@@ -22,8 +22,8 @@ def spinning(start: int, end: int) -> list[AgentReport]:
     return [at(now, now) for now in range(start, end, 2)]
 
 
-def quiet(start: int, end: int, printed: int) -> list[AgentReport]:
-    return [at(now, printed) for now in range(start, end, 2)]
+def quiet(start: int, end: int, printed: int, key: int = KEY) -> list[AgentReport]:
+    return [at(now, printed, key) for now in range(start, end, 2)]
 
 
 def states(*reports: AgentReport) -> list[AgentState | None]:
@@ -63,9 +63,14 @@ def test_a_spinner_is_a_turn_and_silence_past_the_window_is_its_end() -> None:
 
 def test_output_that_answers_the_users_keys_is_no_turn() -> None:
     typing = [at(now, now, key=now) for now in range(1010, 1030, 2)]
-    assert set(states(*typing, *quiet(1030, 1050, 1029))) == {AgentState.WAITING}
+    assert set(states(*typing, *quiet(1030, 1050, 1028, key=1028))) == {AgentState.WAITING}
     echo = [at(now, now, key=now - ECHO_S + 1) for now in range(1010, 1030, 2)]
     assert set(states(*echo)) == {AgentState.WAITING}
+
+
+def test_the_first_look_may_see_the_users_enter() -> None:
+    enter = at(1010, 1010, key=1010)
+    assert states(enter, at(1012, 1012, key=1010)) == [AgentState.WAITING, AgentState.BUSY]
 
 
 def test_a_client_that_attaches_during_a_turn_keeps_it_busy() -> None:

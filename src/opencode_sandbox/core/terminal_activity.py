@@ -24,25 +24,27 @@ def printing(report: AgentReport) -> bool:
 
 def with_output_state(before: AgentReport | None, now: AgentReport) -> AgentReport:
     """`now` with the state its output tells, for the signal when the agent needs the user, from two
-    reports a few seconds apart: busy once the agent prints on its own in both (fresh each time,
-    newer in the second: a spinner, not a notice drawn once), waiting once it has been quiet for
-    `QUIET_AFTER_S`; anything else keeps the state `before` (waiting when there is none). The
-    hooks' state, if any, is dropped."""
+    reports a few seconds apart: busy once output is fresh in both, newer in the second (a spinner,
+    not a notice drawn once), and in the second answers no key of the user's (the first may be their
+    Enter); waiting once it has been quiet for `QUIET_AFTER_S`; anything else keeps the state
+    `before` (waiting when there is none). The hooks' state, if any, is dropped."""
     kept = before.state if before is not None and before.state is not None else AgentState.WAITING
     state: AgentState | None
     if not now.session_running or now.quiet_s is None:
         state = None
     elif not printing(now):
         state = AgentState.WAITING
-    elif before is not None and _on_its_own(before) and _on_its_own(now) and now.printed_at_s > before.printed_at_s:
+    elif before is not None and _fresh(before) and _on_its_own(now) and now.printed_at_s > before.printed_at_s:
         state = AgentState.BUSY
     else:
         state = kept
     return now._replace(state=state, at_ns=0)
 
 
+def _fresh(report: AgentReport) -> bool:
+    return report.quiet_s is not None and report.quiet_s <= FRESH_S
+
+
 def _on_its_own(report: AgentReport) -> bool:
     """Fresh output that answers no key of the user's."""
-    if report.quiet_s is None or report.keys_s is None or report.quiet_s > FRESH_S:
-        return False
-    return report.keys_s - report.quiet_s >= ECHO_S
+    return _fresh(report) and report.keys_s is not None and report.keys_s - (report.quiet_s or 0) >= ECHO_S
