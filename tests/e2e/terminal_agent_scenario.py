@@ -19,9 +19,10 @@ from pathlib import Path
 from opencode_sandbox.core.agent_activity import parse_report
 from opencode_sandbox.core.agents import profile_of
 from opencode_sandbox.core.agents.profile import ACTIVITY_FILE, ActivitySource
-from opencode_sandbox.core.terminal_activity import printing
+from opencode_sandbox.core.terminal_activity import ECHO_S, printing
 from opencode_sandbox.guest.terminal_session import report_script
 from opencode_sandbox.images.updater import record_baked_agent_version
+from opencode_sandbox.services.attention import WATCH_INTERVAL_S
 from tests.e2e.harness import Project, Tmux, wait_until
 from tests.fixtures.agents import CLAUDE_CODE_VERSION, CODEX_VERSION
 from tests.fixtures.model_server import MODEL_ID, ModelServer, Reply, Step, ToolCall, step
@@ -118,6 +119,14 @@ def assert_the_vm_reports_a_turn(in_vm: InVm, case: AgentCase) -> None:
     assert printing(report), f"the agent's terminal prints while its turn runs: {report}"
 
 
+def printed_on_its_own_s(in_vm: InVm) -> int:
+    """How long the session has printed since the last key or attach, as the VM reports it."""
+    report = parse_report(in_vm(report_script(), "dev"))
+    if not printing(report) or report.keys_s is None or report.quiet_s is None:
+        return 0
+    return report.keys_s - report.quiet_s
+
+
 def agent_steps(case: AgentCase) -> list[Step]:
     """The script: the agent's tool call that writes the note, then its final answer, held back."""
     return [step(case.write_note), step(Reply(DONE), held=True)]
@@ -207,6 +216,10 @@ def run_scenario(project: Project, case: AgentCase, model: ModelServer, steps: l
         assert wait_until(lambda: "holding" in project.reaper_log(), 60 * slow), project.reaper_log()
         assert project.vm_running() and session_running(), project.reaper_log()
         assert "sessions still working" in project.reaper_log()
+        if profile_of(case.name).activity is ActivitySource.TERMINAL:
+            # Its terminal tells a turn from looks seconds apart: the turn prints on its own a few looks'
+            # time before another terminal attaches (and draws the screen again).
+            assert wait_until(lambda: printed_on_its_own_s(in_vm) > ECHO_S + 3 * WATCH_INTERVAL_S, 60 * slow)
 
         # Two terminals attach to the same session: the conversation is there.
         for number in (2, 3):
