@@ -17,6 +17,7 @@ from opencode_sandbox.core.egress import parse_rule
 from opencode_sandbox.core.quiescence import decide_stop
 from opencode_sandbox.core.secrets import parse_secret
 from opencode_sandbox.core.stop_mode import StopMode
+from opencode_sandbox.core.terminal_activity import QUIET_AFTER_S
 
 
 def test_opencode_is_the_default_and_the_command_line_names_every_profile() -> None:
@@ -256,6 +257,16 @@ def test_the_agents_hosts_are_rules_of_the_network_policy() -> None:
         ("session\nbusy " + "9" * 400 + "\n", AgentReport(True)),
         ("session\nbusy -3\n", AgentReport(True)),
         ("sessions\nbusy 12\n", AgentReport(False, AgentState.BUSY, 12)),
+        ("session 1000 997 960\nwaiting 12\n", AgentReport(True, AgentState.WAITING, 12, 3, 40, 997)),
+        ("session 1000 1000 993\n", AgentReport(True, quiet_s=0, keys_s=7, printed_at_s=1000)),
+        ("session 1000 1002 995\n", AgentReport(True, quiet_s=0, keys_s=5, printed_at_s=1002)),
+        ("session 1000 997\n", AgentReport(True)),
+        ("session 1000 997 960 1\n", AgentReport(True)),
+        ("session 1000 997 x\n", AgentReport(True)),
+        ("session 1000 -3 960\n", AgentReport(True)),
+        ("session \u00b2 1 1\n", AgentReport(True)),
+        ("session 1000 " + "9" * 13 + " 1\n", AgentReport(True)),
+        ("none 1000 997 960\n", AgentReport(False)),
     ],
 )
 def test_the_report_is_read_as_untrusted_text(output: str, expected: AgentReport) -> None:
@@ -275,7 +286,26 @@ def test_the_report_is_read_as_untrusted_text(output: str, expected: AgentReport
     ],
 )
 def test_only_a_turn_in_progress_in_a_running_session_holds_the_vm(report: AgentReport, holds: bool) -> None:
-    decision = decide_stop(as_activity(report), StopMode.WAIT_FOR_QUIESCENCE, 10)
+    decision = decide_stop(as_activity(report, ActivitySource.HOOKS), StopMode.WAIT_FOR_QUIESCENCE, 10)
+    assert decision.stop is not holds, decision.reason
+
+
+@pytest.mark.parametrize(
+    ("report", "holds"),
+    [
+        (AgentReport(True, quiet_s=0, keys_s=300), True),
+        (AgentReport(True, quiet_s=QUIET_AFTER_S - 1, keys_s=300), True),
+        (AgentReport(True, quiet_s=0, keys_s=0), True),
+        (AgentReport(True, AgentState.WAITING, 1, quiet_s=0, keys_s=300), True),
+        (AgentReport(True, quiet_s=QUIET_AFTER_S, keys_s=300), False),
+        (AgentReport(True, AgentState.BUSY, 1, quiet_s=600, keys_s=900), False),
+        (AgentReport(True, AgentState.BUSY, 1), False),
+        (AgentReport(False, quiet_s=0, keys_s=300), False),
+    ],
+)
+def test_without_hooks_a_session_that_printed_lately_holds_the_vm_whatever_the_hooks_file_says(
+        report: AgentReport, holds: bool) -> None:
+    decision = decide_stop(as_activity(report, ActivitySource.TERMINAL), StopMode.WAIT_FOR_QUIESCENCE, 10)
     assert decision.stop is not holds, decision.reason
 
 

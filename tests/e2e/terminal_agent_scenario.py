@@ -18,9 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from opencode_sandbox.core.agent_activity import parse_report
 from opencode_sandbox.core.agents import profile_of
-from opencode_sandbox.core.agents.profile import ActivitySource
+from opencode_sandbox.core.agents.profile import ACTIVITY_FILE, ActivitySource
+from opencode_sandbox.core.terminal_activity import ECHO_S, printing
+from opencode_sandbox.guest.terminal_session import report_script
 from opencode_sandbox.images.updater import record_baked_agent_version
+from opencode_sandbox.services.attention import WATCH_INTERVAL_S
 from tests.e2e.harness import Project, Tmux, wait_until
 from tests.fixtures.agents import (
     CLAUDE_CODE_VERSION,
@@ -242,6 +246,24 @@ def assert_the_vm_holds_only_the_placeholder(in_vm: InVm, variable: str) -> None
 
 
 
+def assert_the_vm_reports_a_turn(in_vm: InVm, case: AgentCase) -> None:
+    """In the middle of a turn: the agent's hooks recorded it, or, for an agent without hooks, its
+    terminal printed within the window that tells a working agent."""
+    if profile_of(case.name).activity is ActivitySource.HOOKS:
+        assert in_vm(f"cat ~/{ACTIVITY_FILE}", "dev").startswith("busy "), "the agent's hooks recorded its turn"
+        return
+    report = parse_report(in_vm(report_script(), "dev"))
+    assert printing(report), f"the agent's terminal prints while its turn runs: {report}"
+
+
+def printed_on_its_own_s(in_vm: InVm) -> int:
+    """How long the session has printed since the last key or attach, as the VM reports it."""
+    report = parse_report(in_vm(report_script(), "dev"))
+    if not printing(report) or report.keys_s is None or report.quiet_s is None:
+        return 0
+    return report.keys_s - report.quiet_s
+
+
 def agent_steps(case: AgentCase) -> list[Step]:
     """The script: the agent's tool call that writes the note, then its final answer, held back."""
     return [step(case.write_note), step(Reply(DONE), held=True)]
@@ -329,9 +351,7 @@ def run_scenario(project: Project, case: AgentCase, model: ModelServer, steps: l
         sent = case.keys_sent(model)
         assert sent and set(sent) == {KEY}, "the key reaches the model only as the secret's value"
         assert_the_vm_holds_only_the_placeholder(in_vm, case.variable)
-        if profile_of(case.name).activity is ActivitySource.HOOKS:
-            assert in_vm("cat ~/.local/state/opencode-sandbox/agent-activity", "dev").startswith("busy "), \
-                "the agent's hooks recorded its turn"
+        assert_the_vm_reports_a_turn(in_vm, case)
 
         # The terminal closes in the middle of the turn: the agent goes on, and the VM is not stopped.
         first.close()
@@ -339,6 +359,10 @@ def run_scenario(project: Project, case: AgentCase, model: ModelServer, steps: l
         assert wait_until(lambda: "holding" in project.reaper_log(), 60 * slow), project.reaper_log()
         assert project.vm_running() and session_running(), project.reaper_log()
         assert "sessions still working" in project.reaper_log()
+        if profile_of(case.name).activity is ActivitySource.TERMINAL:
+            # Its terminal tells a turn from looks seconds apart: the turn prints on its own a few looks'
+            # time before another terminal attaches (and draws the screen again).
+            assert wait_until(lambda: printed_on_its_own_s(in_vm) > ECHO_S + 3 * WATCH_INTERVAL_S, 60 * slow)
 
         # Two terminals attach to the same session: the conversation is there.
         for number in (2, 3):

@@ -8,11 +8,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+from opencode_sandbox.core import agents
 from opencode_sandbox.core.agent_activity import AgentReport, AgentState
+from opencode_sandbox.core.agents.profile import ActivitySource
 from opencode_sandbox.core.attention import Attention
 from opencode_sandbox.core.naming import managed_labels, runner_image, vm_name
 from opencode_sandbox.core.quiescence import DaemonActivity
 from opencode_sandbox.core.stop_mode import StopMode
+from opencode_sandbox.core.terminal_activity import QUIET_AFTER_S
 from opencode_sandbox.runtime.kind import RuntimeKind
 from opencode_sandbox.runtime.types import SandboxSpec
 from opencode_sandbox.services.attention import AttentionWatch, BellRinger, claim, desktop_command
@@ -115,13 +120,38 @@ def test_the_watch_is_quiet_when_notify_is_off(tmp_path: Path) -> None:
 
 
 def test_the_signal_names_an_agent_of_the_users_own_by_the_title_the_start_recorded(tmp_path: Path) -> None:
-    """The reaper reads no configuration: the title of the user's agent comes with its settings."""
+    """The reaper reads no configuration: the title of the user's agent comes with its settings, and
+    an agent of the user's own has no hooks, so its terminal tells when its turn ends."""
     runtime = running_vm()
     guests, logged = runtime.guests, []
     watch = AttentionWatch(lambda kind: runtime, lambda settings: DaemonActivity({}), logged.append, guests=guests,
                            run=lambda command: None, environ={})
     settings = reaper_settings(tmp_path, agent="grok-of-mine")._replace(agent_title="Grok CLI")
-    for report in (AgentReport(True, AgentState.BUSY, 1), AgentReport(True, AgentState.WAITING, 2)):
+    quiet = QUIET_AFTER_S + 1
+    for report in (AgentReport(True, quiet_s=0, keys_s=30, printed_at_s=1000),  # its spinner, on its own
+                   AgentReport(True, quiet_s=0, keys_s=32, printed_at_s=1002),
+                   AgentReport(True, quiet_s=quiet, keys_s=45, printed_at_s=1002)):
         guests.agent_reports[VM] = report
         watch(settings)
     assert len(logged) == 1 and "Grok CLI finished its turn in shop" in logged[0], logged
+
+
+def test_for_an_agent_without_hooks_the_watch_signals_once_when_its_terminal_falls_quiet(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hookless = agents.PROFILES["codex"]._replace(activity=ActivitySource.TERMINAL)
+    monkeypatch.setattr(agents, "PROFILES", {**agents.PROFILES, "codex": hookless})
+    runtime = running_vm()
+    guests, commands, logged = runtime.guests, [], []
+    watch = AttentionWatch(lambda kind: runtime, lambda settings: DaemonActivity({}), logged.append, guests=guests,
+                           run=commands.append, environ={"DISPLAY": ":0"})
+    settings = reaper_settings(tmp_path)
+    quiet = QUIET_AFTER_S + 1
+    for report in (AgentReport(True, AgentState.WAITING, 1, quiet, 60, 940),  # the hooks' file is not read
+                   AgentReport(True, quiet_s=0, keys_s=30, printed_at_s=1000),  # its spinner
+                   AgentReport(True, quiet_s=0, keys_s=32, printed_at_s=1002),
+                   AgentReport(True, quiet_s=0, keys_s=0, printed_at_s=1004),  # a client attached
+                   AgentReport(True, AgentState.BUSY, 2, quiet, 60, 1004),
+                   AgentReport(True, quiet_s=quiet + 5, keys_s=65, printed_at_s=1004)):
+        guests.agent_reports[VM] = report
+        watch(settings)
+    assert len(logged) == 1 and "Codex finished its turn in shop" in logged[0], logged

@@ -5,6 +5,7 @@ only sets the baseline, so a watch that starts late never repeats an old event."
 from __future__ import annotations
 
 from opencode_sandbox.core.agent_activity import NEEDS_YOU, AgentReport, AgentState
+from opencode_sandbox.core.agents.profile import ActivitySource
 from opencode_sandbox.core.quiescence import DaemonActivity, SessionActivity
 from opencode_sandbox.core.records import Record
 
@@ -14,9 +15,14 @@ class Attention(Record):
     body: str
 
 
-def agent_attention(before: AgentReport | None, now: AgentReport, agent: str, project: str) -> Attention | None:
-    """A terminal agent's hooks recorded a new turn's end or a new question since `before`."""
+def agent_attention(before: AgentReport | None, now: AgentReport, agent: str, project: str,
+                    source: ActivitySource = ActivitySource.HOOKS) -> Attention | None:
+    """A terminal agent's hooks recorded a new turn's end or a new question since `before`; for an
+    agent without hooks, its output's state (`core/terminal_activity.with_output_state`) went from
+    busy to waiting, which is all its terminal tells."""
     if before is None or now.state not in NEEDS_YOU or (now.state, now.at_ns) == (before.state, before.at_ns):
+        return None
+    if source is ActivitySource.TERMINAL and before.state is not AgentState.BUSY:
         return None
     if now.state is AgentState.ASKING:
         return Attention(f"{agent} needs you", f"{agent} asks for your answer in {project}")

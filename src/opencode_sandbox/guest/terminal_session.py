@@ -66,8 +66,14 @@ def end_unwatched_command(session_id: str) -> list[str]:
 
 
 def report_script() -> str:
-    """Run as dev: `session` or `none`, then the agent's last recorded state (`core/agent_activity.py`),
-    each read given at most `REPORT_LIMIT_S`, the state only from a regular file."""
-    return (f"if timeout {REPORT_LIMIT_S} tmux has-session -t {SESSION_NAME} 2>/dev/null; then echo {SESSION_LINE}; "
+    """Run as dev: `session NOW OUTPUT KEY` or `none`, then the agent's last recorded state
+    (`core/agent_activity.py`), each read given at most `REPORT_LIMIT_S`, the state only from a
+    regular file. NOW, OUTPUT and KEY are the VM's clock (seconds since the epoch): now, when the
+    session last printed (tmux's window activity: output alone, a cursor the terminal blinks is
+    none), and when a client last pressed a key in it or attached (its session activity)."""
+    return (f'if times=$(timeout {REPORT_LIMIT_S} tmux display-message -p -t {SESSION_NAME}: '
+            '"#{window_activity} #{session_activity}" 2>/dev/null); then set -f; set -- $times; '
+            'if [ $# = 2 ] && [ ${#1} -le 12 ] && [ ${#2} -le 12 ] && case "$1$2" in *[!0-9]*) false ;; esac; '
+            'then echo "' + SESSION_LINE + ' $(date +%s) $1 $2"; else echo ' + SESSION_LINE + '; fi; '
             f'else echo none; fi; file="$HOME/{ACTIVITY_FILE}"; '
             f'[ -f "$file" ] && timeout {REPORT_LIMIT_S} head -c 200 "$file" 2>/dev/null | head -n 1; true')

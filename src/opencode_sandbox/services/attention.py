@@ -19,7 +19,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from opencode_sandbox import TYPE_CHECKING
-from opencode_sandbox.core.agents import DEFAULT_AGENT, PROFILES
+from opencode_sandbox.core.agents import DEFAULT_AGENT, PROFILES, activity_of
+from opencode_sandbox.core.agents.profile import ActivitySource
 from opencode_sandbox.core.attention import Attention, agent_attention, daemon_attention
 from opencode_sandbox.errors import SandboxError
 from opencode_sandbox.state.files import ensure_private_dir, write_atomic
@@ -110,7 +111,12 @@ class AttentionWatch:
             report = guests(self._runtimes(settings.runtime_kind), settings.vm_name).agent_report()
         except SandboxError:
             return None  # not readable now: the next reading compares with the last good one
-        attention = agent_attention(self._agent_before, report, _title(settings), project)
+        source = activity_of(settings.agent)
+        if source is ActivitySource.TERMINAL:
+            from opencode_sandbox.core.terminal_activity import with_output_state
+
+            report = with_output_state(self._agent_before, report)
+        attention = agent_attention(self._agent_before, report, _title(settings), project, source)
         self._agent_before = report
         return attention
 

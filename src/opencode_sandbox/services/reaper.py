@@ -423,7 +423,8 @@ class DaemonActivityReader:
 
 
 class TerminalAgentReader:
-    """Reads a terminal agent's activity in the VM: its session, and the state its hooks recorded."""
+    """Reads a terminal agent's activity in the VM: its session, and the state its hooks recorded or
+    its terminal's output tells (the profile's `activity`)."""
 
     def __init__(self, runtimes: Callable[[RuntimeKind], Runtime], guests: GuestFactory | None = None) -> None:
         self._runtimes = runtimes
@@ -431,6 +432,7 @@ class TerminalAgentReader:
 
     def __call__(self, settings: ReaperSettings) -> DaemonActivity:
         from opencode_sandbox.core.agent_activity import as_activity
+        from opencode_sandbox.core.agents import activity_of
         from opencode_sandbox.daemon.errors import DaemonError
         from opencode_sandbox.guest.shell import ShellGuest
 
@@ -439,7 +441,7 @@ class TerminalAgentReader:
             report = guests(self._runtimes(settings.runtime_kind), settings.vm_name).agent_report()
         except SandboxError as error:
             raise DaemonError(f"the agent's state cannot be read: {error.message}") from None
-        return as_activity(report)
+        return as_activity(report, activity_of(settings.agent))
 
 
 class ActivityOfAgent:

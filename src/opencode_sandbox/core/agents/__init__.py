@@ -23,11 +23,11 @@ from opencode_sandbox.core.agents import (
     pi,
     qwen_code,
 )
-from opencode_sandbox.core.agents.profile import AgentProfile, Credential, SessionKind
+from opencode_sandbox.core.agents.profile import ActivitySource, AgentProfile, Credential, SessionKind
 from opencode_sandbox.core.egress import SecretRule, parse_rule
 
-__all__ = ["DEFAULT_AGENT", "PROFILES", "AgentProfile", "Credential", "SessionKind", "agent_in_labels",
-           "find_profile", "implied_secrets", "profile_of"]
+__all__ = ["DEFAULT_AGENT", "PROFILES", "ActivitySource", "AgentProfile", "Credential", "SessionKind", "activity_of",
+           "agent_in_labels", "find_profile", "implied_secrets", "profile_of"]
 
 PROFILES: Mapping[str, AgentProfile] = {
     profile.name: profile
@@ -46,6 +46,13 @@ def find_profile(name: str, own: tuple[AgentProfile, ...] = ()) -> AgentProfile 
     """The built-in profile called `name`, else the user's own agent of that name (`core/agents/custom.py`);
     None for neither."""
     return PROFILES.get(name) or next((profile for profile in own if profile.name == name), None)
+
+
+def activity_of(name: str) -> ActivitySource:
+    """How the tool learns whether agent `name` works: a built-in's profile says; an agent of the
+    user's own has no hooks, so its terminal tells."""
+    profile = PROFILES.get(name)
+    return profile.activity if profile is not None else ActivitySource.TERMINAL
 
 
 def implied_secrets(profile: AgentProfile, configured: tuple[SecretRule, ...],

@@ -22,7 +22,7 @@ class SessionKind(StrEnum):
     """The agent serves its sessions itself (opencode serve); a client attaches to the server."""
     TERMINAL = "terminal"
     """The agent is a terminal program: it runs in a terminal multiplexer's session inside the VM,
-    which outlives the user's terminal, and reports its turns through its hooks."""
+    which outlives the user's terminal; its hooks or its terminal's output tell its turns (`activity`)."""
 
 
 class ActivitySource(StrEnum):
