@@ -10,7 +10,13 @@ from __future__ import annotations
 
 import json
 
-from opencode_sandbox.core.agents.profile import AGENT_EVENT, AgentProfile, ConfigSource, Credential, SessionKind
+from opencode_sandbox.core.agents.profile import (
+    AgentProfile,
+    ConfigSource,
+    Credential,
+    SessionKind,
+    matcher_hooks,
+)
 
 _HOOKS = {
     "SessionStart": "idle",
@@ -22,8 +28,7 @@ _HOOKS = {
     "SessionEnd": "ended",
 }
 SYSTEM_SETTINGS = json.dumps(
-    {"hooks": {event: [{"matcher": "", "hooks": [{"type": "command", "command": f"{AGENT_EVENT} {state}"}]}]
-               for event, state in _HOOKS.items()}},
+    {"hooks": matcher_hooks(_HOOKS)},
     indent=2,
 ) + "\n"
 

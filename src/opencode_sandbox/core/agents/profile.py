@@ -89,3 +89,12 @@ class AgentProfile(Record):
     def session_command(self, arguments: tuple[str, ...] | list[str]) -> list[str]:
         """The agent's command line in a terminal session, the user's arguments after it."""
         return [self.command, *self.default_arguments, *arguments]
+
+
+def matcher_hooks(states: dict[str, str], matcher: bool = True) -> dict[str, list[dict[str, object]]]:
+    """The hooks table Claude Code's settings introduced and Droid, Gemini CLI and Qwen Code read too:
+    for each event, one command that reports its state through `AGENT_EVENT` (with an empty `matcher`
+    where the agent filters tools by one)."""
+    return {event: [{**({"matcher": ""} if matcher else {}),
+                     "hooks": [{"type": "command", "command": f"{AGENT_EVENT} {state}"}]}]
+            for event, state in states.items()}

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 import json
 
-from opencode_sandbox.core.agents.profile import AGENT_EVENT, AgentProfile, ConfigSource, Credential, SessionKind
+from opencode_sandbox.core.agents.profile import (
+    AgentProfile,
+    ConfigSource,
+    Credential,
+    SessionKind,
+    matcher_hooks,
+)
 
 _HOOKS = {
     "SessionStart": "idle",
@@ -27,8 +33,7 @@ SYSTEM_SETTINGS = json.dumps(
     {
         "general": {"enableAutoUpdate": False},
         "tools": {"useBuiltinRipgrep": False},
-        "hooks": {event: [{"hooks": [{"type": "command", "command": f"{AGENT_EVENT} {state}"}]}]
-                  for event, state in _HOOKS.items()},
+        "hooks": matcher_hooks(_HOOKS, matcher=False),
     },
     indent=2,
 ) + "\n"
