@@ -17,17 +17,23 @@ from collections.abc import Callable, Iterator, Mapping
 from opencode_sandbox.core.records import Record
 
 CREDENTIAL = re.compile(
-    r"(^|[_\-.])(api[_\-]?key|key|token|secret|password|passwd|credentials?|bearer[_\-]?token|authorization|auth)$"
+    r"(^|[_\-.])(api[_\-]?key|key|token|secret|password|passwd|credentials?|bearer[_\-]?token|authorization|auth|pat"
+    r"|cookie|jwt)$"
     r"|secret|password|bearer",
     re.IGNORECASE,
 )
 """A name that says its value is a credential: `GITHUB_TOKEN`, `api_key`, `experimental_bearer_token`,
-`AWS_SECRET_ACCESS_KEY`, `Authorization`. `MAX_THINKING_TOKENS` is none."""
+`AWS_SECRET_ACCESS_KEY`, `Authorization`, `GH_PAT`, `cookie`. `MAX_THINKING_TOKENS` is none."""
+KEY_TABLE = re.compile(r"^(api[_\-]?keys|keys|tokens|secrets|credentials)$", re.IGNORECASE)
+"""A table of keys by provider (`"apiKeys": {"openai": ...}`): each text in it may be one."""
+URL_WITH_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://[^/@\s]*:[^/@\s]+@")
+"""A URL that carries a user's password (`https://user:secret@host/`)."""
 CAMEL_CASE_CREDENTIAL = re.compile(r"[a-z0-9](ApiKey|Key|Token|Secret|Password|Credentials?)$")
 """A camel-case name that says the same: `accessToken`, `awsSecretKey`. `maxOutputTokens` is none."""
-NAME_OF_VARIABLE = re.compile(r"^(\$\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Z][A-Z0-9_]*)$")
+NAME_OF_VARIABLE = re.compile(r"^(\$\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Z][A-Z0-9]*_[A-Z0-9_]+)$")
 """A value that names an environment variable (Codex's `env_key = "OPENAI_API_KEY"`, Droid's
-`"apiKey": "${OPENAI_API_KEY}"`), not a key."""
+`"apiKey": "${OPENAI_API_KEY}"`), not a key. A name without `_` is taken for a key: capitals and
+digits alone are an access key's shape too (`AKIA...`)."""
 SHELL_REFERENCE = re.compile(r"^\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)$")
 """A value Crush expands from the environment (`"$OPENAI_API_KEY"`), not a key."""
 HEADER_TABLES = ("http_headers", "headers", "extra_headers", "customHeaders")
@@ -65,61 +71,112 @@ def is_credential(name: str, secret_names: frozenset[str] = frozenset()) -> bool
     return name in secret_names or bool(CREDENTIAL.search(name)) or bool(CAMEL_CASE_CREDENTIAL.search(name))
 
 
-def _credentials(node: object, path: str, secret_names: frozenset[str],
-                 reference: re.Pattern[str] = NAME_OF_VARIABLE) -> Iterator[str]:
-    """The paths of the credential entries below `node`: a named one holding text that is no
-    `reference` to a variable, an environment entry that is one or a secret, every entry of a header
-    table; a list's items by their index."""
+Path = tuple[str | int, ...]
+"""Where an entry sits in a document: its keys and list indexes from the top, never joined into text
+(a key may hold a dot: an MCP server named by its URL, a provider by its host)."""
+
+
+def _shown(path: Path) -> str:
+    return ".".join(str(part) for part in path)
+
+
+def _is_header_table(key: str, value: object) -> bool:
+    """A table of request headers (`headers`, `http_headers`, `customHeaders`, `requestHeaders`, a list
+    of `{name, value}` pairs): any of them can carry a key."""
+    return (key in HEADER_TABLES or key.lower().endswith("headers")) and isinstance(value, Mapping | list) \
+        and bool(value)
+
+
+def _holds_a_key(key: str, value: object, secret_names: frozenset[str], reference: re.Pattern[str]) -> bool:
+    """Whether the entry `key: value` is a credential: a credential's name holding text that is no
+    `reference` to a variable, a number or a list. A table under such a name is screened entry by
+    entry (`_credentials`); a yes or no is none."""
+    if not is_credential(key, secret_names) or value in (None, "", [], {}) or isinstance(value, bool | Mapping):
+        return False
+    return not (isinstance(value, str) and reference.match(value))
+
+
+def _looks_like_a_key(value: object, reference: re.Pattern[str]) -> bool:
+    """Text below a credential's name that could be the key itself (`"apiKey": {"value": "sk-..."}`):
+    8 characters or more with a digit and without a space, and no reference to a variable."""
+    return isinstance(value, str) and len(value) >= 8 and any(c.isdigit() for c in value) \
+        and not any(c.isspace() for c in value) and not reference.match(value)
+
+
+def _option_takes_a_key(item: object, secret_names: frozenset[str]) -> bool:
+    """A command-line option among a program's arguments whose value is a key (`--api-key`)."""
+    return isinstance(item, str) and item.startswith("-") \
+        and is_credential(item.lstrip("-").partition("=")[0].replace("-", "_"), secret_names)
+
+
+def _credentials(node: object, path: Path, secret_names: frozenset[str],
+                 reference: re.Pattern[str] = NAME_OF_VARIABLE, below_a_credential: bool = False) -> Iterator[Path]:
+    """The paths of the credential entries below `node`: a named one holding anything but a
+    `reference` to a variable (`_holds_a_key`), text that looks like a key anywhere below a
+    credential's name, an environment entry that is one or a secret, every header table; a list's
+    items by their index."""
     if isinstance(node, list):
         for index, item in enumerate(node):
-            yield from _credentials(item, f"{path}.{index}" if path else str(index), secret_names, reference)
+            after_an_option = index > 0 and _option_takes_a_key(node[index - 1], secret_names)
+            if (below_a_credential and _looks_like_a_key(item, reference)) or after_an_option \
+                    or (_option_takes_a_key(item, secret_names) and "=" in str(item)) \
+                    or (isinstance(item, str) and URL_WITH_PASSWORD.match(item)):
+                yield (*path, index)
+            else:
+                yield from _credentials(item, (*path, index), secret_names, reference, below_a_credential)
         return
     if not isinstance(node, Mapping):
         return
     for key, value in node.items():
-        where = f"{path}.{key}" if path else str(key)
-        if str(key) in HEADER_TABLES and isinstance(value, Mapping) and value:
+        where = (*path, str(key))
+        if _is_header_table(str(key), value) or _holds_a_key(str(key), value, secret_names, reference) \
+                or (below_a_credential and _looks_like_a_key(value, reference)) \
+                or (isinstance(value, str) and URL_WITH_PASSWORD.match(value)):
             yield where
         elif isinstance(value, list):
-            yield from _credentials(value, where, secret_names, reference)
+            yield from _credentials(value, where, secret_names, reference, below_a_credential)
         elif isinstance(value, Mapping):
             inside_env = str(key) == "env"
             for name, entry in value.items() if inside_env else ():
                 if not isinstance(entry, Mapping) and is_credential(str(name), secret_names):
-                    yield f"{where}.{name}"
+                    yield (*where, str(name))
+            below = below_a_credential or is_credential(str(key), secret_names) or bool(KEY_TABLE.match(str(key)))
             yield from _credentials({name: entry for name, entry in value.items() if isinstance(entry, Mapping)}
-                                    if inside_env else value, where, secret_names, reference)
-        elif isinstance(value, str) and is_credential(str(key), secret_names) and not reference.match(value):
-            yield where
+                                    if inside_env else value, where, secret_names, reference, below)
 
 
-def _drop(document: dict[str, object], path: str) -> None:
-    *parents, last = path.split(".")
-    node: object = document
+def _drop(document: object, path: Path) -> None:
+    *parents, last = path
+    node = document
     for part in parents:
-        if isinstance(node, list):
-            node = node[int(part)] if part.isdigit() and int(part) < len(node) else None
+        if isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+        elif isinstance(node, dict) and isinstance(part, str):
+            node = node.get(part)
         else:
-            node = node.get(part) if isinstance(node, dict) else None
-    if isinstance(node, dict):
+            return
+    if isinstance(node, dict) and isinstance(last, str):
         node.pop(last, None)
+    elif isinstance(node, list) and isinstance(last, int) and last < len(node):
+        node[last] = None
 
 
 def json_settings(data: bytes, secret_names: frozenset[str], reference: re.Pattern[str] = NAME_OF_VARIABLE) -> Screened:
     """A JSON configuration without its credentials, the rest as the user wrote it: the settings of
-    Claude Code, Gemini CLI, Qwen Code and pi, pi's models."""
+    Claude Code, Gemini CLI, Qwen Code and pi, pi's models. The result is screened again, and a file
+    that still holds a credential then is not copied at all."""
     try:
         document = json.loads(data)
     except ValueError:
         return Screened(None, ("the whole file: it is not JSON",))
-    if not isinstance(document, dict):
-        return Screened(data, ())
-    found = tuple(_credentials(document, "", secret_names, reference))
+    found = tuple(_credentials(document, (), secret_names, reference))
     if not found:
         return Screened(data, ())
     for path in found:
         _drop(document, path)
-    return Screened(json.dumps(document, indent=2).encode() + b"\n", found)
+    if any(True for _ in _credentials(document, (), secret_names, reference)):
+        return Screened(None, (*map(_shown, found), "the whole file: a credential stayed in it"))
+    return Screened(json.dumps(document, indent=2).encode() + b"\n", tuple(map(_shown, found)))
 
 
 def codex_config(data: bytes, secret_names: frozenset[str]) -> Screened:
@@ -131,7 +188,7 @@ def codex_config(data: bytes, secret_names: frozenset[str]) -> Screened:
         document = tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError):
         return Screened(None, ("the whole file: it is not TOML",))
-    found = tuple(_credentials(document, "", secret_names))
+    found = tuple(map(_shown, _credentials(document, (), secret_names)))
     return Screened(None, found) if found else Screened(data, ())
 
 
@@ -142,16 +199,18 @@ def crush_config(data: bytes, secret_names: frozenset[str]) -> Screened:
 
 
 def crush_rc(data: bytes, secret_names: frozenset[str]) -> Screened:
-    """Crush's `crushrc` as it is, or nothing when it holds a credential: a shell script is read
+    """Crush's `crushrc` as it is, or nothing when it may hold a credential: a shell script is read
     here, never rewritten, so a file with one stays on the host whole. A credential is a header
-    (`--header`, `--extra-header`), or an option or assignment whose name says it is one (`--api-key`,
-    `export GITHUB_TOKEN=...`) holding anything but `$NAME`."""
+    (`--header`, `-H`, `--extra-header`, with its value after `=` too), an option or an assignment
+    whose name says it is one (`--api-key`, `export GITHUB_TOKEN=...`, `+=`) holding anything but
+    `$NAME`, a credential's name set any other way (`read`, `printf -v`), and any assignment of text
+    that looks like a key, whatever its name (`K=sk-...`, then `$K`)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return Screened(None, ("the whole file: it is not text",))
     found: list[str] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in _logical_lines(text):
         try:
             words = shlex.split(line, comments=True)
         except ValueError:  # a quote or an escape that goes on to the next line
@@ -160,22 +219,51 @@ def crush_rc(data: bytes, secret_names: frozenset[str]) -> Screened:
     return Screened(None, tuple(found)) if found else Screened(data, ())
 
 
+def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
+    """The script's lines as the shell reads them, a line that ends in `\\` joined with the next, each
+    by the number of its first line."""
+    pending, first = "", 0
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not pending:
+            first = number
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending += line[:-1]
+            continue
+        yield first, pending + line
+        pending = ""
+    if pending:
+        yield first, pending
+
+
 def _shell_credentials(words: list[str], secret_names: frozenset[str]) -> Iterator[str]:
-    for index, word in enumerate(words):
-        following = words[index + 1] if index + 1 < len(words) else ""
-        if word in CRUSH_HEADER_OPTIONS:
-            yield f"{word} {following}".strip()
-        elif word == "--env" and is_credential(following, secret_names):
-            value = words[index + 2] if index + 2 < len(words) else ""
+    index = 0
+    while index < len(words):
+        word = words[index]
+        option, attached, attached_value = word.partition("=")
+        following = attached_value if attached else (words[index + 1] if index + 1 < len(words) else "")
+        consumed = 1 if attached else 2
+        if option in (*CRUSH_HEADER_OPTIONS, "-H"):
+            yield f"{option} {following}".strip()
+        elif option == "--env" and is_credential(following.partition("=")[0], secret_names):
+            value = following.partition("=")[2] or (words[index + 2] if index + 2 < len(words) else "")
+            consumed += 0 if "=" in following else 1
             if not SHELL_REFERENCE.match(value):
-                yield f"--env {following}"
-        elif word.startswith("--") and is_credential(word[2:].replace("-", "_"), secret_names):
+                yield f"--env {following.partition('=')[0]}"
+        elif option.startswith("-") and is_credential(option.lstrip("-").replace("-", "_"), secret_names):
             if not SHELL_REFERENCE.match(following):
-                yield word
-        elif "=" in word and not word.startswith("-"):
-            name, _, value = word.partition("=")
-            if is_credential(name, secret_names) and value and not SHELL_REFERENCE.match(value):
+                yield option
+        elif attached and not word.startswith("-"):
+            name, value = option.removesuffix("+"), attached_value
+            if value and not SHELL_REFERENCE.match(value) and (
+                    is_credential(name, secret_names) or _looks_like_a_key(value, SHELL_REFERENCE)):
                 yield name
+            consumed = 1
+        elif is_credential(word, secret_names) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", word):
+            yield f"{word}, set other than by `$NAME`"
+            consumed = 1
+        else:
+            consumed = 1
+        index += consumed
 
 
 def dotenv(data: bytes, secret_names: frozenset[str]) -> Screened:
@@ -204,6 +292,12 @@ def dotenv(data: bytes, secret_names: frozenset[str]) -> Screened:
             dropping = False
         if not dropping:
             kept.append(line)
+    # Read again line by line, as a reader that knows no quotes (or strips a byte order mark) would:
+    # an assignment of a credential that the screen took for part of a value keeps the file home.
+    missed = [match.group(1) for line in kept if (match := ENV_LINE.match(line.lstrip("\ufeff")))
+              and is_credential(match.group(1), secret_names)]
+    if missed:
+        return Screened(None, (*found, *(f"{name}, in a line read otherwise" for name in missed)))
     if not found:
         return Screened(data, ())
     return Screened("".join(kept).encode(), tuple(found))
