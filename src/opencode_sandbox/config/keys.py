@@ -29,10 +29,23 @@ MIN_MEMORY = 512 * 1024**2
 MAX_CPUS = 256
 
 
+
+def _shown(value: object) -> str:
+    """A configured value as an error quotes it: text cut at 80 characters, a list or a table by its
+    kind alone (a few bytes of YAML aliases can stand for gigabytes of nested lists)."""
+    if isinstance(value, str):
+        return f"'{value[:80]}'" + ("..." if len(value) > 80 else "")
+    if value is None or isinstance(value, bool | int | float):
+        return f"'{value}'"
+    if isinstance(value, list):
+        return "a list"
+    return "a table" if isinstance(value, dict) else f"a {type(value).__name__}"
+
+
 def _read_runtime(value: Any) -> RuntimeKind:
     choices = ", ".join(kind.value for kind in RuntimeKind)
     if not isinstance(value, str) or value not in {kind.value for kind in RuntimeKind}:
-        raise ValueError(f"'{value}' is not a runtime; choose one of: {choices}")
+        raise ValueError(f"{_shown(value)} is not a runtime; choose one of: {choices}")
     return RuntimeKind(value)
 
 
@@ -41,7 +54,7 @@ def _read_agent(value: Any) -> str:
     from opencode_sandbox.core.agents import PROFILES
 
     if not isinstance(value, str) or not value:
-        raise ValueError(f"'{value}' is not an agent; choose one of: {', '.join(PROFILES)}, or one of your own")
+        raise ValueError(f"{_shown(value)} is not an agent; choose one of: {', '.join(PROFILES)}, or one of your own")
     return value
 
 
@@ -70,7 +83,7 @@ def _read_int(minimum: int, maximum: int) -> Callable[[Any], int]:
         if isinstance(value, str) and value.strip().lstrip("-").isdigit():
             value = int(value.strip())
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"'{value}' is not a whole number")
+            raise ValueError(f"{_shown(value)} is not a whole number")
         number: int = value
         if not minimum <= number <= maximum:
             raise ValueError(f"{number} is out of range; use {minimum} to {maximum}")
@@ -86,21 +99,21 @@ def _read_bool(value: Any) -> bool:
         return True
     if isinstance(value, str) and value.strip().lower() in ("false", "no", "0", "off"):
         return False
-    raise ValueError(f"'{value}' is not true or false")
+    raise ValueError(f"{_shown(value)} is not true or false")
 
 
 def _read_duration(value: Any) -> timedelta:
     if not isinstance(value, str | int) or isinstance(value, bool):
-        raise ValueError(f"'{value}' is not a duration; write it as 10s, 90m, 24h or 30d")
+        raise ValueError(f"{_shown(value)} is not a duration; write it as 10s, 90m, 24h or 30d")
     return parse_duration(str(value))
 
 
 def _read_memory(value: Any) -> int:
     if not isinstance(value, str) or isinstance(value, bool):
-        raise ValueError(f"'{value}' is not a size; write it as 512M or 4G")
+        raise ValueError(f"{_shown(value)} is not a size; write it as 512M or 4G")
     size = parse_size(value)
     if size < MIN_MEMORY:
-        raise ValueError(f"'{value}' is below the minimum of 512M")
+        raise ValueError(f"{_shown(value)} is below the minimum of 512M")
     return size
 
 
@@ -125,7 +138,7 @@ def _joined_ports(earlier: tuple[PublishedPort, ...], given: tuple[PublishedPort
 
 def _read_url(value: Any) -> str:
     if not isinstance(value, str) or not value.startswith(("http://", "https://")):
-        raise ValueError(f"'{value}' is not an http(s) URL")
+        raise ValueError(f"{_shown(value)} is not an http(s) URL")
     return value
 
 
@@ -216,7 +229,7 @@ def _not_turned_on(what: str) -> Callable[[Any, Any], str | None]:
 
 def _read_workspace(value: Any) -> str:
     if value not in WORKSPACES:
-        raise ValueError(f"'{value}' is not a workspace mode; choose shared or isolated")
+        raise ValueError(f"{_shown(value)} is not a workspace mode; choose shared or isolated")
     return str(value)
 
 
