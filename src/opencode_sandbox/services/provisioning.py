@@ -75,21 +75,30 @@ def sources_for_environment(project_root: Path, agent: AgentProfile | None = Non
 
 def _refuse_tool_folders(agent: AgentProfile, sources: list[ProvisionSource], home: Path) -> None:
     """An agent of the user's own names its configuration freely: none of it may be, or hold, one of
-    this tool's folders where `XDG_*` moved them (its `secrets.env`, its state). The configuration
-    refuses the usual places already."""
+    this tool's folders where `XDG_*` moved them (its `secrets.env`, its state), nor what the
+    configuration refuses by name (logins, `~/.ssh`, ...) when reached through a link (a dotfiles
+    folder, `~/amp-config -> ~/.ssh`). Paths are compared resolved and case-folded."""
+    from opencode_sandbox.core.agents import PROFILES
+    from opencode_sandbox.core.agents.custom import kept_at_home
     from opencode_sandbox.errors import ConfigError
     from opencode_sandbox.paths import ToolPaths
 
-    folders = [Path(os.path.abspath(folder)) for folder in ToolPaths.from_environment()]
+    def resolved(path: Path) -> Path:
+        return Path(os.path.realpath(path).casefold())
+
+    protected = [(folder, f"this tool's own {folder}") for folder in ToolPaths.from_environment()]
+    protected += [(home / path, f"~/{path}" + (f", {owner}'s login" if owner else ""))
+                  for path, owner in kept_at_home(PROFILES)]
+    kept = [(resolved(path), what) for path, what in protected]
     for source in sources:
         if source.within is not None:
             continue
-        path = Path(os.path.abspath(source.host))
-        for folder in folders:
+        path = resolved(source.host)
+        for folder, what in kept:
             if path == folder or folder.is_relative_to(path) or path.is_relative_to(folder):
-                named = path.relative_to(home).as_posix()
+                named = Path(os.path.abspath(source.host)).relative_to(home).as_posix()
                 raise ConfigError(
-                    f"{agent.title}: its configuration ~/{named} would copy this tool's own {folder} into the VM",
+                    f"{agent.title}: its configuration ~/{named} would copy {what} into the VM",
                     hint=f"name a narrower file or folder under 'config' of the agent '{agent.name}'",
                 )
 

@@ -43,7 +43,9 @@ _OWN_PREFIX = "OPENCODE_SANDBOX_"
 KEPT_AT_HOME = (
     ".config/opencode-sandbox", ".local/state/opencode-sandbox", ".cache/opencode-sandbox",
     ".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".config/gh", ".kube", ".docker/config.json",
-    ".netrc", ".git-credentials", ".npmrc", ".pypirc",
+    ".netrc", ".git-credentials", ".npmrc", ".pypirc", ".config/github-copilot", ".config/git/credentials",
+    ".password-store", ".local/share/keyrings", ".vault-token", ".cargo/credentials", ".cargo/credentials.toml",
+    ".config/containers/auth.json",
 )
 """Below the home, besides the built-in agents' logins: this tool's own files (its `secrets.env`
 among them) and the usual stores of other credentials, which no agent's configuration may name."""
@@ -192,11 +194,17 @@ def _environment(environment: Any, credential_variables: set[str]) -> tuple[tupl
     return tuple(entries)
 
 
+def kept_at_home(builtins: Mapping[str, AgentProfile]) -> list[tuple[str, str]]:
+    """What no agent of the user's own may copy, below the home: each built-in agent's logins (with the
+    agent's title) and `KEPT_AT_HOME`."""
+    kept = [(login, profile.title) for profile in builtins.values() for login in profile.logins]
+    return kept + [(path, "") for path in KEPT_AT_HOME]
+
+
 def _config(paths: Any, builtins: Mapping[str, AgentProfile]) -> tuple[str, ...]:
     if not isinstance(paths, list):
         raise ValueError("'config' must be a list of files or folders of your home, such as [.config/amp]")
-    kept = [(login, profile.title) for profile in builtins.values() for login in profile.logins]
-    kept += [(path, "") for path in KEPT_AT_HOME]
+    kept = kept_at_home(builtins)
     return tuple(_config_path(path, kept) for path in paths)
 
 
@@ -207,9 +215,10 @@ def _config_path(path: Any, kept: list[tuple[str, str]]) -> str:
     if not parts or relative.startswith("/") or ".." in parts or "\0" in relative or relative in (".", "~"):
         raise ValueError(f"config: '{path}' is not a file or folder inside your home; write it relative to your "
                          "home, such as .config/amp")
+    folded = tuple(part.casefold() for part in parts)  # a case-insensitive file system (macOS) reads .SSH as .ssh
     for login, owner in kept:
-        protected = PurePosixPath(login).parts
-        if parts[:len(protected)] == protected or protected[:len(parts)] == parts:
+        protected = tuple(part.casefold() for part in PurePosixPath(login).parts)
+        if folded[:len(protected)] == protected or protected[:len(folded)] == folded:
             whose = f"{owner}'s login " if owner else ""
             raise ValueError(f"config: '{path}' would copy {whose}~/{login} into the VM; that stays on your host")
     return PurePosixPath(*parts).as_posix()
