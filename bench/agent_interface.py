@@ -148,13 +148,13 @@ SETTLE = ("for _ in $(seq 1500); do on_a_terminal=; for fd in /proc/[0-9]*/fd/0;
 and its exit does not overlap the next round. Fails after 30 s."""
 
 
-def hang_up(container: str, command: str) -> Callable[[], None]:
-    """SIGHUP to the process group of the agent on its terminal (a process called `command` that
-    reads a terminal), as a closed terminal sends, the same on both sides: the raw exec's agent,
-    or the launcher's (and the shell of its tmux session, whose end ends the session, its server
-    and the attached client). What the agent started apart from its terminal (Codex's app server)
+def hang_up(container: str) -> Callable[[], None]:
+    """SIGHUP to every process group on a terminal in the VM (the agent's: whatever its process is
+    called, `node` for most), as a closed terminal sends, the same on both sides: the raw exec's
+    agent, or the launcher's (and the shell of its tmux session, whose end ends the session, its
+    server and the attached client). What the agent started apart from its terminal (Codex's app server)
     stays, as it would on any ending of a session. Then until the agent has finished ending."""
-    script = (f"for group in $(ps -eo pgid=,tty=,comm= | awk '$2 != \"?\" && $3 == \"{command}\" {{print $1}}'); "
+    script = ("for group in $(ps -eo pgid=,tty= | awk '$2 != \"?\" {print $1}' | sort -u); "
               f'do kill -HUP -"$group"; done; {SETTLE}')
 
     def end() -> None:
@@ -186,7 +186,7 @@ def measure(name: str, root: Path, shared_env: dict[str, str], rounds: int) -> d
         print(f"{name}: image built and VM started in {time.perf_counter() - began:.1f} s", flush=True)
         vm = docker("inspect", "--format", "{{.Id}}", container)
 
-        end = hang_up(container, profile.command)
+        end = hang_up(container)
         raw_exec = ["docker", "exec", "-it", "--user", "dev", "--workdir", "/workspace", container]
         medians = interleaved_medians(
             {"launcher": lambda: to_the_interface([*tool, "--runtime", "docker", "--agent", name], project, env,
