@@ -219,7 +219,14 @@ def main(rounds: int = 5, agents: tuple[str, ...] = tuple(AGENTS)) -> float:
             if reason := cannot_install(name, PINNED_VERSIONS[name]):
                 print(f"{name}: not measured: {reason}", flush=True)
                 continue
-            results[name] = measure(name, root, env, rounds)
+            try:
+                results[name] = measure(name, root, env, rounds)
+            except SystemExit as failure:  # one agent that cannot be measured leaves the others' figures
+                print(f"{name}: not measured: {str(failure.code).splitlines()[0]}", flush=True)
+                continue
+            medians = results[name]
+            print(f"{name}: launcher {medians['launcher'] * 1000:.1f} ms, session alone "
+                  f"{medians[SESSION_ALONE] * 1000:.1f} ms, bare {medians[BARE] * 1000:.1f} ms", flush=True)
     if not results:
         raise SystemExit("no agent could be measured")
     print(f"{'agent':<13}{'launcher ms':>12}{'session ms':>12}{'added ms':>10}{'target':>8}"
