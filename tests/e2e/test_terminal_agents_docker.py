@@ -12,6 +12,7 @@ from __future__ import annotations
 import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -54,6 +55,17 @@ def base_image_put_back(runner_base_image: RunnerBase) -> Iterator[None]:
                       progress=SilentProgress())
 
 
+def model_tls(project: Project, model_site: Site) -> tuple[Path, ssl.SSLContext]:
+    """The scripted model's certificate, issued for the provider's name by a CA of the test's own,
+    which the user's configuration then trusts: the CA's file and the server's TLS context."""
+    ca = trustme.CA()
+    ca_file = project.user_home / "model-ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert(model_site.model_name, model_site.other_name).configure_cert(tls)
+    return ca_file, tls
+
+
 @pytest.mark.parametrize(("agent", "workspace"), [*((agent, "shared") for agent in sorted(CASES)),
                                                   ("claude-code", "isolated")])
 def test_a_terminal_agent_works_in_a_session_that_outlives_the_terminal(
@@ -66,11 +78,7 @@ def test_a_terminal_agent_works_in_a_session_that_outlives_the_terminal(
     if reason := cannot_install(case.name, case.version):
         pytest.skip(reason)
     project.env["OPENCODE_SANDBOX_WORKSPACE"] = workspace
-    ca = trustme.CA()
-    ca_file = project.user_home / "model-ca.pem"
-    ca.cert_pem.write_to_path(str(ca_file))
-    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert(site.model_name, site.other_name).configure_cert(tls)
+    ca_file, tls = model_tls(project, site)
     steps = agent_steps(case)
     with ModelServer.start(steps, bind=site.gateway, advertised_host=site.gateway, tls=tls) as model:
         start_relay(site, urlsplit(model.url).port or 0, recorder.port, runner_base_image.result.reference)

@@ -6,14 +6,12 @@ held turn runs with no terminal attached, the turn's end is signalled once, and 
 
 from __future__ import annotations
 
-import ssl
 import subprocess
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-import trustme
 
 from opencode_sandbox.core import agents
 from opencode_sandbox.core.agents.profile import ActivitySource
@@ -28,7 +26,7 @@ from tests.e2e.test_agent_secret_docker import (  # noqa: F401 (fixtures)
     start_relay,
 )
 from tests.e2e.test_network_policy_docker import proxy_images_removed_after  # noqa: F401 (a fixture)
-from tests.e2e.test_terminal_agents_docker import base_image_put_back  # noqa: F401 (a fixture)
+from tests.e2e.test_terminal_agents_docker import base_image_put_back, model_tls  # noqa: F401 (a fixture)
 from tests.fixtures.images import RunnerBase
 from tests.fixtures.model_server import ModelServer
 
@@ -52,11 +50,7 @@ def test_an_agent_without_hooks_holds_the_vm_while_its_terminal_prints(
                           env=project.process_env(), capture_output=True, text=True, check=True)
     assert tool.stdout.strip() == repr(hookless), "the tool's processes read the same profile as the test"
     case = CASES["codex"]
-    ca = trustme.CA()
-    ca_file = project.user_home / "model-ca.pem"
-    ca.cert_pem.write_to_path(str(ca_file))
-    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert(site.model_name, site.other_name).configure_cert(tls)
+    ca_file, tls = model_tls(project, site)
     steps = agent_steps(case)
     with ModelServer.start(steps, bind=site.gateway, advertised_host=site.gateway, tls=tls) as model:
         start_relay(site, urlsplit(model.url).port or 0, recorder.port, runner_base_image.result.reference)
