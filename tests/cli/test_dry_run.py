@@ -16,6 +16,8 @@ BAD_INPUTS = [
     (["-m", "1K"], "error: flag --memory: invalid value for 'memory': '1K' is below the minimum of 512M"),
     (["-p", "4096"], "error: flag --publish: invalid value for 'ports': '4096': guest port 4096 is opencode serve's"),
     (["-p", "70000:80"], "error: flag --publish: invalid value for 'ports': '70000:80': 70000 is outside 1 to 65535"),
+    (["--agent", "codex", "-w", "fix"], "error: worktrees (-w) are opencode's; Codex works in the checkout"),
+    (["--agent", "gemini", "--serve-only"], "error: --serve-only starts opencode's server; Gemini CLI has none"),
 ]
 
 
@@ -38,6 +40,19 @@ def test_a_dry_run_plans_the_worktree(tmp_path: Path) -> None:
     assert result.stdout.splitlines()[-1] == (
         "worktree: use feature/login, or create it from main if it does not exist"
     )
+
+
+@pytest.mark.docker
+def test_a_terminal_agents_dry_run_plans_its_session_and_no_server(tmp_path: Path) -> None:
+    result = run_cli("--runtime", "docker", "run", "-n", "--agent", "codex", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[-1] == "session: attach (Codex's session in the VM, started first when none runs; it outlives " \
+                        "this terminal)"
+    assert not [line for line in lines if line.startswith("daemon:") or "opencode configuration" in line], \
+        "Codex's start neither starts opencode serve nor copies opencode's configuration"
+    assert [line for line in lines if line.startswith("provisioning:")] == [
+        "provisioning: keep (no Codex configuration on this host to copy)"]
 
 
 @pytest.mark.docker

@@ -109,3 +109,5 @@ def test_the_provisioning_plan_tells_nothing_to_copy_from_nothing_changed() -> N
     assert plan_provision([]).line() == "provisioning: keep (the opencode configuration in the VM is current)"
     assert plan_provision([".config/opencode/opencode.json"]).line() == (
         "provisioning: copy (.config/opencode/opencode.json)")
+    assert plan_provision([], agent="Claude Code").line() == (
+        "provisioning: keep (the Claude Code configuration in the VM is current)")

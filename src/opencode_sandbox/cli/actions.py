@@ -65,6 +65,13 @@ def run_project(opener: AppOpener, worktree: str | None, rebuild: bool, dry_run:
 
         parsed_worktree = parse_worktree(worktree)
     if dry_run:
+        from opencode_sandbox.core.agents import SessionKind
+
+        profile = app.settings.agent_profile
+        if profile.session is SessionKind.TERMINAL:
+            from opencode_sandbox.services.start.client import refuse_opencode_options
+
+            refuse_opencode_options(profile, worktree, serve_only)
         print_plan(app, parsed_worktree, rebuild)
         return 0
     from opencode_sandbox.services.start.client import run_attached

@@ -19,6 +19,7 @@ class Step(StrEnum):
     GIT = "git"
     PROVISION = "provisioning"
     DAEMON = "daemon"
+    SESSION = "session"
 
 
 class PlannedStep(Record):
@@ -80,13 +81,19 @@ def plan_git(is_git: bool, seeded: bool, deferred: bool) -> PlannedStep:
     return PlannedStep(Step.GIT, "seed and sync" if seeded else "sync", detail)
 
 
-def plan_provision(changed: Sequence[str], any_files: bool = True) -> PlannedStep:
-    """`any_files`: the user has opencode configuration to copy at all."""
+def plan_provision(changed: Sequence[str], any_files: bool = True, agent: str = "opencode") -> PlannedStep:
+    """`any_files`: the user has configuration of `agent` (its title) to copy at all."""
     if not any_files:
-        return PlannedStep(Step.PROVISION, "keep", "no opencode configuration on this host to copy")
+        return PlannedStep(Step.PROVISION, "keep", f"no {agent} configuration on this host to copy")
     if not changed:
-        return PlannedStep(Step.PROVISION, "keep", "the opencode configuration in the VM is current")
+        return PlannedStep(Step.PROVISION, "keep", f"the {agent} configuration in the VM is current")
     return PlannedStep(Step.PROVISION, "copy", ", ".join(changed))
+
+
+def plan_session(agent: str) -> PlannedStep:
+    """A terminal agent's start: no server, the agent's own session, attached to (made first when none runs)."""
+    return PlannedStep(Step.SESSION, "attach", f"{agent}'s session in the VM, started first when none runs; "
+                                               "it outlives this terminal")
 
 
 def daemon_step(plan: DaemonPlan) -> PlannedStep:

@@ -16,6 +16,7 @@ from opencode_sandbox.errors import SandboxError, UsageError
 from opencode_sandbox.guest.places import GUEST_URL
 
 if TYPE_CHECKING:
+    from opencode_sandbox.core.agents import AgentProfile
     from opencode_sandbox.services.start.early_session import EarlySession
     from opencode_sandbox.services.start.pipeline import ReadyVm
 
@@ -222,6 +223,16 @@ def run_attached(app: App, rebuild: bool, worktree: str | None, serve_only: bool
                                   clipboard=app.settings.terminal_clipboard)
 
 
+def refuse_opencode_options(profile: AgentProfile, worktree: object, serve_only: bool) -> None:
+    """A terminal agent's run refuses the options only opencode's server has."""
+    if worktree:
+        raise UsageError(f"worktrees (-w) are opencode's; {profile.title} works in the checkout",
+                         hint="run without -w, or create a branch in the VM with git")
+    if serve_only:
+        raise UsageError(f"--serve-only starts opencode's server; {profile.title} has none",
+                         hint="run without --serve-only to attach to the agent's session")
+
+
 def run_terminal_agent(app: App, rebuild: bool, worktree: str | None, serve_only: bool,
                        agent_args: Sequence[str]) -> int:
     """Attach the terminal to the agent's session in the VM, started with the agent when none runs.
@@ -233,12 +244,7 @@ def run_terminal_agent(app: App, rebuild: bool, worktree: str | None, serve_only
     from opencode_sandbox.services.start.early_session import EarlySession
 
     profile = app.settings.agent_profile
-    if worktree:
-        raise UsageError(f"worktrees (-w) are opencode's; {profile.title} works in the checkout",
-                         hint="run without -w, or create a branch in the VM with git")
-    if serve_only:
-        raise UsageError(f"--serve-only starts opencode's server; {profile.title} has none",
-                         hint="run without --serve-only to attach to the agent's session")
+    refuse_opencode_options(profile, worktree, serve_only)
     if not sys.stdin.isatty():
         raise UsageError(f"{profile.title} needs a terminal, and standard input is not one",
                          hint="run it in a terminal, or use `opencode-sandbox shell -- CMD`")

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from opencode_sandbox.app import App
 from opencode_sandbox.core import naming
+from opencode_sandbox.core.agents import SessionKind
 from opencode_sandbox.core.lifecycle import ApplyChoice, DaemonFacts, DaemonPlan, VmAction, plan_daemon
 from opencode_sandbox.core.ports import DAEMON_PORT
 from opencode_sandbox.core.records import Record
@@ -20,6 +21,7 @@ from opencode_sandbox.core.start_plan import (
     plan_auto_prune,
     plan_git,
     plan_image,
+    plan_session,
     vm_step,
 )
 from opencode_sandbox.core.units import format_duration
@@ -388,9 +390,13 @@ class Start:
         steps.append(plan_git(self.app.project.is_git, seeded, decision.plan.deferred))
         provisioned = provision.gather(self.app, decision.volume)
         steps.append(provisioned.step)
-        booted = decision.plan.action is not VmAction.CONNECT or facts.existing is None
-        daemon_facts = self._daemon_facts(facts.state, booted, wait_for_daemon, provisioned.fingerprint, others)
-        steps.append(daemon_step(self._predict_daemon(facts.state, daemon_facts, provisioned.fingerprint)))
+        profile = self.app.settings.agent_profile
+        if wait_for_daemon and profile.session is SessionKind.TERMINAL:
+            steps.append(plan_session(profile.title))
+        else:
+            booted = decision.plan.action is not VmAction.CONNECT or facts.existing is None
+            daemon_facts = self._daemon_facts(facts.state, booted, wait_for_daemon, provisioned.fingerprint, others)
+            steps.append(daemon_step(self._predict_daemon(facts.state, daemon_facts, provisioned.fingerprint)))
         return StartPlan(tuple(steps), (workspace_note(self.app), *checks.notes(self.app, checked),
                                          *self.app.runtime.description.plan_notes(self.app.settings.egress_policy,
                                                                                   self.slug)))

@@ -1,5 +1,5 @@
-"""The provisioning step of a start: the user's opencode configuration, copied into the VM's home
-where it changed since the last copy into the same home volume."""
+"""The provisioning step of a start: the user's configuration of the agent (opencode or another),
+copied into the VM's home where it changed since the last copy into the same home volume."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ class ProvisionFacts(Record):
     """Sources left out: links and files the user cannot read."""
     credentials: tuple[str, ...] = ()
     """Entries of the agent's configuration kept on the host: credentials."""
+    agent: str = "opencode"
+    """The title of the agent whose configuration this is."""
 
     @property
     def fingerprint(self) -> str:
@@ -31,7 +33,7 @@ class ProvisionFacts(Record):
 
     @property
     def step(self) -> PlannedStep:
-        return plan_provision(self.changed, bool(self.files))
+        return plan_provision(self.changed, bool(self.files), self.agent)
 
 
 def gather(app: App, home_volume: str | None) -> ProvisionFacts:
@@ -50,7 +52,7 @@ def gather(app: App, home_volume: str | None) -> ProvisionFacts:
     previous: dict[str, str] = provisioned if isinstance(provisioned, dict) else {}
     changed = provisioning.changed_files(files, current, previous)
     return ProvisionFacts(files, current, changed, tuple(shown(str(path)) for path in collected.skipped),
-                          tuple(shown(entry) for entry in credentials))
+                          tuple(shown(entry) for entry in credentials), app.settings.agent_profile.title)
 
 
 def apply(app: App, vm: str, facts: ProvisionFacts, home_volume: str | None) -> None:
@@ -76,9 +78,10 @@ def apply(app: App, vm: str, facts: ProvisionFacts, home_volume: str | None) -> 
 
         home = home_problem(guest.probe_home(), home_volume)
         if home is not None:
-            raise SandboxError(f"copying the opencode configuration into {vm} failed: {home.reason}", hint=home.hint)
+            raise SandboxError(f"copying the {facts.agent} configuration into {vm} failed: {home.reason}",
+                               hint=home.hint)
         raise SandboxError(
-            f"copying the opencode configuration into {vm} failed: {result.stderr.strip()}",
+            f"copying the {facts.agent} configuration into {vm} failed: {result.stderr.strip()}",
             hint="check the files under ~/.config/opencode, then run again",
         )
     write_yaml(_record_path(app), {"home_volume": home_volume, "files": facts.current})
