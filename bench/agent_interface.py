@@ -141,11 +141,17 @@ def to_the_interface(command: list[str], project: Path, env: dict[str, str], int
         terminal.close()
 
 
-SETTLE = ("for _ in $(seq 1500); do on_a_terminal=; for fd in /proc/[0-9]*/fd/0; do "
-          'case "$(readlink "$fd")" in /dev/pts/*) on_a_terminal=1; break;; esac; done; '
-          '[ -z "$on_a_terminal" ] && exit 0; sleep 0.02; done; exit 1')
-"""Until no process in the VM reads a terminal: the agent (and a tmux session) has finished ending,
-and its exit does not overlap the next round. Fails after 30 s."""
+def _settle(tries: int) -> str:
+    """Shell that waits until no process in the VM reads a terminal, checking every 20 ms up to
+    `tries` times; its status is 1 when some still does."""
+    return (f"settle() {{ for _ in $(seq {tries}); do on_a_terminal=; for fd in /proc/[0-9]*/fd/0; do "
+            'case "$(readlink "$fd")" in /dev/pts/*) on_a_terminal=1; break;; esac; done; '
+            '[ -z "$on_a_terminal" ] && return 0; sleep 0.02; done; return 1; }; ')
+
+
+def _signal_terminals(signal: str) -> str:
+    return (f"for group in $(ps -eo pgid=,tty= | awk '$2 != \"?\" {{print $1}}' | sort -u); "
+            f'do kill -{signal} -"$group" 2>/dev/null; done; ')
 
 
 def hang_up(container: str) -> Callable[[], None]:
@@ -153,9 +159,12 @@ def hang_up(container: str) -> Callable[[], None]:
     called, `node` for most), as a closed terminal sends, the same on both sides: the raw exec's
     agent, or the launcher's (and the shell of its tmux session, whose end ends the session, its
     server and the attached client). What the agent started apart from its terminal (Codex's app server)
-    stays, as it would on any ending of a session. Then until the agent has finished ending."""
-    script = ("for group in $(ps -eo pgid=,tty= | awk '$2 != \"?\" {print $1}' | sort -u); "
-              f'do kill -HUP -"$group"; done; {SETTLE}')
+    stays, as it would on any ending of a session. Then until the agent has finished ending (so its
+    exit does not overlap the next round: an agent still ending slows the next start, by up to 150 ms
+    for Claude Code). An agent that outlives the hang-up (Copilot at its first question) gets SIGTERM
+    after 10 s, then SIGKILL after 10 s more, the same on both sides."""
+    script = (_settle(500) + _signal_terminals("HUP") + "settle && exit 0; "
+              + _signal_terminals("TERM") + "settle && exit 0; " + _signal_terminals("KILL") + "settle")
 
     def end() -> None:
         subprocess.run(["docker", "exec", "--user", "dev", container, "sh", "-c", script], capture_output=True,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import urllib.request
 from collections.abc import Callable
@@ -45,6 +46,8 @@ NOTE = "agent-note.txt"
 NOTE_TEXT = "written by the agent in its terminal session\n"
 PROMPT = "Write the note file"
 DONE = "The note is written"
+TMUX_ADVICE = re.compile(r"extended-keys|focus-events|tmux\.conf")
+"""What an agent prints when the session's tmux lacks what it needs (pi: modified Enter keys)."""
 
 
 @dataclass(frozen=True)
@@ -352,6 +355,7 @@ def run_scenario(project: Project, case: AgentCase, model: ModelServer, steps: l
         assert sent and set(sent) == {KEY}, "the key reaches the model only as the secret's value"
         assert_the_vm_holds_only_the_placeholder(in_vm, case.variable)
         assert_the_vm_reports_a_turn(in_vm, case)
+        assert not TMUX_ADVICE.search(first.screen()), f"the agent asks for another tmux set-up:\n{first.screen()}"
 
         # The terminal closes in the middle of the turn: the agent goes on, and the VM is not stopped.
         first.close()

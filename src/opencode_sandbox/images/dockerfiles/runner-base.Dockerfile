@@ -14,11 +14,13 @@ RUN apt-get update \
 
 # The terminal session a terminal agent (Claude Code, Codex) runs in, which outlives the user's
 # terminal: no status line, no prefix key, no wait after Escape, so the agent looks as it would
-# on the terminal itself.
+# on the terminal itself; focus changes and modified keys (Shift+Enter) reach the agent as the
+# terminal sends them.
 RUN mkdir -p /etc/opencode-sandbox \
  && printf '%s\n' 'set -g status off' 'set -g prefix None' 'unbind-key C-b' 'set -s escape-time 0' \
       'set -g history-limit 50000' 'set -g default-terminal tmux-256color' 'set -sa terminal-features ",*:RGB"' \
-      'set -g bell-action any' 'set -g visual-bell off' 'set -g set-titles on' \
+      'set -g bell-action any' 'set -g visual-bell off' 'set -g set-titles on' 'set -g focus-events on' \
+      'set -s extended-keys on' 'set -s extended-keys-format csi-u' 'set -sa terminal-features ",*:extkeys"' \
       > /etc/opencode-sandbox/tmux.conf
 
 RUN groupadd --gid 1000 dev \
