@@ -60,6 +60,9 @@ def read_file(path: Path) -> dict[str, RawValue]:
 
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except RecursionError:
+        raise ConfigError(f"{path}: its YAML nests deeper than can be read",
+                          hint="write each key's value as a plain value, list or mapping") from None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f"{path}:{mark.line + 1}" if mark else str(path)
@@ -80,7 +83,11 @@ def read_file(path: Path) -> dict[str, RawValue]:
     values: dict[str, RawValue] = {}
     for key_node, value_node in node.value:
         line = key_node.start_mark.line + 1
-        key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node)
+        if not isinstance(key_node, yaml.ScalarNode):  # never spelt out: its aliases could expand without end
+            kind = "list" if isinstance(key_node, yaml.SequenceNode) else "mapping"
+            raise ConfigError(f"{path}:{line}: a key must be a name, not a {kind}",
+                              hint="write one 'key: value' per line, for example 'cpus: 4'")
+        key = key_node.value
         if key not in KEYS_BY_NAME:
             raise ConfigError(
                 f"{path}:{line}: unknown key '{key}'",
@@ -90,6 +97,9 @@ def read_file(path: Path) -> dict[str, RawValue]:
             value = loader.construct_object(value_node, deep=True)
         except yaml.YAMLError as error:
             raise ConfigError(f"{path}:{line}: malformed value for '{key}': {error}",
+                              hint="fix the value") from None
+        except RecursionError:
+            raise ConfigError(f"{path}:{line}: the value of '{key}' nests deeper than can be read",
                               hint="fix the value") from None
         values[key] = RawValue(value, f"{path}:{line}", path.parent)
     return values

@@ -14,22 +14,26 @@ import re
 import shlex
 from collections.abc import Callable, Iterator, Mapping
 
+from opencode_sandbox.core.credential_text import credential_in, credential_line
 from opencode_sandbox.core.records import Record
 
 CREDENTIAL = re.compile(
-    r"(^|[_\-.])(api[_\-]?key|key|token|secret|password|passwd|credentials?|bearer[_\-]?token|authorization|auth|pat"
-    r"|cookie|jwt)$"
-    r"|secret|password|bearer",
+    r"(^|[_\-.])(api[_\-]?key|key|token|secret|password|passwd|pwd|pass|passphrase|credentials?|bearer[_\-]?token"
+    r"|authorization|auth|pat|cookies?|jwt)$"
+    r"|secret|password|passphrase|bearer",
     re.IGNORECASE,
 )
 """A name that says its value is a credential: `GITHUB_TOKEN`, `api_key`, `experimental_bearer_token`,
-`AWS_SECRET_ACCESS_KEY`, `Authorization`, `GH_PAT`, `cookie`. `MAX_THINKING_TOKENS` is none."""
+`AWS_SECRET_ACCESS_KEY`, `Authorization`, `GH_PAT`, `MYSQL_PWD`, `SMTP_PASS`, `cookies`.
+`MAX_THINKING_TOKENS` is none."""
+SUFFIXED_CREDENTIAL = re.compile(r"(^|_)(API_KEY|KEY|TOKEN|SECRET|PASSWORD|PASS|PWD|PAT)_[A-Z0-9]{1,10}$")
+"""A variable of a credential with a word after it, in capitals: `OPENAI_API_KEY_WORK`, `GEMINI_API_KEY_2`."""
 KEY_TABLE = re.compile(r"^(api[_\-]?keys|keys|tokens|secrets|credentials)$", re.IGNORECASE)
 """A table of keys by provider (`"apiKeys": {"openai": ...}`): each text in it may be one."""
-URL_WITH_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://[^/@\s]*:[^/@\s]+@")
-"""A URL that carries a user's password (`https://user:secret@host/`)."""
-CAMEL_CASE_CREDENTIAL = re.compile(r"[a-z0-9](ApiKey|Key|Token|Secret|Password|Credentials?)$")
-"""A camel-case name that says the same: `accessToken`, `awsSecretKey`. `maxOutputTokens` is none."""
+CAMEL_CASE_CREDENTIAL = re.compile(r"[a-z0-9](ApiKey|Key|Token|Secret|Password|Passphrase|Credentials?|Cookies?|Pat"
+                                   r"|Header)$")
+"""A camel-case name that says the same: `accessToken`, `awsSecretKey`, `sessionCookie`, `githubPat`,
+`authHeader`. `maxOutputTokens` is none."""
 NAME_OF_VARIABLE = re.compile(r"^(\$\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Z][A-Z0-9]*_[A-Z0-9_]+)$")
 """A value that names an environment variable (Codex's `env_key = "OPENAI_API_KEY"`, Droid's
 `"apiKey": "${OPENAI_API_KEY}"`), not a key. A name without `_` is taken for a key: capitals and
@@ -52,12 +56,17 @@ CRUSH_CONFIG = ".config/crush/crush.json"
 CRUSH_RC = ".config/crush/crushrc"
 CRUSH_HEADER_OPTIONS = ("--header", "--extra-header")
 """`crushrc` options whose values are request headers: any of them can carry a key."""
+HEADER_OPTIONS = (*CRUSH_HEADER_OPTIONS, "-H")
+"""Options whose values are request headers, in any program's arguments (`mcp-remote --header`, curl's `-H`)."""
 JSON_CONFIGS = (
     ".factory/settings.json", ".factory/mcp.json",
     ".cline/data/settings/providers.json", ".cline/data/settings/cline_mcp_settings.json",
-    ".copilot/settings.json", ".copilot/mcp-config.json",
+    ".copilot/settings.json", ".copilot/mcp-config.json", ".copilot/lsp-config.json",
 )
 """Droid's, Cline's and Copilot's JSON files that can hold a credential, screened as Claude Code's settings are."""
+
+
+NESTED_TOO_DEEP = "the whole file: it nests deeper than Python can read"
 
 
 class Screened(Record):
@@ -68,7 +77,14 @@ class Screened(Record):
 
 
 def is_credential(name: str, secret_names: frozenset[str] = frozenset()) -> bool:
-    return name in secret_names or bool(CREDENTIAL.search(name)) or bool(CAMEL_CASE_CREDENTIAL.search(name))
+    return name in secret_names or bool(CREDENTIAL.search(name)) or bool(CAMEL_CASE_CREDENTIAL.search(name)) \
+        or bool(SUFFIXED_CREDENTIAL.search(name))
+
+
+def _text_holds_one(value: object) -> bool:
+    """Text of any name that holds a credential by its shape (`core/credential_text.py`): a header line
+    in a variable, a key in a command, a URL's password."""
+    return isinstance(value, str) and credential_in(value) is not None
 
 
 Path = tuple[str | int, ...]
@@ -104,9 +120,22 @@ def _looks_like_a_key(value: object, reference: re.Pattern[str]) -> bool:
 
 
 def _option_takes_a_key(item: object, secret_names: frozenset[str]) -> bool:
-    """A command-line option among a program's arguments whose value is a key (`--api-key`)."""
-    return isinstance(item, str) and item.startswith("-") \
-        and is_credential(item.lstrip("-").partition("=")[0].replace("-", "_"), secret_names)
+    """A command-line option among a program's arguments whose value is a key (`--api-key`) or a
+    request header (`--header`, `-H`)."""
+    if not isinstance(item, str) or not item.startswith("-"):
+        return False
+    option = item.partition("=")[0]
+    return option in HEADER_OPTIONS or is_credential(option.lstrip("-").replace("-", "_"), secret_names)
+
+
+def _assigns_one(item: object, secret_names: frozenset[str]) -> bool:
+    """An argument that sets a credential's variable inline (`docker run -e GITHUB_TOKEN=...`)."""
+    if not isinstance(item, str) or item.startswith("-"):
+        return False
+    name, assigned, value = item.partition("=")
+    return bool(assigned and value) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) is not None \
+        and is_credential(name, secret_names) and not SHELL_REFERENCE.match(value) \
+        and not NAME_OF_VARIABLE.match(value)
 
 
 def _credentials(node: object, path: Path, secret_names: frozenset[str],
@@ -120,7 +149,7 @@ def _credentials(node: object, path: Path, secret_names: frozenset[str],
             after_an_option = index > 0 and _option_takes_a_key(node[index - 1], secret_names)
             if (below_a_credential and _looks_like_a_key(item, reference)) or after_an_option \
                     or (_option_takes_a_key(item, secret_names) and "=" in str(item)) \
-                    or (isinstance(item, str) and URL_WITH_PASSWORD.match(item)):
+                    or _assigns_one(item, secret_names) or _text_holds_one(item):
                 yield (*path, index)
             else:
                 yield from _credentials(item, (*path, index), secret_names, reference, below_a_credential)
@@ -130,15 +159,15 @@ def _credentials(node: object, path: Path, secret_names: frozenset[str],
     for key, value in node.items():
         where = (*path, str(key))
         if _is_header_table(str(key), value) or _holds_a_key(str(key), value, secret_names, reference) \
-                or (below_a_credential and _looks_like_a_key(value, reference)) \
-                or (isinstance(value, str) and URL_WITH_PASSWORD.match(value)):
+                or (below_a_credential and _looks_like_a_key(value, reference)) or _text_holds_one(value):
             yield where
         elif isinstance(value, list):
             yield from _credentials(value, where, secret_names, reference, below_a_credential)
         elif isinstance(value, Mapping):
             inside_env = str(key) == "env"
             for name, entry in value.items() if inside_env else ():
-                if not isinstance(entry, Mapping) and is_credential(str(name), secret_names):
+                if not isinstance(entry, Mapping) and (is_credential(str(name), secret_names)
+                                                       or _text_holds_one(entry)):
                     yield (*where, str(name))
             below = below_a_credential or is_credential(str(key), secret_names) or bool(KEY_TABLE.match(str(key)))
             yield from _credentials({name: entry for name, entry in value.items() if isinstance(entry, Mapping)}
@@ -167,14 +196,17 @@ def json_settings(data: bytes, secret_names: frozenset[str], reference: re.Patte
     that still holds a credential then is not copied at all."""
     try:
         document = json.loads(data)
+        found = tuple(_credentials(document, (), secret_names, reference))
+        if not found:
+            return Screened(data, ())
+        for path in found:
+            _drop(document, path)
+        stayed = any(True for _ in _credentials(document, (), secret_names, reference))
     except ValueError:
         return Screened(None, ("the whole file: it is not JSON",))
-    found = tuple(_credentials(document, (), secret_names, reference))
-    if not found:
-        return Screened(data, ())
-    for path in found:
-        _drop(document, path)
-    if any(True for _ in _credentials(document, (), secret_names, reference)):
+    except RecursionError:
+        return Screened(None, (NESTED_TOO_DEEP,))
+    if stayed:
         return Screened(None, (*map(_shown, found), "the whole file: a credential stayed in it"))
     return Screened(json.dumps(document, indent=2).encode() + b"\n", tuple(map(_shown, found)))
 
@@ -186,9 +218,11 @@ def codex_config(data: bytes, secret_names: frozenset[str]) -> Screened:
 
     try:
         document = tomllib.loads(data.decode("utf-8"))
+        found = tuple(map(_shown, _credentials(document, (), secret_names)))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError):
         return Screened(None, ("the whole file: it is not TOML",))
-    found = tuple(map(_shown, _credentials(document, (), secret_names)))
+    except RecursionError:
+        return Screened(None, (NESTED_TOO_DEEP,))
     return Screened(None, found) if found else Screened(data, ())
 
 
@@ -215,7 +249,10 @@ def crush_rc(data: bytes, secret_names: frozenset[str]) -> Screened:
             words = shlex.split(line, comments=True)
         except ValueError:  # a quote or an escape that goes on to the next line
             words = line.split()
-        found += [f"line {number}: {entry}" for entry in _shell_credentials(words, secret_names)]
+        named = [f"line {number}: {entry}" for entry in _shell_credentials(words, secret_names)]
+        if not named and (shape := credential_in(line)) is not None:
+            named.append(f"line {number}: {shape}")
+        found += named
     return Screened(None, tuple(found)) if found else Screened(data, ())
 
 
@@ -242,7 +279,7 @@ def _shell_credentials(words: list[str], secret_names: frozenset[str]) -> Iterat
         option, attached, attached_value = word.partition("=")
         following = attached_value if attached else (words[index + 1] if index + 1 < len(words) else "")
         consumed = 1 if attached else 2
-        if option in (*CRUSH_HEADER_OPTIONS, "-H"):
+        if option in HEADER_OPTIONS:
             yield f"{option} {following}".strip()
         elif option == "--env" and is_credential(following.partition("=")[0], secret_names):
             value = following.partition("=")[2] or (words[index + 2] if index + 2 < len(words) else "")
@@ -279,14 +316,14 @@ def dotenv(data: bytes, secret_names: frozenset[str]) -> Screened:
     dropping = False
     for line in lines:
         if open_quote:  # inside a value that an earlier line opened
-            if open_quote in line:
+            if _unescaped(line, open_quote):
                 open_quote = ""
         elif (assignment := ENV_LINE.match(line)) is not None:
-            dropping = is_credential(assignment.group(1), secret_names)
+            value = line[assignment.end():].strip()
+            dropping = is_credential(assignment.group(1), secret_names) or credential_in(value) is not None
             if dropping:
                 found.append(assignment.group(1))
-            value = line[assignment.end():].strip()
-            if value[:1] in ("'", '"', "`") and value.count(value[0]) == 1:
+            if value[:1] in ("'", '"', "`") and _unescaped(value, value[0]) == 1:
                 open_quote = value[0]
         else:
             dropping = False
@@ -294,13 +331,22 @@ def dotenv(data: bytes, secret_names: frozenset[str]) -> Screened:
             kept.append(line)
     # Read again line by line, as a reader that knows no quotes (or strips a byte order mark) would:
     # an assignment of a credential that the screen took for part of a value keeps the file home.
-    missed = [match.group(1) for line in kept if (match := ENV_LINE.match(line.lstrip("\ufeff")))
+    missed = [match.group(1) for line in kept if (match := ENV_LINE.match(line.replace("\ufeff", "")))
               and is_credential(match.group(1), secret_names)]
     if missed:
         return Screened(None, (*found, *(f"{name}, in a line read otherwise" for name in missed)))
+    if (shape := credential_line("".join(kept))) is not None:  # a value's later lines, read as a reader would
+        return Screened(None, (*found, f"the whole file: {shape}"))
     if not found:
         return Screened(data, ())
     return Screened("".join(kept).encode(), tuple(found))
+
+
+def _unescaped(text: str, quote: str) -> int:
+    """How many times `quote` is in `text` not after a backslash: dotenv's readers end a quoted value
+    at such a quote alone."""
+    return sum(1 for index, character in enumerate(text)
+               if character == quote and (index == 0 or text[index - 1] != "\\"))
 
 
 SCREENS: dict[str, Callable[[bytes, frozenset[str]], Screened]] = {

@@ -33,6 +33,9 @@ class ProvisionSource(Record):
     within: Path | None = None
     """Set for a source in the checkout, which the VM and a cloned repository write: no link from
     this folder down to `host` is followed. The user's own sources may be links they made."""
+    refused: tuple[str, ...] = ()
+    """Targets (files or folders) this source may not fill: a login the checkout would plant, with
+    which the agent in the VM would work in the account of the repository's author."""
 
 
 class Collected(Record):
@@ -40,6 +43,8 @@ class Collected(Record):
     """Target path -> content."""
     skipped: list[Path]
     """What was not copied: links, devices, FIFOs and sockets are never read."""
+    refused: list[str]
+    """Targets a source may not fill (`ProvisionSource.refused`), which it held."""
 
 
 def default_sources(home: Path, config_home: Path, data_home: Path, project_root: Path) -> list[ProvisionSource]:
@@ -56,8 +61,11 @@ def agent_sources(profile: AgentProfile, home: Path, project_root: Path) -> list
     """A terminal agent's configuration from the user's home, then the checkout's own on top."""
     sources = [ProvisionSource(home / source.host, source.target) for source in profile.config]
     if profile.checkout_config is not None:
+        from opencode_sandbox.core.agents.custom import KEPT_AT_HOME
+
         folder = project_root / TOOL_FOLDER / profile.checkout_config.host
-        sources.append(ProvisionSource(folder, profile.checkout_config.target, within=project_root))
+        sources.append(ProvisionSource(folder, profile.checkout_config.target, within=project_root,
+                                       refused=(*profile.logins, *KEPT_AT_HOME)))
     return sources
 
 
@@ -106,13 +114,23 @@ def _refuse_tool_folders(agent: AgentProfile, sources: list[ProvisionSource], ho
 def collect_files(sources: list[ProvisionSource]) -> Collected:
     """Every regular file of each source, by target path; later sources win (the project folder
     merges on top)."""
-    collected = Collected({}, [])
+    collected = Collected({}, [], [])
     for source in sources:
         tree = read_tree(source.host, source.within)
         for relative, content in tree.files.items():
-            collected.files[f"{source.target}/{relative}" if relative else source.target] = content
+            target = f"{source.target}/{relative}" if relative else source.target
+            if any(_is_at_or_below(target, refused) for refused in source.refused):
+                collected.refused.append(target)
+                continue
+            collected.files[target] = content
         collected.skipped.extend(source.host / relative if relative else source.host for relative in tree.skipped)
     return collected
+
+
+def _is_at_or_below(target: str, folder: str) -> bool:
+    """Compared case-folded: a case-insensitive file system (macOS) reads `.Codex` as `.codex`."""
+    target, folder = target.casefold(), folder.casefold()
+    return target == folder or target.startswith(folder.rstrip("/") + "/")
 
 
 def without_secret_keys(files: Mapping[str, Content], secret_names: set[str]) -> dict[str, Content]:
@@ -132,10 +150,12 @@ def without_secret_keys(files: Mapping[str, Content], secret_names: set[str]) ->
     return result
 
 
-def without_agent_credentials(files: Mapping[str, Content],
-                              secret_names: set[str]) -> tuple[dict[str, Content], list[str]]:
+def without_agent_credentials(files: Mapping[str, Content], secret_names: set[str],
+                              every_file: bool = True) -> tuple[dict[str, Content], list[str]]:
     """`files` with the credentials left out of the terminal agents' configuration
-    (`core/agent_config.py`), and what was left out, as `<file>: <entry>`."""
+    (`core/agent_config.py`), and what was left out, as `<file>: <entry>`. With `every_file` (a
+    terminal agent's, not opencode's), every file is looked at once more, screened or copied whole
+    (a skill's `.env`, a hook's script): one that holds a credential by its shape stays home."""
     from opencode_sandbox.core.agent_config import SCREENS
 
     result = dict(files)
@@ -150,6 +170,14 @@ def without_agent_credentials(files: Mapping[str, Content],
             del result[target]
         elif screened.data is not content.data:
             result[target] = Content(screened.data, content.mode, content.mtime)
+    if every_file:
+        from opencode_sandbox.core.credential_text import credential_line, is_configuration
+
+        for target, content in list(result.items()):
+            found = credential_line(content.data.decode("latin-1"), is_configuration(target))
+            if found is not None:
+                del result[target]
+                left_out.append(f"~/{target}: the whole file: {found}")
     return result, left_out
 
 

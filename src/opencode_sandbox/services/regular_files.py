@@ -82,7 +82,12 @@ def _open_below(within: Path, folders: list[str]) -> int | None:
     return folder
 
 
-def _read_folder(folder: int, prefix: str, tree: Tree) -> None:
+MAX_DEPTH = 64
+"""Folders nested deeper below a tree's top are not read (they are `skipped`): a checkout's folders,
+which a repository chooses, may nest past the interpreter's recursion limit."""
+
+
+def _read_folder(folder: int, prefix: str, tree: Tree, depth: int = 1) -> None:
     for name in sorted(os.listdir(folder)):
         path = f"{prefix}{name}"
         try:
@@ -90,12 +95,12 @@ def _read_folder(folder: int, prefix: str, tree: Tree) -> None:
         except FileNotFoundError:
             continue
         if stat.S_ISDIR(found.st_mode):
-            inner = _open(name, _FOLDER, folder)
+            inner = _open(name, _FOLDER, folder) if depth < MAX_DEPTH else None
             if inner is None:
                 tree.skipped.append(path)
                 continue
             try:
-                _read_folder(inner, f"{path}/", tree)
+                _read_folder(inner, f"{path}/", tree, depth + 1)
             finally:
                 os.close(inner)
         elif stat.S_ISREG(found.st_mode):

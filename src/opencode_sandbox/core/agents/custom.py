@@ -45,7 +45,10 @@ KEPT_AT_HOME = (
     ".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".config/gh", ".kube", ".docker/config.json",
     ".netrc", ".git-credentials", ".npmrc", ".pypirc", ".config/github-copilot", ".config/git/credentials",
     ".password-store", ".local/share/keyrings", ".vault-token", ".cargo/credentials", ".cargo/credentials.toml",
-    ".config/containers/auth.json",
+    ".config/containers/auth.json", ".pgpass", ".my.cnf", ".m2/settings.xml", ".terraform.d",
+    ".gradle/gradle.properties",
+    ".bash_history", ".zsh_history", ".local/share/fish/fish_history", ".python_history", ".psql_history",
+    ".mysql_history", ".node_repl_history", ".config/hub", ".config/glab-cli", ".config/doctl", ".config/heroku",
 )
 """Below the home, besides the built-in agents' logins: this tool's own files (its `secrets.env`
 among them) and the usual stores of other credentials, which no agent's configuration may name."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from opencode_sandbox.app import App
+from opencode_sandbox.core.agents import DEFAULT_AGENT
 from opencode_sandbox.core.guard import shown
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.core.start_plan import PlannedStep, plan_provision
@@ -42,7 +43,10 @@ def gather(app: App, home_volume: str | None) -> ProvisionFacts:
     secret_names = {secret.name for secret in app.settings.secrets}
     collected = provisioning.collect_files(sources)
     files, credentials = provisioning.without_agent_credentials(
-        provisioning.without_secret_keys(collected.files, secret_names), secret_names)
+        provisioning.without_secret_keys(collected.files, secret_names), secret_names,
+        every_file=app.settings.agent_profile.name != DEFAULT_AGENT)
+    credentials += [f"~/{target}: a login, which the checkout's .opencode-sandbox/ may not set"
+                    for target in collected.refused]
     current = provisioning.manifest(files)
     try:
         record = read_yaml_mapping(_record_path(app)) or {}
