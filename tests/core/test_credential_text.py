@@ -23,7 +23,12 @@ FOUND = {
     "query": ("https://server.example/mcp?profile=x&api_key=abcdef123", "a key in a URL's query"),
     "bearer": ("Authorization: Bearer abcdefgh1234", "a bearer token"),
     "header_variable": ("OTEL_EXPORTER_OTLP_HEADERS=Authorization=Basic dXNlcjpwYXNzMTIz", "a bearer token"),
-    "random_run": ('"notify": "curl -F token=azGDORePK8gMaC0QOYAMyEEuzJnyUi https://x"', "a key-shaped value"),
+    "named": ('"notify": "curl -F token=a1b2c3d4e5f6a7b8 https://x"', "a key under a credential's name"),
+    "header_line": ("curl -H 'DD-API-KEY: 3f2a1c9e8b7d6a5f4e3d2c1b0a9f8e7d'", "a key under a credential's name"),
+    "url_path": ("https://mainnet.infura.io/v3/3f2a1c9e8b7d6a5f4e3d2c1b0a9f8e7d", "a key in a URL's path"),
+    "webhook": ("https://hooks.slack.com/services/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", "a provider's key"),
+    "curl_user": ("curl -u ACabc:Zb3cqXDkBo7FJ https://api.example", "a password after -u"),
+    "random_run": ('"notify": "curl -d azGDORePK8gMaC0QOYAMyEEuzJnyUi https://x"', "a key-shaped value"),
 }
 
 
@@ -47,6 +52,11 @@ NONE = {
     "keybinding": '{"key": "ctrl+shift+alt+1", "command": "app.interrupt"}',
     "path": '"path": "/home/dev/.local/bin/tool2024"',
     "task_name": "risk-assessment disk-usage ask-question",
+    "prose": "Prefer a basic JavaScript helper; basic TypeScript mistakes",
+    "local_database": "postgresql://postgres:postgres@localhost:5432/dev",
+    "template_query": "https://serpapi.com/search?api_key={API_KEY}&q=x",
+    "data_uri": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAABAAAAAQCAYAAAAf8/9hAAAABHNCSVQICAgIfAhkiAAAAAlwSFlz",
+    "tokenizer": '"tokenizer": "cl100k_base", "max_tokens": 8192, "authType": "oauth-personal"',
 }
 
 

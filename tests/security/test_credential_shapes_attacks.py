@@ -241,7 +241,8 @@ def test_a_deep_folder_in_the_checkout_is_no_crash(tmp_path: Path) -> None:
 
 _LOAD = ("import sys\nfrom pathlib import Path\nfrom opencode_sandbox.config import loader\n"
          "from opencode_sandbox.errors import SandboxError\n"
-         "try:\n    loader.read_file(Path(sys.argv[1]))\nexcept SandboxError as error:\n    print(len(error.message))\n")
+         "try:\n    loader.read_file(Path(sys.argv[1]))\n"
+         "except SandboxError as error:\n    print(len(error.message))\n")
 
 
 def _load_limited(config: Path) -> subprocess.CompletedProcess[str]:

@@ -34,10 +34,14 @@ CAMEL_CASE_CREDENTIAL = re.compile(r"[a-z0-9](ApiKey|Key|Token|Secret|Password|P
                                    r"|Header)$")
 """A camel-case name that says the same: `accessToken`, `awsSecretKey`, `sessionCookie`, `githubPat`,
 `authHeader`. `maxOutputTokens` is none."""
-NAME_OF_VARIABLE = re.compile(r"^(\$\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Z][A-Z0-9]*_[A-Z0-9_]+)$")
+NAME_OF_VARIABLE = re.compile(r"^(\$\{[A-Za-z_][A-Za-z0-9_]*\}|\$[A-Za-z_][A-Za-z0-9_]*"
+                              r"|[A-Z][A-Z0-9]*_[A-Z0-9_]+)$")
 """A value that names an environment variable (Codex's `env_key = "OPENAI_API_KEY"`, Droid's
-`"apiKey": "${OPENAI_API_KEY}"`), not a key. A name without `_` is taken for a key: capitals and
-digits alone are an access key's shape too (`AKIA...`)."""
+`"apiKey": "${OPENAI_API_KEY}"`, Gemini CLI's `"$GITHUB_TOKEN"`), not a key. A name without `_` is
+taken for a key: capitals and digits alone are an access key's shape too (`AKIA...`)."""
+PLAIN_WORD = re.compile(r"^[a-z][a-z\-]{0,15}$")
+"""A value that is a word in small letters (`"apiKey": "ollama"`, `"none"`, `"not-needed"`): the stand-in
+a local model's provider asks for, not a key."""
 SHELL_REFERENCE = re.compile(r"^\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)$")
 """A value Crush expands from the environment (`"$OPENAI_API_KEY"`), not a key."""
 HEADER_TABLES = ("http_headers", "headers", "extra_headers", "customHeaders")
@@ -109,7 +113,7 @@ def _holds_a_key(key: str, value: object, secret_names: frozenset[str], referenc
     entry (`_credentials`); a yes or no is none."""
     if not is_credential(key, secret_names) or value in (None, "", [], {}) or isinstance(value, bool | Mapping):
         return False
-    return not (isinstance(value, str) and reference.match(value))
+    return not (isinstance(value, str) and (reference.match(value) or PLAIN_WORD.match(value)))
 
 
 def _looks_like_a_key(value: object, reference: re.Pattern[str]) -> bool:
@@ -166,8 +170,9 @@ def _credentials(node: object, path: Path, secret_names: frozenset[str],
         elif isinstance(value, Mapping):
             inside_env = str(key) == "env"
             for name, entry in value.items() if inside_env else ():
-                if not isinstance(entry, Mapping) and (is_credential(str(name), secret_names)
-                                                       or _text_holds_one(entry)):
+                named = is_credential(str(name), secret_names) and not (
+                    isinstance(entry, str) and reference.match(entry))
+                if not isinstance(entry, Mapping) and (named or _text_holds_one(entry)):
                     yield (*where, str(name))
             below = below_a_credential or is_credential(str(key), secret_names) or bool(KEY_TABLE.match(str(key)))
             yield from _credentials({name: entry for name, entry in value.items() if isinstance(entry, Mapping)}
@@ -219,7 +224,7 @@ def codex_config(data: bytes, secret_names: frozenset[str]) -> Screened:
     try:
         document = tomllib.loads(data.decode("utf-8"))
         found = tuple(map(_shown, _credentials(document, (), secret_names)))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+    except ValueError:  # not UTF-8, not TOML, or a number past Python's digits limit
         return Screened(None, ("the whole file: it is not TOML",))
     except RecursionError:
         return Screened(None, (NESTED_TOO_DEEP,))
@@ -245,6 +250,8 @@ def crush_rc(data: bytes, secret_names: frozenset[str]) -> Screened:
         return Screened(None, ("the whole file: it is not text",))
     found: list[str] = []
     for number, line in _logical_lines(text):
+        if not line.strip():
+            continue
         try:
             words = shlex.split(line, comments=True)
         except ValueError:  # a quote or an escape that goes on to the next line

@@ -7,18 +7,25 @@ import io
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.core.agents import DEFAULT_AGENT, AgentProfile
 from opencode_sandbox.core.digest import sha256
 from opencode_sandbox.core.providers import without_kept_out_keys
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.services.regular_files import Content, read_tree
 
+if TYPE_CHECKING:
+    from opencode_sandbox.core.agent_config import Screened
+
 __all__ = ["Content"]
 
 VM_HOME = "/home/dev"
+MAX_CONFIGURATION_BYTES = 1 << 20
+"""A terminal agent's configuration file larger than this stays home: none is near it, and each is
+looked at for credentials at every start."""
 DEV_UID = 1000
 DEV_GID = 1000
 AUTH_TARGET = ".local/share/opencode/auth.json"
@@ -164,21 +171,55 @@ def without_agent_credentials(files: Mapping[str, Content], secret_names: set[st
         content = files.get(target)
         if content is None:
             continue
-        screened = screen(content.data, frozenset(secret_names))
+        screened = _screened(screen, content.data, frozenset(secret_names))
         left_out += [f"~/{target}: {entry}" for entry in screened.left_out]
         if screened.data is None:
             del result[target]
         elif screened.data is not content.data:
             result[target] = Content(screened.data, content.mode, content.mtime)
     if every_file:
-        from opencode_sandbox.core.credential_text import credential_line, is_configuration
-
         for target, content in list(result.items()):
-            found = credential_line(content.data.decode("latin-1"), is_configuration(target))
+            found = _credential_in_file(target, content.data, frozenset(secret_names), screened=target in SCREENS)
             if found is not None:
                 del result[target]
                 left_out.append(f"~/{target}: the whole file: {found}")
     return result, left_out
+
+
+def _screened(screen: Callable[[bytes, frozenset[str]], Screened], data: bytes,
+              secret_names: frozenset[str]) -> Screened:
+    """A screen's answer; a file it cannot read (a TOML integer of 5,000 digits) is not copied."""
+    from opencode_sandbox.core.agent_config import Screened
+
+    try:
+        return screen(data, secret_names)
+    except (ValueError, RecursionError, MemoryError) as error:
+        return Screened(None, (f"the whole file: it cannot be read ({type(error).__name__})",))
+
+
+def _credential_in_file(target: str, data: bytes, secret_names: frozenset[str], screened: bool) -> str | None:
+    """Why a file copied for a terminal agent stays home, None when it may be copied: it holds a
+    credential by its shape (in any way it may be read), a configuration file of its kind holds one by
+    its name (a skill's `.env` or `config.json`), it is compressed or a database, or it is
+    configuration larger than `MAX_CONFIGURATION_BYTES`."""
+    from opencode_sandbox.core.agent_config import dotenv, json_settings
+    from opencode_sandbox.core.credential_text import COMPRESSED, credential_line, is_configuration, texts_of
+
+    if data.startswith(COMPRESSED):
+        return "it is compressed or a database, which cannot be looked into"
+    configuration = is_configuration(target)
+    if configuration and len(data) > MAX_CONFIGURATION_BYTES:
+        return f"configuration larger than {MAX_CONFIGURATION_BYTES >> 20} MiB"
+    for text in texts_of(data):
+        if (found := credential_line(text, configuration)) is not None:
+            return found
+    name = target.rsplit("/", 1)[-1].lower()
+    screen = json_settings if name.endswith(".json") else dotenv if name.startswith(".env") else None
+    if screen is None or screened:
+        return None
+    named = _screened(screen, data, secret_names)
+    credentials = [entry for entry in named.left_out if not entry.startswith("the whole file: it is not")]
+    return f"{', '.join(credentials)}, by name" if credentials else None
 
 
 def manifest(files: Mapping[str, Content]) -> dict[str, str]:
