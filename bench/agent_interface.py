@@ -134,24 +134,23 @@ def to_the_interface(command: list[str], project: Path, env: dict[str, str], int
         wait_for(terminal, lambda: terminal.shows(interface), what)
         seconds = time.perf_counter() - began
         end()
-        wait_for(terminal, terminal.ended, f"the end of {command[0]} after {what}", give_up_s=60,
-                 while_running=False)
+        try:
+            wait_for(terminal, terminal.ended, f"the end of {command[0]} after {what}", give_up_s=60,
+                     while_running=False)
+        except SystemExit as failure:
+            container = next((word for word in command if word.startswith("opencode-sandbox-vm-")), None)
+            left = docker("exec", container, "ps", "-eo", "pid,pgid,sid,tty,stat,args") if container else ""
+            raise SystemExit(f"{failure.code}\nthe VM's processes then:\n{left}") from None
         return seconds
     finally:
         terminal.close()
 
 
-def _settle(tries: int) -> str:
-    """Shell that waits until no process in the VM reads a terminal, checking every 20 ms up to
-    `tries` times; its status is 1 when some still does."""
-    return (f"settle() {{ for _ in $(seq {tries}); do on_a_terminal=; for fd in /proc/[0-9]*/fd/0; do "
-            'case "$(readlink "$fd")" in /dev/pts/*) on_a_terminal=1; break;; esac; done; '
-            '[ -z "$on_a_terminal" ] && return 0; sleep 0.02; done; return 1; }; ')
-
-
-def _signal_terminals(signal: str) -> str:
-    return (f"for group in $(ps -eo pgid=,tty= | awk '$2 != \"?\" {{print $1}}' | sort -u); "
-            f'do kill -{signal} -"$group" 2>/dev/null; done; ')
+SETTLE = ("for _ in $(seq 1500); do on_a_terminal=; for fd in /proc/[0-9]*/fd/0; do "
+          'case "$(readlink "$fd")" in /dev/pts/*) on_a_terminal=1; break;; esac; done; '
+          '[ -z "$on_a_terminal" ] && exit 0; sleep 0.02; done; exit 1')
+"""Until no process in the VM reads a terminal: the agent (and a tmux session) has finished ending,
+and its exit does not overlap the next round. Fails after 30 s."""
 
 
 def hang_up(container: str) -> Callable[[], None]:
@@ -159,12 +158,9 @@ def hang_up(container: str) -> Callable[[], None]:
     called, `node` for most), as a closed terminal sends, the same on both sides: the raw exec's
     agent, or the launcher's (and the shell of its tmux session, whose end ends the session, its
     server and the attached client). What the agent started apart from its terminal (Codex's app server)
-    stays, as it would on any ending of a session. Then until the agent has finished ending (so its
-    exit does not overlap the next round: an agent still ending slows the next start, by up to 150 ms
-    for Claude Code). An agent that outlives the hang-up (Copilot at its first question) gets SIGTERM
-    after 10 s, then SIGKILL after 10 s more, the same on both sides."""
-    script = (_settle(500) + _signal_terminals("HUP") + "settle && exit 0; "
-              + _signal_terminals("TERM") + "settle && exit 0; " + _signal_terminals("KILL") + "settle")
+    stays, as it would on any ending of a session. Then until the agent has finished ending."""
+    script = ("for group in $(ps -eo pgid=,tty= | awk '$2 != \"?\" {print $1}' | sort -u); "
+              f'do kill -HUP -"$group"; done; {SETTLE}')
 
     def end() -> None:
         subprocess.run(["docker", "exec", "--user", "dev", container, "sh", "-c", script], capture_output=True,
@@ -231,7 +227,7 @@ def main(rounds: int = 5, agents: tuple[str, ...] = tuple(AGENTS)) -> float:
             try:
                 results[name] = measure(name, root, env, rounds)
             except SystemExit as failure:  # one agent that cannot be measured leaves the others' figures
-                print(f"{name}: not measured: {str(failure.code).splitlines()[0]}", flush=True)
+                print(f"{name}: not measured: {failure.code}", flush=True)
                 continue
             medians = results[name]
             print(f"{name}: launcher {medians['launcher'] * 1000:.1f} ms, session alone "

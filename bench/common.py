@@ -65,7 +65,7 @@ class Terminal:
         self.base = ["tmux", "-L", name]
         self.socket = Path(env.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}" / name
         subprocess.run([*self.base, "new-session", "-d", "-x", "160", "-y", "48", "-c", str(cwd),
-                        shlex.join(command) + f"; echo {ENDED}; sleep 600"], check=True, env=env)
+                        shlex.join(command) + f"; echo; echo {ENDED}; sleep 600"], check=True, env=env)
 
     def screen(self) -> str:
         return subprocess.run([*self.base, "capture-pane", "-p"], capture_output=True, text=True).stdout
@@ -77,8 +77,10 @@ class Terminal:
         return self.shows(INTERFACE)
 
     def ended(self) -> bool:
-        """Whether the command has ended (the terminal stays, showing what it left)."""
-        return ENDED in self.screen()
+        """Whether the command has ended (the terminal stays, showing what it left). Read with wrapped
+        lines joined, and after a line of its own: a command may leave the cursor in its last column."""
+        joined = subprocess.run([*self.base, "capture-pane", "-p", "-J"], capture_output=True, text=True).stdout
+        return ENDED in joined
 
     def close(self) -> None:
         subprocess.run([*self.base, "kill-server"], capture_output=True, check=False)
