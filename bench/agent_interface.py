@@ -55,7 +55,7 @@ from tests.fixtures.agents import PINNED_VERSIONS
 from bench.common import GIVE_UP_S, Terminal, interleaved_medians, isolated_environment, launcher
 from bench.warm_start import clean_up, docker, make_project
 from opencode_sandbox.core.agents import profile_of
-from opencode_sandbox.core.naming import BASE_IMAGE, LABEL_OPENCODE_VERSION, vm_name
+from opencode_sandbox.core.naming import BASE_IMAGE, LABEL_OPENCODE_VERSION, VM_PREFIX, vm_name
 from opencode_sandbox.guest.terminal_session import attach_command
 from opencode_sandbox.images.updater import record_baked_version
 
@@ -138,7 +138,7 @@ def to_the_interface(command: list[str], project: Path, env: dict[str, str], int
             wait_for(terminal, terminal.ended, f"the end of {command[0]} after {what}", give_up_s=60,
                      while_running=False)
         except SystemExit as failure:
-            container = next((word for word in command if word.startswith("opencode-sandbox-vm-")), None)
+            container = next((word for word in command if word.startswith(VM_PREFIX)), None)
             left = docker("exec", container, "ps", "-eo", "pid,pgid,sid,tty,stat,args") if container else ""
             raise SystemExit(f"{failure.code}\nthe VM's processes then:\n{left}") from None
         return seconds

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from opencode_sandbox.core.agent_config import SCREENS, is_credential, json_settings
+from opencode_sandbox.core.agent_config import SCREENS, json_settings
 from opencode_sandbox.core.agents import profile_of
+from opencode_sandbox.core.credential_text import is_credential
 from opencode_sandbox.services import provisioning
 
 REAL = "sk-REAL-VALUE-7f3e"

@@ -14,26 +14,11 @@ import re
 import shlex
 from collections.abc import Callable, Iterator, Mapping
 
-from opencode_sandbox.core.credential_text import credential_in, credential_line
+from opencode_sandbox.core.credential_text import credential_in, credential_line, is_credential
 from opencode_sandbox.core.records import Record
 
-CREDENTIAL = re.compile(
-    r"(^|[_\-.])(api[_\-]?key|key|token|secret|password|passwd|pwd|pass|passphrase|credentials?|bearer[_\-]?token"
-    r"|authorization|auth|pat|cookies?|jwt)$"
-    r"|secret|password|passphrase|bearer",
-    re.IGNORECASE,
-)
-"""A name that says its value is a credential: `GITHUB_TOKEN`, `api_key`, `experimental_bearer_token`,
-`AWS_SECRET_ACCESS_KEY`, `Authorization`, `GH_PAT`, `MYSQL_PWD`, `SMTP_PASS`, `cookies`.
-`MAX_THINKING_TOKENS` is none."""
-SUFFIXED_CREDENTIAL = re.compile(r"(^|_)(API_KEY|KEY|TOKEN|SECRET|PASSWORD|PASS|PWD|PAT)_[A-Z0-9]{1,10}$")
-"""A variable of a credential with a word after it, in capitals: `OPENAI_API_KEY_WORK`, `GEMINI_API_KEY_2`."""
 KEY_TABLE = re.compile(r"^(api[_\-]?keys|keys|tokens|secrets|credentials)$", re.IGNORECASE)
 """A table of keys by provider (`"apiKeys": {"openai": ...}`): each text in it may be one."""
-CAMEL_CASE_CREDENTIAL = re.compile(r"[a-z0-9](ApiKey|Key|Token|Secret|Password|Passphrase|Credentials?|Cookies?|Pat"
-                                   r"|Header)$")
-"""A camel-case name that says the same: `accessToken`, `awsSecretKey`, `sessionCookie`, `githubPat`,
-`authHeader`. `maxOutputTokens` is none."""
 NAME_OF_VARIABLE = re.compile(r"^(\$\{[A-Za-z_][A-Za-z0-9_]*\}|\$[A-Za-z_][A-Za-z0-9_]*"
                               r"|[A-Z][A-Z0-9]*_[A-Z0-9_]+)$")
 """A value that names an environment variable (Codex's `env_key = "OPENAI_API_KEY"`, Droid's
@@ -78,11 +63,6 @@ class Screened(Record):
     """What the VM gets; None: nothing (a file that cannot be screened is not copied)."""
     left_out: tuple[str, ...]
     """The entries kept on the host, by their path in the file (`env.GITHUB_TOKEN`)."""
-
-
-def is_credential(name: str, secret_names: frozenset[str] = frozenset()) -> bool:
-    return name in secret_names or bool(CREDENTIAL.search(name)) or bool(CAMEL_CASE_CREDENTIAL.search(name)) \
-        or bool(SUFFIXED_CREDENTIAL.search(name))
 
 
 def _text_holds_one(value: object) -> bool:

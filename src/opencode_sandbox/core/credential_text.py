@@ -16,6 +16,22 @@ from __future__ import annotations
 
 import re
 
+CREDENTIAL = re.compile(
+    r"(^|[_\-.])(api[_\-]?key|key|token|secret|password|passwd|pwd|pass|passphrase|credentials?|bearer[_\-]?token"
+    r"|authorization|auth|pat|cookies?|jwt)$"
+    r"|secret|password|passphrase|bearer",
+    re.IGNORECASE,
+)
+"""A name that says its value is a credential: `GITHUB_TOKEN`, `api_key`, `experimental_bearer_token`,
+`AWS_SECRET_ACCESS_KEY`, `Authorization`, `GH_PAT`, `MYSQL_PWD`, `SMTP_PASS`, `cookies`.
+`MAX_THINKING_TOKENS` is none."""
+SUFFIXED_CREDENTIAL = re.compile(r"(^|_)(API_KEY|KEY|TOKEN|SECRET|PASSWORD|PASS|PWD|PAT)_[A-Z0-9]{1,10}$")
+"""A variable of a credential with a word after it, in capitals: `OPENAI_API_KEY_WORK`, `GEMINI_API_KEY_2`."""
+CAMEL_CASE_CREDENTIAL = re.compile(r"[a-z0-9](ApiKey|Key|Token|Secret|Password|Passphrase|Credentials?|Cookies?|Pat"
+                                   r"|Header)$")
+"""A camel-case name that says the same: `accessToken`, `awsSecretKey`, `sessionCookie`, `githubPat`,
+`authHeader`. `maxOutputTokens` is none."""
+
 _AFTER = r"(?:(?<![A-Za-z0-9_\-])|(?<=\\[nrt]))"
 """Where a key may begin: not inside a word, or right after a JSON escape (`"...:\nsk-..."`)."""
 KNOWN_KEY = re.compile(
@@ -53,7 +69,7 @@ CURL_USER = re.compile(r"(?<!\S)(?:-u|--user)[\s=]{1,4}['\"]?([^\s:'\"]{1,256}):
 NAMED_VALUE = re.compile(
     r"(?<![\w.\-])([A-Za-z_][\w.\-]{0,80})[\"']?\s{0,4}[:=]\s{0,4}[\"']?([^\s\"',;&:=<>(){}\[\]]{8,512}=*)")
 """`NAME=value`, `NAME: value` (a header line) or `"NAME": "value"`, judged by the name
-(`agent_config.is_credential`) and the value's shape (`_key_shaped`)."""
+(`is_credential`) and the value's shape (`_key_shaped`)."""
 URL_PATH_KEY = re.compile(r"://[^\s/'\"<>]{1,253}/(?:[^\s/'\"<>?#]{1,64}/){0,8}([A-Za-z0-9_\-]{24,256})")
 """A key as a segment of a URL's path (Infura's `/v3/KEY`, Alchemy's `/v2/KEY`)."""
 HEX_OR_UUID = re.compile(r"[0-9a-f]{32,}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
@@ -89,6 +105,11 @@ def _key_shaped(value: str) -> bool:
     two letters at least."""
     return bool(HEX_OR_UUID.fullmatch(value)) or _random(value) or (
         len(value) >= 12 and sum(c.isdigit() for c in value) >= 2 and sum(c.isalpha() for c in value) >= 2)
+
+
+def is_credential(name: str, secret_names: frozenset[str] = frozenset()) -> bool:
+    return name in secret_names or bool(CREDENTIAL.search(name)) or bool(CAMEL_CASE_CREDENTIAL.search(name)) \
+        or bool(SUFFIXED_CREDENTIAL.search(name))
 
 
 def _referenced(value: str) -> bool:
@@ -133,8 +154,6 @@ def credential_at(text: str, configuration: bool = True) -> tuple[str, int] | No
             return "a password after -u", match.start()
     if not configuration:
         return None
-    from opencode_sandbox.core.agent_config import is_credential  # whose names `core/agent_config.py` knows
-
     text = NOT_A_KEY.sub(lambda match: " " * len(match.group()), text)
 
     for match in URL_PATH_KEY.finditer(text):

@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 
 from opencode_sandbox import TYPE_CHECKING
-from opencode_sandbox.core.agent_config import is_credential
 from opencode_sandbox.core.agents.profile import ActivitySource, AgentProfile, ConfigSource, Credential, SessionKind
+from opencode_sandbox.core.credential_text import is_credential
 from opencode_sandbox.core.npm_names import is_package_name
 from opencode_sandbox.core.secrets import parse_secret
 
