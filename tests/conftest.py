@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures import listening
+
 pytest_plugins = ["tests.fixtures.images", "tests.fixtures.host_users", "tests.fixtures.msb_store"]
 
 # A suite started in the background of a script inherits Ctrl-C ignored (`nohup` ignores hang-ups),
@@ -44,6 +46,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if BUILDING_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.docker)
+
+
+_REPORTED_WAITING: set[int] = set()
+
+
+@pytest.fixture(autouse=True)
+def no_thread_left_waiting_on_a_closed_socket() -> Iterator[None]:
+    """A test whose server closed its socket while a thread still waited in `accept` fails: that
+    thread would take a connection of a later test's server (`tests/fixtures/listening.py`)."""
+    yield
+    left = listening.left_waiting(_REPORTED_WAITING)
+    _REPORTED_WAITING.update(left)
+    if left:
+        pytest.fail(f"threads left waiting in accept on a closed socket: {sorted(left.values())}; "
+                    "end them with tests.fixtures.listening.AcceptLoop")
 
 
 @pytest.fixture(autouse=True)

@@ -12,6 +12,7 @@ import pytest
 
 from opencode_sandbox import plain_http
 from opencode_sandbox.daemon.health import is_serving
+from tests.fixtures.listening import AcceptLoop
 
 WAIT_S = 5.0
 """How long a read may block before the test gives up: far longer than any reply here takes."""
@@ -67,23 +68,20 @@ def server_that_keeps_connections_open(reply: bytes) -> Iterator[int]:
     listener = socket.create_server(("127.0.0.1", 0))
     done = threading.Event()
 
-    def serve() -> None:
-        with listener:
-            connection, _ = listener.accept()
-            with connection:
-                received = b""
-                while b"\r\n\r\n" not in received:
-                    received += connection.recv(4096)
-                connection.sendall(reply)
-                done.wait(WAIT_S * 2)
+    def serve(connection: socket.socket) -> None:
+        with connection:
+            received = b""
+            while b"\r\n\r\n" not in received:
+                received += connection.recv(4096)
+            connection.sendall(reply)
+            done.wait(WAIT_S * 2)
 
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
+    loop = AcceptLoop(listener, serve)
     try:
         yield listener.getsockname()[1]
     finally:
         done.set()
-        thread.join(WAIT_S * 2)
+        loop.close()
 
 
 def test_the_health_check_takes_the_answer_of_a_daemon_that_keeps_the_connection_open() -> None:

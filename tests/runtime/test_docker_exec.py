@@ -25,6 +25,7 @@ from opencode_sandbox.engine.command import MANAGEMENT_TIMEOUT_S, DockerCli
 from opencode_sandbox.errors import BootFailed, NotFound, SandboxError
 from opencode_sandbox.runtime.docker.backend import DockerRuntime
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec
+from tests.fixtures.listening import AcceptLoop
 from tests.runtime.conftest import docker, docker_answers
 
 pytestmark = pytest.mark.docker
@@ -299,20 +300,15 @@ def tcp_engine() -> Iterator[tuple[str, list[int]]]:
     server = socket.create_server(("127.0.0.1", 0))
     connections: list[int] = []
 
-    def serve() -> None:
-        while True:
-            try:
-                client, _ = server.accept()
-            except OSError:
-                return
-            engine = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            engine.connect(docker_api.DEFAULT_SOCKET)
-            connections.append(len(connections))
-            threading.Thread(target=_relay, args=(client, engine), daemon=True).start()
+    def serve(client: socket.socket) -> None:
+        engine = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        engine.connect(docker_api.DEFAULT_SOCKET)
+        connections.append(len(connections))
+        threading.Thread(target=_relay, args=(client, engine), daemon=True).start()
 
-    threading.Thread(target=serve, daemon=True).start()
+    loop = AcceptLoop(server, serve)
     yield f"tcp://127.0.0.1:{server.getsockname()[1]}", connections
-    server.close()
+    loop.close()
 
 
 def test_other_docker_host_uses_the_command(
