@@ -49,6 +49,19 @@ def test_droids_custom_model_keeps_its_key_by_name_and_loses_a_written_one(tmp_p
     assert not [target for target, data in files.items() if REAL.encode() in data]
 
 
+@pytest.mark.parametrize("stand_in", ["ollama", "none", "not-needed", "lm-studio"])
+def test_a_local_models_stand_in_word_is_kept_where_a_key_would_be_left_out(tmp_path: Path, stand_in: str) -> None:
+    home = tmp_path / "home"
+    write(home, ".factory/settings.json", {"customModels": [
+        {"model": "llama3", "baseUrl": "http://localhost:11434/v1", "apiKey": stand_in},
+        {"model": "m2", "baseUrl": "https://other.example.org/v1", "apiKey": "Ollama7Key"}]})
+    files, left_out = copied("droid", home, tmp_path / "project", set())
+    assert left_out == ["~/.factory/settings.json: customModels.1.apiKey"], "a word with capitals or digits may be one"
+    assert json.loads(files[".factory/settings.json"])["customModels"] == [
+        {"model": "llama3", "baseUrl": "http://localhost:11434/v1", "apiKey": stand_in},
+        {"model": "m2", "baseUrl": "https://other.example.org/v1"}]
+
+
 def test_clines_provider_is_copied_without_its_key_or_its_sign_in(tmp_path: Path) -> None:
     home = tmp_path / "home"
     write(home, ".cline/data/settings/providers.json", {"version": 1, "lastUsedProvider": "openai-compatible",
