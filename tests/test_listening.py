@@ -5,7 +5,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,13 +23,6 @@ def server(tmp_path: Path) -> Iterator[socket.socket]:
     listener.listen(1)
     yield listener
     listener.close()
-
-
-def waiting_in_accept(thread: threading.Thread) -> None:
-    deadline = time.monotonic() + 5
-    while "accept" not in repr(sys._current_frames().get(thread.ident or 0)):
-        assert time.monotonic() < deadline, "the thread never reached accept"
-        time.sleep(0.01)
 
 
 _FOUND_WHEN_LEFT = """
