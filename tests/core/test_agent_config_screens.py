@@ -4,11 +4,14 @@ a start copies of the user's home into the VM, and what it leaves on the host an
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from opencode_sandbox.core.agent_config import SCREENS, json_settings
+from opencode_sandbox.core.agent_config_files import SCREENED
 from opencode_sandbox.core.agents import profile_of
 from opencode_sandbox.core.credential_text import is_credential
 from opencode_sandbox.services import provisioning
@@ -126,3 +129,24 @@ def test_every_json_file_an_agent_copies_that_can_hold_a_credential_is_screened(
 
 def test_a_file_that_is_not_json_is_not_copied() -> None:
     assert json_settings(b"{not json", frozenset()).data is None
+
+
+def test_every_screened_file_is_named_where_a_start_looks_before_loading_the_screens() -> None:
+    assert set(SCREENS) == SCREENED
+
+
+def test_a_screened_file_is_screened_on_opencodes_start_too(tmp_path: Path) -> None:
+    settings = {"env": {"ANTHROPIC_API_KEY": REAL}}
+    files = {".claude/settings.json": provisioning.Content(json.dumps(settings).encode(), 0o600, 0.0)}
+    kept, left_out = provisioning.without_agent_credentials(files, set(), every_file=False)
+    assert left_out == ["~/.claude/settings.json: env.ANTHROPIC_API_KEY"]
+    assert REAL.encode() not in kept[".claude/settings.json"].data
+
+
+def test_a_start_with_nothing_to_screen_loads_neither_the_screens_nor_the_credential_patterns() -> None:
+    probe = ("import sys\nfrom opencode_sandbox.services import provisioning\n"
+             "files = {'.config/opencode/opencode.json': provisioning.Content(b'{}', 0o600, 0.0)}\n"
+             "assert provisioning.without_agent_credentials(files, set(), every_file=False) == (files, [])\n"
+             "print(sorted(name for name in sys.modules if name.endswith(('agent_config', 'credential_text'))))")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
+    assert result.stdout.strip() == "[]"

@@ -52,6 +52,48 @@ def test_a_record_is_the_named_tuple_typing_would_make() -> None:
         point.x = 5  # type: ignore[misc]
 
 
+
+class Bare(Record):
+    x: int
+
+
+class TypingBare(NamedTuple):
+    x: int
+
+
+def raised(make: Any) -> tuple[type[BaseException], str]:
+    try:
+        make()
+    except (TypeError, ValueError) as error:
+        return type(error), str(error).replace("TypingPoint", "Point")
+    raise AssertionError("nothing was raised")
+
+
+@pytest.mark.parametrize("make", [lambda point: point(), lambda point: point(1, 2, "a", 4),
+                                  lambda point: point(1, z=2), lambda point: point(1, x=2),
+                                  lambda point: point._make([1]), lambda point: point(1)._replace(z=1)],
+                         ids=["none", "too many", "unknown", "twice", "make short", "replace unknown"])
+def test_a_record_fails_as_the_named_tuple_does(make: Any) -> None:
+    assert raised(lambda: make(Point)) == raised(lambda: make(TypingPoint))
+
+
+def test_a_record_copies_pickles_and_matches_as_the_named_tuple_does() -> None:
+    import copy
+    import pickle
+
+    point = Point(1, 2, "a")
+    assert pickle.loads(pickle.dumps(point)) == point and type(pickle.loads(pickle.dumps(point))) is Point
+    assert copy.copy(point) == copy.deepcopy(point) == point and type(copy.copy(point)) is Point
+    assert point.__getnewargs__() == TypingPoint(1, 2, "a").__getnewargs__()
+    match point:
+        case Point(x, y, label=label):
+            assert (x, y, label) == (1, 2, "a")
+    assert isinstance(point, tuple) and not hasattr(point, "__dict__")
+    assert Point.x.__doc__ == TypingPoint.x.__doc__
+    assert Point._fields == ("x", "y", "label") and Point(*range(3)) == (0, 1, 2)
+    assert (Bare.__doc__, Bare(1)) == (str(TypingBare.__doc__).replace("TypingBare", "Bare"), (1,))
+    assert [name for name in dir(TypingPoint) if name not in dir(Point)] == ["__orig_bases__"]  # typing's own
+
 def test_declarations_typing_refuses_are_refused() -> None:
     with pytest.raises(TypeError, match="without a default follows"):
         class Broken(Record):
@@ -64,6 +106,10 @@ def test_declarations_typing_refuses_are_refused() -> None:
 
             def _replace(self) -> None:  # type: ignore[override]
                 pass
+
+    with pytest.raises(ValueError, match="underscore"):
+        class Hidden(Record):
+            _x: int
 
 
 def declared_records() -> list[tuple[str, str, tuple[str, ...]]]:

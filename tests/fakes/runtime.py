@@ -590,6 +590,9 @@ class FakeRuntime:
             last_activity_at=sandbox.last_activity_at,
             labels=dict(sandbox.labels),
             owner_unlabelled=self.kind is RuntimeKind.DOCKER and LABEL_OWNER_UID not in sandbox.labels,
+            # As the docker runtime does: a running VM's ports read with it.
+            ports=({guest: int(listener.getsockname()[1]) for guest, listener in sandbox.listeners.items()}
+                   if self.kind is RuntimeKind.DOCKER and sandbox.status is SandboxStatus.RUNNING else None),
         )
 
     def _volume_info(self, volume: FakeVolume) -> VolumeInfo:

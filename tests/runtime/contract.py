@@ -550,8 +550,12 @@ class RuntimeContract:
         assert ports[GUEST_PORT + 1] == chosen
         assert ports == {GUEST_PORT: runtime.host_port(spec.name, GUEST_PORT), GUEST_PORT + 1: chosen}
         assert _connects("127.0.0.1", chosen)
+        info = runtime.get_sandbox(spec.name)
+        assert info is not None and info.ports in (None, ports), "the ports read with the VM are its ports"
         runtime.stop_sandbox(spec.name)
         assert runtime.port_map(spec.name) == {}
+        info = runtime.get_sandbox(spec.name)
+        assert info is not None and not info.ports, "a stopped VM reports no ports"
 
     # --- volumes -------------------------------------------------------------------------
 

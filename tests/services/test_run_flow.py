@@ -165,6 +165,22 @@ def test_a_warm_run_changes_nothing_and_asks_only_the_daemon(flow: Flow) -> None
     assert daemon_control.read_password(flow.app().state.project_dir(SLUG)) == ready.password
 
 
+
+def test_a_warm_run_reads_the_vm_once_and_takes_its_ports_from_that(flow: Flow) -> None:
+    after_first_run(flow)
+    ready = flow.prepare()
+    assert flow.calls("get_sandbox", "port_map") == ["get_sandbox"]
+    assert ready.ports == flow.runtime.port_map(VM) and ready.ports
+
+
+def test_a_run_that_starts_the_vm_asks_for_its_ports_afresh(flow: Flow) -> None:
+    after_first_run(flow)
+    flow.runtime.stop_sandbox(VM)
+    flow.runtime.calls.clear()
+    ready = flow.prepare()
+    assert flow.calls("get_sandbox", "port_map") == ["get_sandbox", "port_map"]
+    assert ready.ports == flow.runtime.port_map(VM) and ready.ports
+
 def test_only_a_start_that_leaves_the_running_vm_as_it_found_it_keeps_what_started_in_it_early(flow: Flow) -> None:
     assert not flow.prepare().kept_as_found  # made now
     assert flow.prepare().kept_as_found

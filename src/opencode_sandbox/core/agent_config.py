@@ -14,6 +14,19 @@ import re
 import shlex
 from collections.abc import Callable, Iterator, Mapping
 
+from opencode_sandbox.core.agent_config_files import (
+    CLAUDE_SETTINGS,
+    CODEX_CONFIG,
+    CRUSH_CONFIG,
+    CRUSH_RC,
+    GEMINI_ENV,
+    GEMINI_SETTINGS,
+    JSON_CONFIGS,
+    PI_MODELS,
+    PI_SETTINGS,
+    QWEN_ENV,
+    QWEN_SETTINGS,
+)
 from opencode_sandbox.core.credential_text import credential_in, credential_line, is_credential
 from opencode_sandbox.core.records import Record
 
@@ -31,28 +44,12 @@ SHELL_REFERENCE = re.compile(r"^\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-
 """A value Crush expands from the environment (`"$OPENAI_API_KEY"`), not a key."""
 HEADER_TABLES = ("http_headers", "headers", "extra_headers", "customHeaders")
 """Tables whose entries are request headers sent as they are: any of them can carry a key."""
-CLAUDE_SETTINGS = ".claude/settings.json"
-CODEX_CONFIG = ".codex/config.toml"
-GEMINI_SETTINGS = ".gemini/settings.json"
-GEMINI_ENV = ".gemini/.env"
-QWEN_SETTINGS = ".qwen/settings.json"
-QWEN_ENV = ".qwen/.env"
 ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.\-]*)\s*[=:]")
 """An assignment of a `.env` file (`NAME=value`, `export NAME=value`, `NAME: value`)."""
-PI_SETTINGS = ".pi/agent/settings.json"
-PI_MODELS = ".pi/agent/models.json"
-CRUSH_CONFIG = ".config/crush/crush.json"
-CRUSH_RC = ".config/crush/crushrc"
 CRUSH_HEADER_OPTIONS = ("--header", "--extra-header")
 """`crushrc` options whose values are request headers: any of them can carry a key."""
 HEADER_OPTIONS = (*CRUSH_HEADER_OPTIONS, "-H")
 """Options whose values are request headers, in any program's arguments (`mcp-remote --header`, curl's `-H`)."""
-JSON_CONFIGS = (
-    ".factory/settings.json", ".factory/mcp.json",
-    ".cline/data/settings/providers.json", ".cline/data/settings/cline_mcp_settings.json",
-    ".copilot/settings.json", ".copilot/mcp-config.json", ".copilot/lsp-config.json",
-)
-"""Droid's, Cline's and Copilot's JSON files that can hold a credential, screened as Claude Code's settings are."""
 
 
 NESTED_TOO_DEEP = "the whole file: it nests deeper than Python can read"

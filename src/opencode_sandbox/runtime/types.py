@@ -76,6 +76,9 @@ class SandboxInfo(Record):
     owner_unlabelled: bool = False
     """Made by an older version without the owner label and recorded as this host user's (docker
     runtime): recreating it once, on its home volume, labels it."""
+    ports: Mapping[int, int] | None = None
+    """A running sandbox's published ports (guest port -> host port on 127.0.0.1), read with the rest
+    where the runtime has them at hand; None where it did not read them (ask `port_map`)."""
 
 
 class VolumeInfo(Record):

@@ -163,10 +163,14 @@ def without_agent_credentials(files: Mapping[str, Content], secret_names: set[st
     (`core/agent_config.py`), and what was left out, as `<file>: <entry>`. With `every_file` (a
     terminal agent's, not opencode's), every file is looked at once more, screened or copied whole
     (a skill's `.env`, a hook's script): one that holds a credential by its shape stays home."""
-    from opencode_sandbox.core.agent_config import SCREENS
+    from opencode_sandbox.core.agent_config_files import SCREENED
 
     result = dict(files)
     left_out: list[str] = []
+    if not every_file and SCREENED.isdisjoint(files):
+        return result, left_out  # nothing to screen: the screens and their patterns need not load
+    from opencode_sandbox.core.agent_config import SCREENS
+
     for target, screen in SCREENS.items():
         content = files.get(target)
         if content is None:

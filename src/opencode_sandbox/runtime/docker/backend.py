@@ -52,8 +52,6 @@ from opencode_sandbox.runtime.docker import execution as docker_exec
 from opencode_sandbox.runtime.docker import netfilter as docker_netfilter
 from opencode_sandbox.runtime.docker import network_holder as docker_holder
 from opencode_sandbox.runtime.docker import policy_marks as docker_policy_marks
-from opencode_sandbox.runtime.docker import policy_pieces as docker_policy_pieces
-from opencode_sandbox.runtime.docker import proxy as docker_proxy
 from opencode_sandbox.runtime.docker.args import (
     DIND_LABEL,
     exec_args,
@@ -106,6 +104,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from opencode_sandbox.core.prune_plan import ArtifactKind, PolicyPieceFact
+    from opencode_sandbox.runtime.docker import proxy as docker_proxy
 
 FALLBACK_HELPER_IMAGE = "debian:trixie-slim"
 _RUNNING_STATES = (SandboxStatus.RUNNING, SandboxStatus.STARTING, SandboxStatus.PAUSED)
@@ -137,6 +136,8 @@ class DockerRuntime:
 
     # sandboxes
     def get_sandbox(self, name: str) -> SandboxInfo | None:
+        """The sandbox as the engine describes it; a running VM's published ports come with it, read from
+        the same documents, so a start that connects to it need not ask for them again."""
         document = self._container(name)
         if document is None:
             return None
@@ -144,21 +145,26 @@ class DockerRuntime:
         if info.status is not SandboxStatus.RUNNING:
             return info
         slug = slug_of_vm(name)
-        if docker_netfilter.LABEL_NETWORK_POLICY in info.labels and not self._policy_in_place(document):
+        in_holder = docker_holder.holder_of(document) is not None and slug is not None
+        holder_document = docker_holder.find(self.cli, slug, self.owner) if in_holder and slug is not None else None
+        info = info._replace(ports=published_port_map((holder_document or {}) if in_holder else document))
+        if docker_netfilter.LABEL_NETWORK_POLICY in info.labels and not self._policy_in_place(document,
+                                                                                            holder_document):
             info = info._replace(repair="it was started without its network policy (outside opencode-sandbox)")
-        elif slug is not None and _proxy_policy(document) is not None \
-                and not docker_proxy.proxy_alive(self.cli, slug, self.owner):
-            info = info._replace(repair=f"its egress proxy {docker_proxy.proxy_name(slug)} is not running")
+        elif slug is not None and _proxy_policy(document) is not None:
+            from opencode_sandbox.runtime.docker import proxy as docker_proxy  # only a VM with a proxy has one
+
+            if not docker_proxy.proxy_alive(self.cli, slug, self.owner):
+                info = info._replace(repair=f"its egress proxy {docker_proxy.proxy_name(slug)} is not running")
         return info
 
-    def _policy_in_place(self, document: dict[str, Any]) -> bool:
-        """Whether the running VM sits in a namespace holding the rules of its policy."""
+    def _policy_in_place(self, document: dict[str, Any], holder_document: dict[str, Any] | None) -> bool:
+        """Whether the running VM sits in a namespace holding the rules of its policy (`holder_document`:
+        its network holder as just read, None when it has none)."""
         name = container_name(document)
-        holder = docker_holder.holder_of(document)
-        slug = slug_of_vm(name)
-        if holder is None or slug is None:  # a VM of an earlier version, ruled in its own namespace
+        if docker_holder.holder_of(document) is None or slug_of_vm(name) is None:
+            # a VM of an earlier version, ruled in its own namespace
             return docker_policy_marks.installed_for(name, _started_at(document))
-        holder_document = docker_holder.find(self.cli, slug, self.owner)
         return holder_document is not None and docker_holder.rules_in_place(holder_document) \
             and docker_holder.joined_current_namespace(document, holder_document)
 
@@ -178,6 +184,8 @@ class DockerRuntime:
     def create_sandbox(self, spec: SandboxSpec, *, secret_values: Mapping[str, str] | None = None) -> SandboxInfo:
         """With secrets, the VM's variables hold their placeholders and the egress proxy is given
         `secret_values`, which it puts into the requests to each secret's hosts."""
+        from opencode_sandbox.runtime.docker import proxy as docker_proxy
+
         slug = slug_of_vm(spec.name) or slug_of_task(spec.name)
         if slug is None:
             raise ValueError(f"not a sandbox name of this tool: {spec.name!r}")
@@ -279,6 +287,8 @@ class DockerRuntime:
         created again) first, and given `secret_values` again: it holds them only in memory, so
         a restarted proxy has none. A running VM left in an old namespace of its holder is
         started again; one whose rules cannot be installed is not started."""
+        from opencode_sandbox.runtime.docker import proxy as docker_proxy
+
         document = self._owned_container(name)
         policy = docker_netfilter.policy_of_label(labels_of(document).get(docker_netfilter.LABEL_NETWORK_POLICY))
         values = checked_secret_values(name, policy, secret_values or {}, action="start")
@@ -319,6 +329,8 @@ class DockerRuntime:
     def _new_holder(self, spec: SandboxSpec, slug: str, network: str,
                     proxy: docker_proxy.ProxyEndpoint | None) -> str:
         """The VM's network holder, made afresh with the VM's published ports, and its rules."""
+        from opencode_sandbox.runtime.docker import proxy as docker_proxy
+
         assert spec.network is not None
         hosts = {docker_proxy.PROXY_HOST: str(proxy.address)} if proxy is not None else {}
         image = docker_netfilter.ensure_netfilter_image(self.cli, self.images)
@@ -366,11 +378,15 @@ class DockerRuntime:
         self._stop_proxy(name, kill=True)
 
     def _stop_proxy(self, name: str, kill: bool) -> None:
+        from opencode_sandbox.runtime.docker import proxy as docker_proxy
+
         slug = slug_of_vm(name)
         if slug is not None:
             docker_proxy.stop_proxy(self.cli, slug, self.owner, kill=kill)
 
     def remove_sandbox(self, name: str) -> None:
+        from opencode_sandbox.runtime.docker import proxy as docker_proxy
+
         status = container_status(self._owned_container(name).get("State") or {})
         if status in _RUNNING_STATES:
             self.stop_sandbox(name)
@@ -385,12 +401,18 @@ class DockerRuntime:
             docker_netfilter.remove_network(self.cli, slug, self.owner)
 
     def list_policy_pieces(self) -> list[PolicyPieceFact]:
+        from opencode_sandbox.runtime.docker import policy_pieces as docker_policy_pieces
+
         return docker_policy_pieces.list_policy_pieces(self.cli, self.owner)
 
     def remove_policy_piece(self, kind: ArtifactKind, name: str) -> None:
+        from opencode_sandbox.runtime.docker import policy_pieces as docker_policy_pieces
+
         docker_policy_pieces.remove_policy_piece(self.cli, kind, name, self.owner)
 
     def refusals(self, name: str) -> list[Refusal]:
+        from opencode_sandbox.runtime.docker import proxy as docker_proxy
+
         document = self._owned_container(name)
         labels = labels_of(document)
         if docker_netfilter.policy_of_label(labels.get(docker_netfilter.LABEL_NETWORK_POLICY)) is None \
@@ -688,6 +710,8 @@ class DockerRuntime:
 
     def _discard(self, name: str) -> None:
         """Remove what a failed create left, whatever state it is in."""
+        from opencode_sandbox.runtime.docker import proxy as docker_proxy
+
         self.cli.run_raw(["rm", "--force", "--volumes", name])
         forget_mapped_mounts(name)
         docker_policy_marks.forget(name)

@@ -135,7 +135,10 @@ class Start:
                 state = state._replace(image_reference=vm.loaded.reference, image_digest=vm.loaded.digest)
             if state != recorded_state:
                 self.store.save(self.slug, state)
-            ports = self.app.runtime.port_map(self.vm)
+            found = facts.existing
+            # The VM it connects to kept its ports: the runtime read them with it a moment ago.
+            ports = dict(found.ports) if connected and found is not None and not found.repair \
+                and found.ports is not None else self.app.runtime.port_map(self.vm)
             # host_port raises the runtime's own error for a VM whose daemon port is not published
             host_url = f"http://127.0.0.1:{ports.get(DAEMON_PORT) or self.app.runtime.host_port(self.vm, DAEMON_PORT)}"
             provisioned = provision.gather(self.app, decision.volume)
