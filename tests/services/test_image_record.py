@@ -10,7 +10,7 @@ import pytest
 
 from opencode_sandbox.config.loader import load_settings
 from opencode_sandbox.config.settings import Settings
-from opencode_sandbox.core.naming import BASE_IMAGE, LABEL_OPENCODE_VERSION
+from opencode_sandbox.core.naming import BASE_IMAGE, BASE_IMAGE_DIND, LABEL_OPENCODE_VERSION
 from opencode_sandbox.project import Project
 from opencode_sandbox.services import image_record
 from opencode_sandbox.services.image_record import CheckedImage, inputs_signature, recall, remember
@@ -92,6 +92,17 @@ def test_every_input_changes_the_signature(setup: tuple[Project, Path, FakeEngin
     extra.write_text("two, longer\n")
     assert signature(project, engine, extra_ca_certificates=[str(extra)]) != with_extra
 
+
+
+def test_the_dind_base_counts_only_for_a_project_that_uses_it(setup: tuple[Project, Path, FakeEngine]) -> None:
+    project, _, engine = setup
+    engine.add_image(BASE_IMAGE_DIND)
+    plain, dind = signature(project, engine), signature(project, engine, dind=True)
+    engine.add_image(BASE_IMAGE_DIND, labels={"rebuilt": "yes"})
+    assert signature(project, engine) == plain
+    assert signature(project, engine, dind=True) != dind
+    engine.add_image(BASE_IMAGE, labels={"rebuilt": "yes"})
+    assert signature(project, engine) != plain
 
 def test_a_linked_dockerfile_counts_with_its_target(setup: tuple[Project, Path, FakeEngine], tmp_path: Path) -> None:
     project, _, engine = setup

@@ -26,6 +26,7 @@ from opencode_sandbox import plain_http
 from opencode_sandbox.app import App
 from opencode_sandbox.cli.actions import apply_global_flags, shell_in_project
 from opencode_sandbox.core.naming import (
+    BASE_IMAGE,
     BASE_IMAGES,
     LABEL_OPENCODE_VERSION,
     home_volume_name,
@@ -313,7 +314,7 @@ def test_a_warm_shell_asks_msb_about_the_vm_once_and_syncs_git_only_after_a_chan
         "the image and the home volume are the running VM's own: nothing to ask; the sync after the " \
         "command found both sides as the one before left them"
     assert start.docker_calls() == []
-    assert start.engine_requests() == [f"GET /images/{reference}/json" for reference in (*BASE_IMAGES, start.image)]
+    assert start.engine_requests() == [f"GET /images/{reference}/json" for reference in (BASE_IMAGE, start.image)]
 
     seen, git_seen = len(msb.calls), len(start.git_calls())
     assert start.shell_true() == 0

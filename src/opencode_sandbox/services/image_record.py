@@ -19,7 +19,7 @@ from pathlib import Path
 from opencode_sandbox import TYPE_CHECKING, __version__, images
 from opencode_sandbox.config.settings import Settings
 from opencode_sandbox.core.digest import sha256
-from opencode_sandbox.core.naming import BASE_IMAGES, LABEL_OPENCODE_VERSION
+from opencode_sandbox.core.naming import BASE_IMAGE, BASE_IMAGES, LABEL_OPENCODE_VERSION
 from opencode_sandbox.core.records import Record
 from opencode_sandbox.images.certificates import HOST_CA_DIR
 from opencode_sandbox.images.image_document import env_of, labels_of
@@ -82,9 +82,12 @@ def _file(path: Path) -> list[object]:
         return [str(path), "absent"]
 
 
-def _base_image_ids(engine: ImageEngine) -> list[str | None]:
-    documents = engine.inspect_images(BASE_IMAGES)
-    return [str(documents[reference].get("Id")) if reference in documents else None for reference in BASE_IMAGES]
+def _base_image_ids(engine: ImageEngine, dind: bool) -> list[str | None]:
+    """The IDs of the base images the project's image can be built on: the plain one, and with
+    `dind` also the one with Docker inside (built on the plain one)."""
+    references = BASE_IMAGES if dind else (BASE_IMAGE,)
+    documents = engine.inspect_images(references)
+    return [str(documents[reference].get("Id")) if reference in documents else None for reference in references]
 
 
 def signature_inputs(engine: ImageEngine, project: Project, settings: Settings,
@@ -101,7 +104,7 @@ def signature_inputs(engine: ImageEngine, project: Project, settings: Settings,
         "project configuration folder": _tree(project.config_dir),
         "host CA folder": _tree(HOST_CA_DIR) if settings.trust_host_ca else None,
         "extra CA certificates": [_file(path.expanduser()) for path in settings.extra_ca_certificates],
-        "base images": _base_image_ids(engine),
+        "base images": _base_image_ids(engine, settings.dind),
     }
 
 
