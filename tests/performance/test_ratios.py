@@ -15,11 +15,13 @@ from tests.fixtures.images import RunnerBase
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(600)]
 
-CI_RUNS = {"startup": ["10"], "prune_plan": [], "warm_start": ["6"], "screen_relay": ["5"]}
+CI_RUNS = {"startup": ["10"], "prune_plan": [], "warm_start": ["10"], "screen_relay": ["5"]}
 """Each script with its arguments: rounds enough for a median that holds, few enough for a minute."""
-SLOWED_BY_MS = 60
-"""A start this much later: about half as slow again as a warm `shell` and a third as slow again
-as one after a stop."""
+SLOWED_BY_MS = 100
+"""A start this much later: about half as slow again as a warm `shell` and as one after a stop on a
+slow host (a raw `docker start` and `docker exec` of 200 ms), and more on a faster one. 60 ms no
+longer sufficed there once the start after a stop took 1.4 times the raw commands: 1.64, inside the
+allowance."""
 
 
 def missed(rows: list[report.Row]) -> list[tuple[str, ...]]:

@@ -11,7 +11,7 @@ HASH_LENGTH = 14
 NAME_LENGTH = 20
 _ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 _SCP_LIKE = r"^(?:[^@/]+@)?(?P<host>[^:/]+):(?P<path>(?!//).*)$"
-_URL = r"(?i)^(?P<scheme>[a-z][a-z0-9+.-]*)://(?:[^@/]*@)?(?P<host>[^/:]*)(?::\d*)?(?P<path>/.*)?$"
+_URL = r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?:[^@/]*@)?(?P<host>[^/:]*)(?::\d*)?(?P<path>/.*)?$"
 
 
 def base36_hash(text: str) -> str:
