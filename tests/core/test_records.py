@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -93,6 +94,31 @@ def test_a_record_copies_pickles_and_matches_as_the_named_tuple_does() -> None:
     assert Point._fields == ("x", "y", "label") and Point(*range(3)) == (0, 1, 2)
     assert (Bare.__doc__, Bare(1)) == (str(TypingBare.__doc__).replace("TypingBare", "Bare"), (1,))
     assert [name for name in dir(TypingPoint) if name not in dir(Point)] == ["__orig_bases__"]  # typing's own
+
+
+class Keyed(Record):
+    name: str
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, tuple) and tuple.__eq__(self, other)
+
+
+class TypingKeyed(NamedTuple):
+    name: str
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, tuple) and tuple.__eq__(self, other)
+
+
+def test_a_record_that_defines_equality_still_hashes_as_the_named_tuple_does() -> None:
+    assert hash(Keyed("a")) == hash(TypingKeyed("a")) == hash(("a",))
+
+
+@pytest.mark.skipif(sys.version_info < (3, 13), reason="copy.replace is Python 3.13's")
+def test_copy_replace_makes_a_changed_record_as_for_the_named_tuple() -> None:
+    import copy
+
+    assert copy.replace(Point(1), y=2) == copy.replace(TypingPoint(1), y=2) == (1, 2, None)  # type: ignore[attr-defined]
 
 def test_declarations_typing_refuses_are_refused() -> None:
     with pytest.raises(TypeError, match="without a default follows"):

@@ -22,6 +22,7 @@ from opencode_sandbox import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import NamedTuple as Record
 else:
+    import sys
     from collections.abc import Mapping
     from types import CodeType, FunctionType, MappingProxyType
 
@@ -36,6 +37,8 @@ else:
     _SPECIAL = frozenset({"__module__", "__qualname__", "__annotations__", "__orig_bases__"})
     _PROHIBITED = frozenset({"__new__", "__init__", "__slots__", "__getnewargs__", "_fields", "_field_defaults",
                              "_make", "_replace", "_asdict", "_source"})
+    _UNEXPECTED_FIELD = TypeError if sys.version_info >= (3, 13) else ValueError
+    """What `_replace` raises for a field the record lacks: as `collections.namedtuple` does."""
     _CONSTRUCTOR_GLOBALS = {"_tuple_new": tuple.__new__}
     _constructors: dict[int, CodeType] = {}
 
@@ -67,8 +70,10 @@ else:
         def _replace(self, /, **changes):
             made = self._make(map(changes.pop, self._fields, self))
             if changes:
-                raise ValueError(f"Got unexpected field names: {list(changes)!r}")
+                raise _UNEXPECTED_FIELD(f"Got unexpected field names: {list(changes)!r}")
             return made
+
+        __replace__ = _replace  # `copy.replace`, as `collections.namedtuple` has it from Python 3.13 on
 
         def __repr__(self) -> str:
             shown = ", ".join(f"{name}={value!r}" for name, value in zip(self._fields, self, strict=True))
@@ -110,6 +115,8 @@ else:
                     raise AttributeError(f"{typename}: cannot overwrite the named tuple attribute {key}")
                 if key not in _SPECIAL and key not in fields:
                     members[key] = value
+            if "__eq__" in namespace and "__hash__" not in namespace:
+                members["__hash__"] = tuple.__hash__  # a named tuple keeps hashing as a tuple
             members["__module__"] = namespace["__module__"]
             members["__qualname__"] = namespace.get("__qualname__", typename)
             return type(typename, (_RecordTuple,), members)
