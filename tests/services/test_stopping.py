@@ -106,3 +106,40 @@ def test_a_stopped_vm_is_not_a_question_even_with_a_lease(
 def test_declining_a_forced_stop_removes_nothing(fake: FakeRuntime, tmp_path: Path, two_clients: list[Lease]) -> None:
     stop(make_app(fake, tmp_path, interactive=True), True, ask=Asker(False))
     assert fake.sandboxes[VM].status is SandboxStatus.RUNNING
+
+
+@pytest.mark.parametrize("remove_with", ["stop", "kill"])
+def test_a_removal_on_the_runtime_without_the_vm_keeps_the_other_runtimes_vm_and_state(
+    fake: FakeRuntime, tmp_path: Path, remove_with: str
+) -> None:
+    """`stop -f` (or `kill -f`) without `--runtime docker` for a project whose VM runs on docker."""
+    from opencode_sandbox.errors import UsageError
+    from opencode_sandbox.services.stopping import kill
+
+    chosen = FakeRuntime(RuntimeKind.MICROSANDBOX)
+    app = make_app(chosen, tmp_path, other=fake)
+    app.state.save(SLUG, app.state.load(SLUG)._replace(home_volume="opencode-sandbox-home-kept"))
+    try:
+        with pytest.raises(UsageError) as refused:
+            if remove_with == "stop":
+                stop(app, True, ask=never_asked)
+            else:
+                kill(app, True)
+    finally:
+        chosen.close()
+    assert "on the docker runtime" in refused.value.message
+    assert "--runtime docker stop -f" in str(refused.value.hint)
+    assert app.state.load(SLUG).home_volume == "opencode-sandbox-home-kept", "the state file stays"
+    assert fake.sandboxes[VM].status is SandboxStatus.RUNNING
+
+
+def test_a_removal_with_no_vm_on_either_runtime_removes_the_state_file(tmp_path: Path) -> None:
+    chosen, other = FakeRuntime(RuntimeKind.MICROSANDBOX), FakeRuntime(RuntimeKind.DOCKER)
+    app = make_app(chosen, tmp_path, other=other)
+    app.state.save(SLUG, app.state.load(SLUG)._replace(home_volume="opencode-sandbox-home-kept"))
+    try:
+        stop(app, True, ask=never_asked)
+    finally:
+        chosen.close()
+        other.close()
+    assert app.state.load(SLUG).home_volume is None

@@ -24,6 +24,8 @@ def stop(app: App, remove: bool, ask: Callable[[str], bool] | None = None) -> No
     name = vm_name(slug)
     runtime = app.runtime
     existing = runtime.get_sandbox(name)
+    if existing is None and remove:
+        _refuse_a_vm_elsewhere(app, name)
     running = existing is not None and existing.status.is_active
     clients = attached_clients(app.paths.state_dir, slug) if running else []
     asked = ask or (lambda text: confirm(app.console, text, default=True, interactive=True))
@@ -48,6 +50,8 @@ def kill(app: App, remove: bool) -> None:
     """Power off at once; with `remove`, also remove the VM and the state file (volumes stay)."""
     name = vm_name(app.project.slug)
     existing = app.runtime.get_sandbox(name)
+    if existing is None and remove:
+        _refuse_a_vm_elsewhere(app, name)
     if existing is None:
         app.console.result(f"No VM for this project ({name}).")
     else:
@@ -57,6 +61,25 @@ def kill(app: App, remove: bool) -> None:
     if remove:
         _remove_vm_and_state(app, existing is not None)
 
+
+
+def _refuse_a_vm_elsewhere(app: App, name: str) -> None:
+    """A removal that finds no VM on the chosen runtime while the other runtime holds the project's
+    VM stops before anything: the state file (and with it the home volume the next start uses) is
+    that VM's, and removing it would leave the next start on that runtime a new, empty home."""
+    from opencode_sandbox.errors import SandboxError, UsageError
+
+    other = app.other_runtime
+    if other is None:
+        return
+    try:
+        found = other.get_sandbox(name)
+    except SandboxError:
+        return  # a runtime that cannot answer holds nothing this removal could orphan
+    if found is not None:
+        chosen, where = app.runtime.kind.value, other.kind.value
+        raise UsageError(f"no VM for this project on the {chosen} runtime; its VM {name} is on the {where} runtime",
+                         hint=f"remove it there: `opencode-sandbox --runtime {where} stop -f` (the home volume stays)")
 
 def sync_git(app: App, work_tree: bool = True) -> None:
     """The VM's last commits to the host (and the host's to the VM) while it still runs; with
