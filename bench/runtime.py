@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from opencode_sandbox.core.naming import managed_labels, vm_name
+from opencode_sandbox.runtime.docker import seccomp
 from opencode_sandbox.runtime.docker.args import run_args, sandbox_labels
 from opencode_sandbox.runtime.docker.backend import DockerRuntime
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec
@@ -62,7 +63,9 @@ def round_through_runtime(runtime: DockerRuntime, spec: SandboxSpec) -> dict[str
 
 def round_through_cli(spec: SandboxSpec) -> dict[str, float]:
     slug = spec.labels["org.opencode-sandbox.slug"]
-    args = run_args(spec, sandbox_labels(spec.labels, slug), privileged=False)
+    # The same confinement the runtime gives a VM: its seccomp profile (`runtime/docker/seccomp.py`).
+    args = run_args(spec, sandbox_labels(spec.labels, slug), privileged=False,
+                    seccomp=str(seccomp.written_profile()))
     exec_args = ["exec", "--user", "root", "--workdir", "/workspace", spec.name, "true"]
     try:
         return {
