@@ -75,7 +75,7 @@ def _refuse_a_vm_elsewhere(app: App, name: str) -> None:
     try:
         found = other.get_sandbox(name)
     except SandboxError:
-        return  # a runtime that cannot answer holds nothing this removal could orphan
+        return  # it cannot be asked (its engine is down, say); the removal goes on as it always did
     if found is not None:
         chosen, where = app.runtime.kind.value, other.kind.value
         raise UsageError(f"no VM for this project on the {chosen} runtime; its VM {name} is on the {where} runtime",
