@@ -43,7 +43,11 @@ echo "== mypy"
 
 echo "== pytest"
 set +e
-.venv/bin/python -m pytest "$@"
+if [ $# -eq 0 ]; then
+  .venv/bin/python -m pytest --durations=40
+else
+  .venv/bin/python -m pytest "$@"
+fi
 status=$?
 set -e
 if [ "$status" = 5 ]; then

@@ -4,10 +4,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trustme
 
+from opencode_sandbox.core.naming import BASE_IMAGE
+from opencode_sandbox.images.builder import ensure_base_image
+from opencode_sandbox.images.progress import SilentProgress
 from opencode_sandbox.images.updater import record_baked_version
 from opencode_sandbox.runtime.microsandbox.kvm import probe_kvm
-from tests.e2e.harness import Project, make_project, project_on
+from tests.e2e.harness import Project, docker, make_project, project_on
 from tests.fixtures.host_users import HostUser
 from tests.fixtures.images import RunnerBase
 from tests.fixtures.msb_store import MsbImageStore, seeded_msb_home
@@ -39,6 +43,34 @@ def seed_runner_layers(store: MsbImageStore, base: RunnerBase) -> None:
     project's image still loads for real, but only its own layers are new to msb."""
     store.load(base.result.reference, SEED_TAG)
     seeded_msb_home(store)
+
+MODEL_CA_BASE_TAG = "opencode-sandbox-test/runner-base-model-ca:session"
+"""The base image built with the session's model CA, under a name no command of the tool lists or
+removes: removing a project's images removes the untagged images below them, and with them the
+layers a later build would find in Docker's build cache."""
+
+
+@pytest.fixture(scope="session")
+def session_model_ca() -> Iterator[trustme.CA]:
+    """One CA for every scripted model of the session that a user's configuration trusts. A start
+    that trusts it builds the base image with it once (node and opencode included, about 25 s); each
+    later start finds those layers in Docker's build cache."""
+    yield trustme.CA()
+    docker("image", "rm", MODEL_CA_BASE_TAG)
+
+
+@pytest.fixture
+def model_ca(session_model_ca: trustme.CA, runner_base_image: RunnerBase) -> Iterator[trustme.CA]:
+    """The session's model CA; afterwards the session's base image as it was. A start that trusts the
+    CA builds the base image with it too, and the tests after this one expect it without: the image
+    with the CA is kept under `MODEL_CA_BASE_TAG`, and the base image is built (from the cache) as the
+    session had it."""
+    yield session_model_ca
+    current = docker("image", "inspect", "--format", "{{.Id}}", BASE_IMAGE).stdout.strip()
+    if current and current != runner_base_image.result.image_id:
+        docker("image", "tag", BASE_IMAGE, MODEL_CA_BASE_TAG, check=True)
+    ensure_base_image(dind=False, opencode_version=runner_base_image.opencode_version, trust_host_ca=True,
+                      progress=SilentProgress())
 
 
 @pytest.fixture

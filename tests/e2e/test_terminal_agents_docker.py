@@ -10,7 +10,6 @@ as it would the provider (the site, relay and CA of `test_agent_secret_docker.py
 from __future__ import annotations
 
 import ssl
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -18,8 +17,6 @@ from urllib.parse import urlsplit
 import pytest
 import trustme
 
-from opencode_sandbox.images.builder import ensure_base_image
-from opencode_sandbox.images.progress import SilentProgress
 from opencode_sandbox.images.updater import record_baked_agent_version
 from tests.e2e.harness import Project, Tmux, docker, wait_until
 from tests.e2e.terminal_agent_scenario import (
@@ -46,19 +43,10 @@ from tests.fixtures.model_server import ModelServer
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
 
 
-@pytest.fixture
-def base_image_put_back(runner_base_image: RunnerBase) -> Iterator[None]:
-    """The session's base image as it was: a start that trusts the test's CA builds it with that CA
-    too, and the tests after this one expect it without."""
-    yield
-    ensure_base_image(dind=False, opencode_version=runner_base_image.opencode_version, trust_host_ca=True,
-                      progress=SilentProgress())
-
-
-def model_tls(project: Project, model_site: Site) -> tuple[Path, ssl.SSLContext]:
-    """The scripted model's certificate, issued for the provider's name by a CA of the test's own,
-    which the user's configuration then trusts: the CA's file and the server's TLS context."""
-    ca = trustme.CA()
+def model_tls(project: Project, model_site: Site, ca: trustme.CA) -> tuple[Path, ssl.SSLContext]:
+    """The scripted model's certificate, issued for the provider's name by `ca` (the `model_ca`
+    fixture's), which the user's configuration then trusts: the CA's file and the server's TLS
+    context."""
     ca_file = project.user_home / "model-ca.pem"
     ca.cert_pem.write_to_path(str(ca_file))
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -72,13 +60,13 @@ def test_a_terminal_agent_works_in_a_session_that_outlives_the_terminal(
     agent: str, workspace: str, any_user_project: Project, site: Site, recorder: Recorder,  # noqa: F811
     unique: str, runner_base_image: RunnerBase,
     proxy_images_removed_after: None,  # noqa: F811
-    base_image_put_back: None,
+    model_ca: trustme.CA,
 ) -> None:
     case, project = CASES[agent], any_user_project
     if reason := cannot_install(case.name, case.version):
         pytest.skip(reason)
     project.env["OPENCODE_SANDBOX_WORKSPACE"] = workspace
-    ca_file, tls = model_tls(project, site)
+    ca_file, tls = model_tls(project, site, model_ca)
     steps = agent_steps(case)
     with ModelServer.start(steps, bind=site.gateway, advertised_host=site.gateway, tls=tls) as model:
         start_relay(site, urlsplit(model.url).port or 0, recorder.port, runner_base_image.result.reference)

@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+import trustme
 
 from opencode_sandbox.core import agents
 from opencode_sandbox.core.agents.profile import ActivitySource
@@ -26,7 +27,7 @@ from tests.e2e.test_agent_secret_docker import (  # noqa: F401 (fixtures)
     start_relay,
 )
 from tests.e2e.test_network_policy_docker import proxy_images_removed_after  # noqa: F401 (a fixture)
-from tests.e2e.test_terminal_agents_docker import base_image_put_back, model_tls  # noqa: F401 (a fixture)
+from tests.e2e.test_terminal_agents_docker import model_tls
 from tests.fixtures.images import RunnerBase
 from tests.fixtures.model_server import ModelServer
 
@@ -40,7 +41,7 @@ def test_an_agent_without_hooks_holds_the_vm_while_its_terminal_prints(
     project: Project, site: Site, recorder: Recorder, unique: str,  # noqa: F811
     runner_base_image: RunnerBase, monkeypatch: pytest.MonkeyPatch,
     proxy_images_removed_after: None,  # noqa: F811
-    base_image_put_back: None,  # noqa: F811
+    model_ca: trustme.CA,
 ) -> None:
     hookless = agents.PROFILES["codex"]._replace(activity=ActivitySource.TERMINAL, image_files=())
     monkeypatch.setattr(agents, "PROFILES", {**agents.PROFILES, "codex": hookless})  # what the test reads
@@ -50,7 +51,7 @@ def test_an_agent_without_hooks_holds_the_vm_while_its_terminal_prints(
                           env=project.process_env(), capture_output=True, text=True, check=True)
     assert tool.stdout.strip() == repr(hookless), "the tool's processes read the same profile as the test"
     case = CASES["codex"]
-    ca_file, tls = model_tls(project, site)
+    ca_file, tls = model_tls(project, site, model_ca)
     steps = agent_steps(case)
     with ModelServer.start(steps, bind=site.gateway, advertised_host=site.gateway, tls=tls) as model:
         start_relay(site, urlsplit(model.url).port or 0, recorder.port, runner_base_image.result.reference)
