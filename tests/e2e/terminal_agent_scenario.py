@@ -168,7 +168,7 @@ CASES = {
         configure_claude_code, lambda model: [key for key in model.api_keys if key], ".claude/CLAUDE.md"),
     "codex": AgentCase(
         "codex", CODEX_VERSION, "OPENAI_API_KEY", "OPENAI_API_KEY={host}",
-        r"OpenAI Codex|To get started|send",
+        r"OpenAI Codex|To get started|for shortcuts|send",
         ToolCall("exec_command", {"cmd": f"printf '%s\\n' '{NOTE_TEXT.strip()}' > {NOTE}", "workdir": "/workspace"}),
         configure_codex, bearer_keys, ".codex/AGENTS.md"),
     "gemini": AgentCase(

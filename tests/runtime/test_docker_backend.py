@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
+import subprocess
+import sys
+import termios
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -187,6 +193,37 @@ def test_attach_returns_the_exit_code(
     runtime.create_sandbox(make_spec(slug, docker_contract_image, tmp_path))
     code = runtime.attach(vm_name(slug), ["sh", "-c", "exit 5"], tty=False)
     assert code == 5
+
+
+def test_an_attached_program_finds_the_users_terminal_size_from_its_start(
+    docker_contract_image: str, slug: str, tmp_path: Path
+) -> None:
+    """Read at once, the size is the user's terminal's: tmux, attaching as it starts, must not see
+    the engine's terminal before `docker exec` sized it."""
+    runtime = DockerRuntime()
+    runtime.create_sandbox(make_spec(slug, docker_contract_image, tmp_path))
+    attach = ("import sys; from opencode_sandbox.runtime.docker.backend import DockerRuntime; "
+              "sys.exit(DockerRuntime().attach(sys.argv[1], ['stty', 'size'], user='root', workdir='/'))")
+    screen = run_on_a_terminal([sys.executable, "-c", attach, vm_name(slug)], columns=187, lines=43)
+    assert screen.split()[:2] == ["43", "187"], screen  # then the modes the relay resets
+
+
+def run_on_a_terminal(argv: list[str], columns: int, lines: int) -> str:
+    """What `argv` prints, run on a pseudo-terminal of the size given as its controlling terminal."""
+    master, terminal = os.openpty()
+    termios.tcsetwinsize(terminal, (lines, columns))
+    try:
+        process = subprocess.Popen(argv, stdin=terminal, stdout=terminal, stderr=terminal, start_new_session=True,
+                                   preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+    finally:
+        os.close(terminal)
+    printed = bytearray()
+    with contextlib.suppress(OSError):  # EIO: the terminal's last holder closed it
+        while piece := os.read(master, 4096):
+            printed += piece
+    os.close(master)
+    assert process.wait(timeout=60) == 0, printed
+    return printed.decode(errors="replace")
 
 
 def test_exec_timeout_raises(docker_contract_image: str, slug: str, tmp_path: Path) -> None:

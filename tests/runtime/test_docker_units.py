@@ -11,7 +11,7 @@ import pytest
 from opencode_sandbox.core.egress import EgressPolicy, Profile, parse_rule
 from opencode_sandbox.engine.command import DockerCli
 from opencode_sandbox.errors import BootFailed, UsageError
-from opencode_sandbox.runtime.docker.args import run_args, sandbox_labels
+from opencode_sandbox.runtime.docker.args import run_args, sandbox_labels, sized_from_the_start
 from opencode_sandbox.runtime.docker.backend import DockerRuntime
 from opencode_sandbox.runtime.docker.netfilter import policy_label, policy_of_label
 from opencode_sandbox.runtime.docker.parse import (
@@ -186,3 +186,16 @@ def test_an_images_label_alone_never_makes_a_privileged_vm() -> None:
         _runtime_of_a_dind_image().create_sandbox(spec)
     assert "privileged" in refused.value.message
     assert "dind: true" in (refused.value.hint or "") and "host root" in (refused.value.hint or "")
+
+
+def test_a_program_on_a_terminal_takes_its_size_first_and_its_arguments_unchanged() -> None:
+    sized = sized_from_the_start(["printf", "%s|", "two words", "it's"], (120, 40))
+    assert sized[4:6] == ["120", "40"]
+    ran = subprocess.run(sized, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
+    assert ran.stdout == "two words|it's|"  # no terminal here: stty's complaint is dropped
+    assert ran.stderr == ""
+
+
+@pytest.mark.parametrize("size", [None, (0, 0), (80, 0)])
+def test_without_a_size_to_give_the_program_runs_as_given(size: tuple[int, int] | None) -> None:
+    assert sized_from_the_start(["tmux", "attach"], size) == ["tmux", "attach"]

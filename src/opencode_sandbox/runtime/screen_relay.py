@@ -33,6 +33,15 @@ def relay_wanted(tty: bool) -> bool:
     return tty and os.isatty(0) and os.isatty(1)
 
 
+def user_terminal_size() -> tuple[int, int] | None:
+    """The user's terminal's size (columns, lines), the one the session's terminal takes; None without one."""
+    try:
+        size = os.get_terminal_size(0)
+    except OSError:
+        return None
+    return size.columns, size.lines
+
+
 def attach_relayed(command: Sequence[str], env: Mapping[str, str] | None, clipboard: bool = False) -> int:
     """Run `command` on a pseudo-terminal the size of the user's, relaying the keys to it and its
     filtered screen back; its exit status."""

@@ -125,3 +125,16 @@ def exec_args(
         args.append("--tty")
     args += ["--user", user, "--workdir", workdir, *env_args(env), name, *argv]
     return args
+
+
+_SIZED = 'stty cols "$1" rows "$2" 2>/dev/null; shift 2; exec "$@"'
+
+
+def sized_from_the_start(argv: Sequence[str], size: tuple[int, int] | None) -> list[str]:
+    """`argv` run on a terminal of `size` (columns, lines) from its first instruction. `docker exec
+    --tty` starts the process on a terminal of no size and sets the size only after it started
+    (engines before API 1.42), so a program that reads it at once sees none: tmux then attaches as
+    80x24 and resizes the agent's window twice, and an agent that draws inline loses what it drew."""
+    if size is None or min(size) <= 0:
+        return list(argv)
+    return ["sh", "-c", _SIZED, "sh", str(size[0]), str(size[1]), *argv]

@@ -58,6 +58,7 @@ from opencode_sandbox.runtime.docker.args import (
     label_args,
     run_args,
     sandbox_labels,
+    sized_from_the_start,
 )
 from opencode_sandbox.runtime.docker.description import DESCRIPTION, DockerDescription
 from opencode_sandbox.runtime.docker.identity import (
@@ -506,8 +507,11 @@ class DockerRuntime:
                 self.cli.give_up_socket()
         import subprocess
 
+        from opencode_sandbox.runtime.screen_relay import attach_relayed, relay_wanted, user_terminal_size
+
+        if tty:
+            argv = sized_from_the_start(argv, user_terminal_size())
         args = exec_args(name, argv, user=user, workdir=workdir, env=env, interactive=True, tty=tty)
-        from opencode_sandbox.runtime.screen_relay import attach_relayed, relay_wanted
 
         if relay_wanted(tty):  # the VM's screen is filtered on its way to the user's terminal
             with docker_exec.sigint_handled_by(signal.SIG_IGN):
