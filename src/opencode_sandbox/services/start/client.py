@@ -241,6 +241,7 @@ def run_terminal_agent(app: App, rebuild: bool, worktree: str | None, serve_only
 
     from opencode_sandbox.core.naming import vm_name
     from opencode_sandbox.guest.terminal_session import WORKSPACE, attach_command
+    from opencode_sandbox.runtime.screen_relay import user_terminal_size
     from opencode_sandbox.services.start.early_session import EarlySession
 
     profile = app.settings.agent_profile
@@ -251,12 +252,10 @@ def run_terminal_agent(app: App, rebuild: bool, worktree: str | None, serve_only
     terminal = {name: os.environ[name] for name in ("TERM", "COLORTERM") if os.environ.get(name)}
 
     def start_early() -> EarlySession | None:
-        try:
-            size = os.get_terminal_size(sys.stdin.fileno())
-        except OSError:
+        size = user_terminal_size()
+        if size is None:
             return None
-        return EarlySession.start(app, vm_name(app.project.slug), profile, agent_args, (size.columns, size.lines),
-                                  terminal or None)
+        return EarlySession.start(app, vm_name(app.project.slug), profile, agent_args, size, terminal or None)
 
     with client_of_vm(app, rebuild, wait_for_daemon=False, start_early=start_early) as ready:
         return app.runtime.attach(ready.name, attach_command(profile, agent_args), workdir=WORKSPACE,
