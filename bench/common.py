@@ -19,6 +19,22 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 
+def let_interrupts_reach_children() -> None:
+    """Undo a Ctrl-C or hang-up ignored since this process started, for the programs it starts.
+
+    A script started in the background inherits Ctrl-C ignored (`nohup` ignores hang-ups), and an
+    ignored signal stays ignored across exec: the Ctrl-C that detaches a client (`serve_once`)
+    would reach none of them. A handler of our own keeps this process as it was, and is reset to
+    the default in every program it starts.
+    """
+    for number in (signal.SIGINT, signal.SIGHUP):
+        if signal.getsignal(number) == signal.SIG_IGN:
+            signal.signal(number, lambda *_: None)
+
+
+let_interrupts_reach_children()
+
+
 def launcher() -> list[str]:
     """The installed console script, run the way a user runs it.
 

@@ -10,25 +10,19 @@ from __future__ import annotations
 import gc
 import os
 import shutil
-import signal
 import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from bench.common import let_interrupts_reach_children
 
 from tests.fixtures import listening
 
 pytest_plugins = ["tests.fixtures.images", "tests.fixtures.host_users", "tests.fixtures.msb_store"]
 
-# A suite started in the background of a script inherits Ctrl-C ignored (`nohup` ignores hang-ups),
-# and an ignored signal stays ignored across exec: a test's Ctrl-C or hang-up would reach none of
-# the processes it starts. A handler of our own keeps this process as it was, and is reset to the
-# default in every program it starts.
-for _number in (signal.SIGINT, signal.SIGHUP):
-    if signal.getsignal(_number) == signal.SIG_IGN:
-        signal.signal(_number, lambda *_: None)
+let_interrupts_reach_children()  # the suite may have been started in the background
 
 PASSED_THROUGH = {name: os.environ[name] for name in ("OPENCODE_SANDBOX_DAEMON_START_TIMEOUT", "OPENCODE_SANDBOX_CPUS")
                   if name in os.environ}

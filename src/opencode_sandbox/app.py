@@ -14,7 +14,7 @@ from pathlib import Path
 from opencode_sandbox import TYPE_CHECKING
 from opencode_sandbox.config.loader import config_files, load_settings
 from opencode_sandbox.paths import ToolPaths
-from opencode_sandbox.project import GitPaths, Project, git_paths, resolve_project
+from opencode_sandbox.project import GitPaths, GitPathsQuery, Project, resolve_project
 from opencode_sandbox.ui.console import Console
 
 if TYPE_CHECKING:
@@ -51,6 +51,7 @@ class App:
         self._guests = guests
         self._flags: Mapping[str, object] = {}
         self._git_paths: tuple[GitPaths | None] | None = None
+        self._git_query: GitPathsQuery | None = None
 
     @classmethod
     def open(
@@ -96,11 +97,20 @@ class App:
             value = render_value(key, getattr(self.settings, key.attribute))
             self.console.verbose(f"config {key.name} = {value}  ({self.settings.sources[key.name]})")
 
+    def ask_git_paths_early(self) -> None:
+        """Start asking git for `git_paths` now, for a caller that will need them after other work."""
+        if self._git_paths is None and self._git_query is None and self.project.is_git:
+            self._git_query = GitPathsQuery(self.project.root)
+
     @property
     def git_paths(self) -> GitPaths | None:
         """Where the checkout's git keeps its files, asked once per command; None outside git."""
         if self._git_paths is None:
-            self._git_paths = (git_paths(self.project.root) if self.project.is_git else None,)
+            if self.project.is_git:
+                query, self._git_query = self._git_query or GitPathsQuery(self.project.root), None
+                self._git_paths = (query.answer(),)
+            else:
+                self._git_paths = (None,)
         return self._git_paths[0]
 
     @property

@@ -57,23 +57,46 @@ class GitPaths(Record):
     common git directory's `hooks`."""
 
 
-def git_paths(root: Path) -> GitPaths | None:
-    """One git process for all four, in the user's configuration but without the variables that
-    would point git at another repository; None when git does not answer."""
-    import subprocess
+class GitPathsQuery:
+    """One git process for all four, started at once and read when the answer is needed, so git
+    works while the caller goes on; run in the user's configuration but without the variables that
+    would point git at another repository. Its answer is None when git does not give one."""
 
-    environment = {key: value for key, value in os.environ.items()
-                   if not key.startswith("GIT_") or key.startswith("GIT_CONFIG")}
-    try:
-        done = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir",
-                               "--show-object-format", "--git-path", "hooks"], cwd=root, capture_output=True,
-                              text=True, check=False, timeout=30, env=environment)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    lines = done.stdout.splitlines()
-    if done.returncode != 0 or len(lines) < 4:
-        return None
-    return GitPaths(Path(lines[0]), Path(lines[1]), lines[2].strip() or "sha1", Path(lines[3]))
+    def __init__(self, root: Path) -> None:
+        import subprocess
+
+        environment = {key: value for key, value in os.environ.items()
+                       if not key.startswith("GIT_") or key.startswith("GIT_CONFIG")}
+        self._process: subprocess.Popen[str] | None
+        try:
+            self._process = subprocess.Popen(
+                ["git", "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir",
+                 "--show-object-format", "--git-path", "hooks"],
+                cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                env=environment)
+        except OSError:
+            self._process = None
+
+    def answer(self) -> GitPaths | None:
+        import subprocess
+
+        if self._process is None:
+            return None
+        try:
+            output, _ = self._process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.communicate()
+            return None
+        lines = output.splitlines()
+        if self._process.returncode != 0 or len(lines) < 4:
+            return None
+        return GitPaths(Path(lines[0]), Path(lines[1]), lines[2].strip() or "sha1", Path(lines[3]))
+
+
+def git_paths(root: Path) -> GitPaths | None:
+    """Where git keeps the checkout's files, as `GitPathsQuery` asks; None when git does not answer."""
+    return GitPathsQuery(root).answer()
 
 
 def _pick_remote(config_output: str) -> str | None:

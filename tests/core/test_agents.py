@@ -27,6 +27,26 @@ def test_opencode_is_the_default_and_the_command_line_names_every_profile() -> N
         profile_of("vim")
 
 
+def test_every_agent_module_is_a_profile_under_its_own_name() -> None:
+    """The table loads each profile's module when it is asked for: none of the package's agent
+    modules may be missing from it, and each must be found under the name its profile gives."""
+    import importlib
+    import pkgutil
+
+    import opencode_sandbox.core.agents as package
+
+    modules = [info.name for info in pkgutil.iter_modules(package.__path__)]
+    holding_a_profile = {name for name in modules
+                         if hasattr(importlib.import_module(f"{package.__name__}.{name}"), "PROFILE")}
+    assert len(holding_a_profile) == len(PROFILES) == 10
+    for name, profile in PROFILES.items():
+        assert profile.name == name
+    assert {type(profile).__module__ for profile in PROFILES.values()} == {f"{package.__name__}.profile"}
+    assert {importlib.import_module(f"{package.__name__}.{module}").PROFILE.name
+            for module in holding_a_profile} == set(PROFILES)
+    assert "vim" not in PROFILES and PROFILES.get("vim") is None
+
+
 @pytest.mark.parametrize("name", ["claude-code", "codex", "gemini", "qwen-code", "droid", "copilot"])
 def test_a_terminal_agent_is_installed_from_npm_and_reports_its_turns_through_hooks(name: str) -> None:
     profile = profile_of(name)

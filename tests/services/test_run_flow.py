@@ -209,11 +209,15 @@ def test_a_start_and_its_client_leaving_ask_git_for_its_directories_once_even_wh
     subprocess.run(["git", "init", "-q", str(flow.root)], check=True)
     asked: list[Path] = []
 
-    def refusing(root: Path) -> None:  # as git answers a checkout of another user it does not trust
-        asked.append(root)
+    class Refusing:  # as git answers a checkout of another user it does not trust
+        def __init__(self, root: Path) -> None:
+            asked.append(root)
+
+        def answer(self) -> None:
+            return None
 
     for module in (opencode_sandbox.app, opencode_sandbox.project):
-        monkeypatch.setattr(module, "git_paths", refusing)
+        monkeypatch.setattr(module, "GitPathsQuery", Refusing)
     app = flow.app()
     assert app.project.is_git
     flow.prepare(app)

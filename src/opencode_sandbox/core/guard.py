@@ -18,10 +18,15 @@ managers and package managers run from the work tree, and the project settings a
 of the coding agents a user may also run on the host (their hooks, plugins and MCP servers are
 programs). The host's `.git` is not among them: the VM never reaches it (docs/git.md). Each is
 guarded in every folder below the checkout's top as well (`GUARDED_BELOW`)."""
-GUARDED_BELOW: Mapping[str, tuple[str, ...]] = {
-    first: tuple(path for path in DEFAULT_GUARDED if path.split("/")[0] == first)
-    for first in dict.fromkeys(path.split("/")[0] for path in DEFAULT_GUARDED)
-}
+
+def _by_first_name(paths: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    grouped: dict[str, list[str]] = {}
+    for path in paths:
+        grouped.setdefault(path.partition("/")[0], []).append(path)
+    return {first: tuple(group) for first, group in grouped.items()}
+
+
+GUARDED_BELOW: Mapping[str, tuple[str, ...]] = _by_first_name(DEFAULT_GUARDED)
 """The default guarded paths by their first name, for the folders below the top: the tools that
 read them look in the folder they run in (and its parents), so a `packages/web/opencode.json` or
 `packages/web/.claude/settings.json` runs on the host as surely as the top's when the user starts

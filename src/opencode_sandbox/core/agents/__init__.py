@@ -9,32 +9,42 @@ touches the machine.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import importlib
+from collections.abc import Callable, Iterator, Mapping
 
-from opencode_sandbox.core.agents import (
-    claude_code,
-    cline,
-    codex,
-    copilot,
-    crush,
-    droid,
-    gemini,
-    opencode,
-    pi,
-    qwen_code,
-)
 from opencode_sandbox.core.agents.profile import ActivitySource, AgentProfile, Credential, SessionKind
 from opencode_sandbox.core.egress import SecretRule, parse_rule
 
 __all__ = ["DEFAULT_AGENT", "PROFILES", "ActivitySource", "AgentProfile", "Credential", "SessionKind", "activity_of",
            "agent_in_labels", "find_profile", "implied_secrets", "profile_of"]
 
-PROFILES: Mapping[str, AgentProfile] = {
-    profile.name: profile
-    for profile in (opencode.PROFILE, claude_code.PROFILE, codex.PROFILE, gemini.PROFILE, qwen_code.PROFILE,
-                    pi.PROFILE, crush.PROFILE, droid.PROFILE, cline.PROFILE, copilot.PROFILE)
-}
-DEFAULT_AGENT = opencode.PROFILE.name
+_MODULES = {"opencode": "opencode", "claude-code": "claude_code", "codex": "codex", "gemini": "gemini",
+            "qwen-code": "qwen_code", "pi": "pi", "crush": "crush", "droid": "droid", "cline": "cline",
+            "copilot": "copilot"}
+"""Each built-in agent's name and the module beside this one that holds its `PROFILE`."""
+
+
+class _Profiles(Mapping[str, AgentProfile]):
+    """The built-in profiles by name, each module loaded when its profile is first asked for: a
+    start needs one agent's, and loading all ten was a tenth of a warm start's imports."""
+
+    def __getitem__(self, name: str) -> AgentProfile:
+        module = importlib.import_module(f"{__name__}.{_MODULES[name]}")
+        profile: AgentProfile = module.PROFILE
+        return profile
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_MODULES)
+
+    def __len__(self) -> int:
+        return len(_MODULES)
+
+    def __contains__(self, name: object) -> bool:
+        return name in _MODULES
+
+
+PROFILES: Mapping[str, AgentProfile] = _Profiles()
+DEFAULT_AGENT = "opencode"
 
 
 def profile_of(name: str) -> AgentProfile:

@@ -52,6 +52,7 @@ def client_of_vm(app: App, rebuild: bool, wait_for_daemon: bool = True,
     the VM as it found it."""
     from opencode_sandbox.state.leases import client_lease
 
+    app.ask_git_paths_early()  # git answers while the start loads its modules
     others = other_clients(app)
     ready: ReadyVm | None = None
     with leaving_on_hangup_or_termination():
