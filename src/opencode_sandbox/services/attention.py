@@ -191,17 +191,3 @@ class BellRinger:
             with contextlib.suppress(OSError):
                 if claim(self._layout, event):
                     self._ring()
-
-
-def terminal_bell() -> Callable[[], None] | None:
-    """What rings this process's terminal; None without one."""
-    try:
-        descriptor = os.open("/dev/tty", os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError:
-        return None
-
-    def ring() -> None:
-        with contextlib.suppress(OSError):
-            os.write(descriptor, b"\a")
-
-    return ring

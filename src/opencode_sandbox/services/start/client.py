@@ -89,12 +89,14 @@ def client_of_vm(app: App, rebuild: bool, wait_for_daemon: bool = True,
 def _bell_for_attention(app: App) -> Iterator[None]:
     """While attached: this terminal's bell rings when the agent needs the user and no desktop
     notification could say so, unless another attached client's rang."""
-    from opencode_sandbox.services.attention import BellRinger, terminal_bell
+    from opencode_sandbox.ui.bell import terminal_bell
 
     ring = terminal_bell() if app.settings.notify else None
     if ring is None:
         yield
         return
+    # Loaded only with a terminal to ring: a command run from a script has none.
+    from opencode_sandbox.services.attention import BellRinger
     from opencode_sandbox.state_layout import StateLayout
 
     with BellRinger(StateLayout(app.paths.state_dir).project(app.project.slug), ring):
