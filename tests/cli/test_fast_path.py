@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -188,6 +189,22 @@ def test_a_shell_on_the_fast_path_never_loads_click(tmp_path: Path) -> None:
                 if line.startswith("import time:")}
     assert "opencode_sandbox.cli.fast_path" in imported
     assert not {name for name in imported if name == "click" or name.startswith("click.")}
+
+
+def test_a_start_of_the_default_agent_loads_no_other_agents_profile(tmp_path: Path) -> None:
+    """The built-in profiles load one module each when asked for; opencode's start needs no other."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "opencode_sandbox", "--runtime", "docker", "shell", "-n"],
+        cwd=tmp_path, capture_output=True, text=True, check=False, timeout=60,
+        env={key: value for key, value in os.environ.items() if key != "OPENCODE_SANDBOX_AGENT"},
+    )
+    assert result.returncode == 0, result.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "opencode_sandbox.core.agents" in imported
+    assert {name for name in imported if name.startswith("opencode_sandbox.core.agents.")} <= {
+        "opencode_sandbox.core.agents.profile", "opencode_sandbox.core.agents.opencode"}
 
 
 WARM_PATH_MODULES = [
