@@ -18,10 +18,9 @@ from opencode_sandbox.core.egress import SecretRule, parse_rule
 __all__ = ["DEFAULT_AGENT", "PROFILES", "ActivitySource", "AgentProfile", "Credential", "SessionKind", "activity_of",
            "agent_in_labels", "find_profile", "implied_secrets", "profile_of"]
 
-_MODULES = {"opencode": "opencode", "claude-code": "claude_code", "codex": "codex", "gemini": "gemini",
-            "qwen-code": "qwen_code", "pi": "pi", "crush": "crush", "droid": "droid", "cline": "cline",
-            "copilot": "copilot"}
-"""Each built-in agent's name and the module beside this one that holds its `PROFILE`."""
+_NAMES = ("opencode", "claude-code", "codex", "gemini", "qwen-code", "pi", "crush", "droid", "cline", "copilot")
+"""The built-in agents; each one's `PROFILE` is in the module beside this one named after it
+(`claude-code` in `claude_code.py`)."""
 
 
 class _Profiles(Mapping[str, AgentProfile]):
@@ -29,18 +28,20 @@ class _Profiles(Mapping[str, AgentProfile]):
     start needs one agent's, and loading all ten was a tenth of a warm start's imports."""
 
     def __getitem__(self, name: str) -> AgentProfile:
-        module = importlib.import_module(f"{__name__}.{_MODULES[name]}")
+        if name not in _NAMES:
+            raise KeyError(name)
+        module = importlib.import_module(f"{__name__}.{name.replace('-', '_')}")
         profile: AgentProfile = module.PROFILE
         return profile
 
     def __iter__(self) -> Iterator[str]:
-        return iter(_MODULES)
+        return iter(_NAMES)
 
     def __len__(self) -> int:
-        return len(_MODULES)
+        return len(_NAMES)
 
     def __contains__(self, name: object) -> bool:
-        return name in _MODULES
+        return name in _NAMES
 
 
 PROFILES: Mapping[str, AgentProfile] = _Profiles()
