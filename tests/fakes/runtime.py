@@ -45,6 +45,7 @@ from opencode_sandbox.errors import (
     SandboxError,
     VmDidNotBoot,
 )
+from opencode_sandbox.runtime.base import PreparedCommand
 from opencode_sandbox.runtime.description import Description
 from opencode_sandbox.runtime.docker.owner import DockerOwner
 from opencode_sandbox.runtime.secret_values import checked_secret_values
@@ -162,6 +163,31 @@ def dev_home_files() -> Tree:
         "/tmp": FakeNode("dir", "root", 0o1777),
         "/workspace": FakeNode("dir", "dev", 0o755),
     }
+
+
+class FakePreparedCommand:
+    """A command a `FakeRuntime` made ready: nothing of it runs before `run`, and never after `end`."""
+
+    def __init__(self, runtime: FakeRuntime, name: str, argv: tuple[str, ...], user: str, workdir: str) -> None:
+        self.runtime = runtime
+        self.name = name
+        self.argv = argv
+        self.user = user
+        self.workdir = workdir
+        self.outcome: str | None = None
+        """"ran" or "ended", once one of them happened."""
+
+    def run(self) -> int:
+        if self.outcome is not None:
+            raise RuntimeError(f"the prepared command was {self.outcome} already")
+        self.outcome = "ran"
+        self.runtime.calls.append(("run_prepared", self.name))
+        return self.runtime.exec(self.name, self.argv, user=self.user, workdir=self.workdir).exit_code
+
+    def end(self) -> None:
+        if self.outcome is None:
+            self.outcome = "ended"
+            self.runtime.calls.append(("end_prepared", self.name))
 
 
 class FakeRuntime:
@@ -367,6 +393,15 @@ class FakeRuntime:
         if max(len(result.stdout.encode()), len(result.stderr.encode())) > output_limit:
             raise too_much_output(name, argv, output_limit)
         return result
+
+    def prepare_command(
+        self, name: str, argv: Sequence[str], *, user: str = "dev", workdir: str = "/workspace",
+    ) -> PreparedCommand | None:
+        self._call("prepare_command", name)
+        sandbox = self.sandboxes.get(name)
+        if sandbox is None or sandbox.status is not SandboxStatus.RUNNING:
+            return None  # as the engine refuses an exec in a container missing or stopped
+        return FakePreparedCommand(self, name, tuple(argv), user, workdir)
 
     def attach(
         self,

@@ -184,6 +184,10 @@ class RuntimeContract:
         """Why this runtime keeps no record of connections its policy refuses by address, or None."""
         return None
 
+    def prepares_no_commands_reason(self) -> str | None:
+        """Why this runtime makes no command ready before it runs (`prepare_command`), or None."""
+        return None
+
     def network_records(self, name: str) -> str:
         """The runtime's own records of the sandbox's network, to show with a failure."""
         return ""
@@ -418,6 +422,19 @@ class RuntimeContract:
         assert runtime.refusals(spec.name) == []
 
     @pytest.fixture
+    def null_input(self) -> Iterator[None]:
+        """Our fd 0 is /dev/null meanwhile: what runs on our fds has no input to take from the test's."""
+        saved = os.dup(0)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 0)
+            os.close(saved)
+
+    @pytest.fixture
     def running(
         self, contract_image: str, created: Created, workspace: Path
     ) -> SandboxInfo:
@@ -514,6 +531,27 @@ class RuntimeContract:
         assert (made.stat().st_uid, made.stat().st_gid) == identity
         in_home = runtime.exec(info.name, ["sh", "-c", "echo mine >> /home/dev/.config/greeting"])
         assert in_home.exit_code == 0, in_home.stderr
+
+    @pytest.mark.needs_boot
+    def test_a_command_made_ready_runs_once_run_and_never_once_ended(
+        self, runtime: Runtime, running: SandboxInfo, workspace: Path, null_input: None
+    ) -> None:
+        if reason := self.prepares_no_commands_reason():
+            assert runtime.prepare_command(running.name, ["true"]) is None
+            pytest.skip(reason)
+        kept = runtime.prepare_command(running.name, ["sh", "-c", "echo kept > kept.txt"], user="root")
+        dropped = runtime.prepare_command(running.name, ["sh", "-c", "echo dropped > dropped.txt"], user="root")
+        assert kept is not None and dropped is not None
+        assert not (workspace / "kept.txt").exists()
+        dropped.end()
+        assert kept.run() == 0
+        assert (workspace / "kept.txt").read_text() == "kept\n"
+        assert not (workspace / "dropped.txt").exists()
+        failing = runtime.prepare_command(running.name, ["sh", "-c", "exit 6"])
+        assert failing is not None and failing.run() == 6
+        runtime.stop_sandbox(running.name, timeout_s=5)
+        assert runtime.prepare_command(running.name, ["true"]) is None
+        assert runtime.prepare_command("opencode-sandbox-vm-no-such-project-1", ["true"]) is None
 
     @pytest.mark.needs_boot
     def test_exec_missing_command_fails_without_raising(

@@ -70,6 +70,9 @@ class TestMicrosandboxContract(RuntimeContract):
         lines = [line for line in records.stdout.splitlines() if "microsandbox_network" in line]
         return "\n".join(lines)[-30000:] + records.stderr[-2000:]
 
+    def prepares_no_commands_reason(self) -> str | None:
+        return "`msb exec` makes the process as it runs it"
+
     def dev_identity_ignored_reason(self) -> str | None:
         return ("msb maps the invoking host user to dev and ignores SandboxSpec.dev_identity: "
                 "the lab's run as an ordinary user (`kvm-lab.sh --user`) covers another host user")

@@ -103,6 +103,12 @@ class Runtime(Protocol):
         """Run interactively on the user's terminal (resize, signals); return the exit code. On a
         terminal, what the VM draws passes `core/screen_filter.py` (`clipboard`: OSC 52 writes too)."""
 
+    def prepare_command(
+        self, name: str, argv: Sequence[str], *, user: str = "dev", workdir: str = "/workspace",
+    ) -> PreparedCommand | None:
+        """`argv` made ready to run in the running VM `name` without a terminal, unstarted until
+        `run`; None where this runtime cannot (or the VM does not run): `attach` runs it then."""
+
     # volumes
     def create_volume(self, name: str, labels: Mapping[str, str]) -> VolumeInfo: ...
     def get_volume(self, name: str) -> VolumeInfo | None: ...
@@ -121,6 +127,16 @@ class Runtime(Protocol):
         """Make a Docker engine image runnable here; skip when the same digest is loaded."""
     def list_images(self) -> list[ImageInfo]: ...
     def remove_image(self, reference: str) -> None: ...
+
+
+class PreparedCommand(Protocol):
+    """A command made ready in a running VM, started by nothing in it: `run` starts it, or `end`
+    drops it unstarted. One of the two, once."""
+
+    def run(self) -> int:
+        """Start it and stream it on our fds 0, 1 and 2 as `attach(tty=False)` does; the exit code."""
+    def end(self) -> None:
+        """Drop it unstarted; after `run`, nothing."""
 
 
 @runtime_checkable

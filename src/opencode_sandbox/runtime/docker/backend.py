@@ -105,6 +105,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from opencode_sandbox.core.prune_plan import ArtifactKind, PolicyPieceFact
+    from opencode_sandbox.runtime.base import PreparedCommand
     from opencode_sandbox.runtime.docker import proxy as docker_proxy
 
 FALLBACK_HELPER_IMAGE = "debian:trixie-slim"
@@ -519,6 +520,20 @@ class DockerRuntime:
         process = subprocess.Popen(self.cli.command(args), env=child_environment(env))
         with docker_exec.sigint_handled_by(signal.SIG_IGN):  # Ctrl-C belongs to the attached program
             return process.wait()
+
+    def prepare_command(
+        self, name: str, argv: Sequence[str], *, user: str = "dev", workdir: str = "/workspace",
+    ) -> PreparedCommand | None:
+        api = self.cli.socket_api()
+        if api is None:
+            return None  # the `docker` command makes the process as it runs it
+        from opencode_sandbox.runtime.docker.gated_exec import GatedExec
+
+        request = docker_exec.ExecRequest(name, argv, user, workdir, with_dev_home(user, None))
+        try:
+            return GatedExec(api, request, lambda: self.attach(name, argv, user=user, workdir=workdir, tty=False))
+        except (ApiUnavailable, docker_exec.EngineRefused, docker_exec.EngineLost):
+            return None  # the attach meets the same trouble and says what it is
 
     # volumes
     def create_volume(self, name: str, labels: Mapping[str, str]) -> VolumeInfo:

@@ -174,15 +174,15 @@ def exit_code(api: DockerApi, exec_id: str, wait_s: float = EXIT_WAIT_S) -> int:
 
 def attach(api: DockerApi, request: ExecRequest) -> int:
     """Run on our own fds 0, 1 and 2, streaming; the exit code, 130 on Ctrl-C, 141 when our output closes."""
-    _reserve_standard_fds()
+    reserve_standard_fds()
     with sigint_handled_by(signal.default_int_handler):  # Ctrl-C raises KeyboardInterrupt here
         try:
             exec_id = create(api, request)
             connection, rest = open_stream(api, exec_id)
-            with _closing(connection):
+            with closing(connection):
                 connection.settimeout(None)
                 if request.stdin:
-                    _spawn(_copy_stdin, connection)
+                    spawn(copy_stdin, connection)
                 pump(connection, rest, write_to_fd)
             return exit_code(api, exec_id)
         except KeyboardInterrupt:
@@ -199,10 +199,10 @@ def run_captured(api: DockerApi, request: ExecRequest, stdin: bytes | None, time
     exec_id = create(api, request)
     connection, rest = open_stream(api, exec_id)
     held = Held(output_limit)
-    with _closing(connection):
+    with closing(connection):
         connection.settimeout(None)
         if request.stdin:
-            _spawn(_send_input, connection, stdin or b"")
+            spawn(_send_input, connection, stdin or b"")
         pump(connection, rest, held.add, deadline)
     return Captured(exit_code(api, exec_id), bytes(held.streams[STDOUT]), bytes(held.streams[STDERR]))
 
@@ -259,7 +259,7 @@ def stdin_is_null() -> bool:
     return (ours.st_mode, ours.st_rdev) == (null.st_mode, null.st_rdev)
 
 
-def _reserve_standard_fds() -> None:
+def reserve_standard_fds() -> None:
     """Point closed fds 0, 1 and 2 at /dev/null: a socket opened later must not take one of their numbers."""
     for fd in (0, 1, 2):
         try:
@@ -271,13 +271,13 @@ def _reserve_standard_fds() -> None:
                 os.close(spare)
 
 
-def _copy_stdin(connection: socket.socket) -> None:
+def copy_stdin(connection: socket.socket) -> None:
     try:
         while chunk := _read_stdin():
             connection.sendall(chunk)
     except OSError:
         pass  # a closed or unreadable stdin ends the input like EOF; a closed connection ends it too
-    _end_input(connection)
+    end_input(connection)
 
 
 def _read_stdin() -> bytes:
@@ -293,20 +293,20 @@ def _send_input(connection: socket.socket, data: bytes) -> None:
         connection.sendall(data)
     except OSError:
         return
-    _end_input(connection)
+    end_input(connection)
 
 
-def _end_input(connection: socket.socket) -> None:
+def end_input(connection: socket.socket) -> None:
     with suppress(OSError):
         connection.shutdown(socket.SHUT_WR)
 
 
-def _spawn(target: Callable[..., None], *args: Any) -> None:
+def spawn(target: Callable[..., None], *args: Any) -> None:
     threading.Thread(target=target, args=args, daemon=True).start()
 
 
 @contextmanager
-def _closing(connection: socket.socket) -> Iterator[None]:
+def closing(connection: socket.socket) -> Iterator[None]:
     """Close the connection afterwards; shutting it down first wakes a stdin thread blocked on it."""
     try:
         yield

@@ -66,6 +66,7 @@ from opencode_sandbox.runtime.types import (
 
 if TYPE_CHECKING:
     from opencode_sandbox.engine.base import ImageEngine
+    from opencode_sandbox.runtime.base import PreparedCommand
     from opencode_sandbox.runtime.microsandbox.remembered import Answer
 
 _DOCTOR_HINT = "run `msb doctor` to check the runtime"
@@ -369,6 +370,11 @@ class MicrosandboxRuntime:
                 "`opencode-sandbox stop` and run again",
             )
         return ExecResult(result.returncode, result.stdout, result.stderr)
+
+    def prepare_command(
+        self, name: str, argv: Sequence[str], *, user: str = "dev", workdir: str = "/workspace",
+    ) -> PreparedCommand | None:
+        return None  # `msb exec` makes the process as it runs it
 
     def attach(
         self,

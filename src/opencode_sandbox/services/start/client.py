@@ -16,9 +16,17 @@ from opencode_sandbox.errors import SandboxError, UsageError
 from opencode_sandbox.guest.places import GUEST_URL
 
 if TYPE_CHECKING:
+    from typing import Protocol
+
     from opencode_sandbox.core.agents import AgentProfile
-    from opencode_sandbox.services.start.early_session import EarlySession
+    from opencode_sandbox.runtime.base import PreparedCommand
     from opencode_sandbox.services.start.pipeline import ReadyVm
+
+    class StartedEarly(Protocol):
+        """What a client starts in the VM as found before the start's checks end."""
+
+        def end(self) -> None:
+            """Undo it: the start changed the VM, or failed."""
 
 _WORKTREE_NAME = r"^[a-z0-9]+(?:[-/][a-z0-9]+)*$"
 
@@ -44,7 +52,7 @@ def other_clients(app: App) -> int:
 
 @contextmanager
 def client_of_vm(app: App, rebuild: bool, wait_for_daemon: bool = True,
-                 start_early: Callable[[], EarlySession | None] | None = None) -> Iterator[ReadyVm]:
+                 start_early: Callable[[], StartedEarly | None] | None = None) -> Iterator[ReadyVm]:
     """Hold a lease from before the VM is ensured until the client leaves, with the idle reaper
     watching from when the VM is ready. Taking the lease first means a reaper stopping the VM
     for idleness finishes before this client looks at it, and then finds it stopped.
@@ -274,6 +282,23 @@ def run_shell(app: App, rebuild: bool, root: bool, command: Sequence[str]) -> in
             hint="give a command: opencode-sandbox shell -- CMD",
         )
     argv = list(command) if command else ["bash", "-l"]
-    with client_of_vm(app, rebuild, wait_for_daemon=False) as ready:
-        return app.runtime.attach(ready.name, argv, user=user, workdir="/workspace", tty=interactive,
-                                  clipboard=app.settings.terminal_clipboard)
+    prepared: list[PreparedCommand] = []
+
+    def prepare_early() -> PreparedCommand | None:
+        from opencode_sandbox.core.naming import vm_name
+        from opencode_sandbox.services.start.early_command import prepare_command
+
+        made = prepare_command(app, vm_name(app.project.slug), argv, user)
+        prepared.extend([made] if made is not None else [])
+        return made
+
+    try:
+        with client_of_vm(app, rebuild, wait_for_daemon=False,
+                          start_early=None if interactive else prepare_early) as ready:
+            if prepared and ready.kept_as_found:
+                return prepared[0].run()
+            return app.runtime.attach(ready.name, argv, user=user, workdir="/workspace", tty=interactive,
+                                      clipboard=app.settings.terminal_clipboard)
+    finally:
+        for each in prepared:
+            each.end()  # nothing once it ran
