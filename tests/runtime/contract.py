@@ -537,8 +537,10 @@ class RuntimeContract:
         self, runtime: Runtime, running: SandboxInfo, workspace: Path, null_input: None
     ) -> None:
         if reason := self.prepares_no_commands_reason():
+            assert not runtime.description.prepares_commands
             assert runtime.prepare_command(running.name, ["true"]) is None
             pytest.skip(reason)
+        assert runtime.description.prepares_commands
         kept = runtime.prepare_command(running.name, ["sh", "-c", "echo kept > kept.txt"], user="root")
         dropped = runtime.prepare_command(running.name, ["sh", "-c", "echo dropped > dropped.txt"], user="root")
         assert kept is not None and dropped is not None

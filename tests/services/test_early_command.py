@@ -13,7 +13,7 @@ import pytest
 from opencode_sandbox.app import App
 from opencode_sandbox.core.naming import vm_name
 from opencode_sandbox.errors import SandboxError
-from opencode_sandbox.runtime.types import ExecResult, SandboxStatus
+from opencode_sandbox.runtime.types import ExecResult, RuntimeKind, SandboxStatus
 from opencode_sandbox.services.start import client as clients
 from opencode_sandbox.services.start.early_command import prepare_command
 from opencode_sandbox.services.start.pipeline import ReadyVm, Start
@@ -69,6 +69,14 @@ def test_nothing_is_made_ready_in_a_vm_the_start_must_first_make_start_or_change
         monkeypatch.setattr(runtime, "get_sandbox", lambda name: changed)
     assert prepare_command(make_app(runtime, tmp_path), VM, COMMAND, "dev") is None
     assert ("prepare_command", VM) not in runtime.calls
+
+
+def test_a_runtime_that_makes_no_process_ahead_is_not_even_asked_about_the_vm(tmp_path: Path) -> None:
+    msb = FakeRuntime(RuntimeKind.MICROSANDBOX)
+    plant_project(msb, SLUG, volume_time=datetime(2026, 12, 1, tzinfo=UTC), status=SandboxStatus.RUNNING)
+    msb.calls.clear()
+    assert prepare_command(make_app(msb, tmp_path), VM, COMMAND, "dev") is None
+    assert msb.calls == []
 
 
 def test_an_engine_that_fails_leaves_the_start_to_go_on_without_it(runtime: FakeRuntime, tmp_path: Path) -> None:

@@ -27,6 +27,8 @@ class Description(Protocol):
     """The command that removes one of its volumes by hand."""
     notice: str | None
     """What a user choosing it is told once per process; None: nothing."""
+    prepares_commands: bool
+    """It can make a command's process before the command runs (`Runtime.prepare_command`)."""
 
     def refusal(self, policy: EgressPolicy, privileged: bool) -> UsageError | None:
         """Why it cannot give a VM this network policy (`privileged`: Docker-in-Docker); None when it can."""

@@ -21,6 +21,7 @@ NOTICE = (
 class DockerDescription:
     kind = RuntimeKind.DOCKER
     runs_engine_images = True
+    prepares_commands = True
     sandboxes_are_engine_containers = True
     image_label = "docker image"
     volume_remove_command = "docker volume rm"

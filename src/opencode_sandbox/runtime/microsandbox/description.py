@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 class MicrosandboxDescription:
     kind = RuntimeKind.MICROSANDBOX
     runs_engine_images = False
+    prepares_commands = False
     sandboxes_are_engine_containers = False
     image_label = "msb image"
     volume_remove_command = "msb volume remove"

@@ -23,6 +23,8 @@ def prepare_command(app: App, vm: str, argv: Sequence[str], user: str) -> Prepar
     """The command made ready in `vm`, or None: the VM is not this user's, not running, or not as
     it should be (its network policy to restore), or the runtime cannot; the start then goes on
     as without it."""
+    if not app.runtime.description.prepares_commands:
+        return None  # not even a question to the runtime: a warm start asks it as little as it can
     try:
         info = app.runtime.get_sandbox(vm)
         if info is None or info.status is not SandboxStatus.RUNNING or info.repair or info.owner_unlabelled:
