@@ -524,10 +524,11 @@ class DockerRuntime:
     def prepare_command(
         self, name: str, argv: Sequence[str], *, user: str = "dev", workdir: str = "/workspace",
     ) -> PreparedCommand | None:
+        from opencode_sandbox.runtime.docker.gated_exec import GatedExec, can_gate
+
         api = self.cli.socket_api()
-        if api is None:
-            return None  # the `docker` command makes the process as it runs it
-        from opencode_sandbox.runtime.docker.gated_exec import GatedExec
+        if api is None or not can_gate(argv):
+            return None  # the `docker` command makes the process as it runs it; a word the gate cannot read
 
         request = docker_exec.ExecRequest(name, argv, user, workdir, with_dev_home(user, None))
         try:

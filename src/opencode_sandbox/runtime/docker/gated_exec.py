@@ -2,23 +2,25 @@
 
 Most of a warm `shell -- CMD` is the engine making the process: the runtime joins the container's
 namespaces and cgroup, and that takes as long as the rest of the launcher's start. A gated exec
-pays it while the launcher checks. Its process is a shell, the gate, that reads one line from its
-input and starts nothing else until then. The launcher sends a token it drew for this exec once
-the start has kept the VM as it found it; the gate checks the line against the token's SHA-256
-digest, writes `MARK` on its output and replaces itself with the command, which then has the
+pays it while the launcher checks. Its process is a shell, the gate, that knows nothing of the
+command: it reads a line (the token) and writes it back, reads a second line (the command, each
+word quoted for the shell), writes `MARK` and replaces itself with the command, which then has the
 same process, user, directory, environment and streams as under `docker exec`.
 
-Only the launcher knows the token: the gate's arguments hold its digest, which anything in the
-VM can read and none can turn back into the token, so a process of the VM that writes to the
-gate's input (through `/proc/PID/fd/0`, as the same user can) cannot start the command early.
-A VM can still replace its own `sh`, as it can replace any program the launcher starts in it:
-the gate keeps nothing from the VM that it could not do anyway, and the command only ever runs
-in the VM.
+The launcher draws the token for this exec, and writes it only once the start kept the VM as it
+found it; it writes the command only when the first line the gate's output brings is that token.
+A process of the VM running as the gate's user can reach the gate (its input and output through
+`/proc/PID/fd`, its memory through `/proc/PID/mem`), but before the token nothing tells it the
+command, and it cannot write the token back before the launcher sent it: whatever it does, the
+user's command reaches the VM no earlier than the launcher's word, and a gate the launcher ended
+never learns it. What the VM can do with a gate it reached is run commands of its own as the
+gate's user, which it can anyway, or change what the launcher reports of the command, as it can
+for any process of that user.
 
-Anything else (a wrong line, no line, a VM without `sh` or `sha256sum`, a command the VM cannot
-find) ends the gate without the command and without the mark; the launcher then runs the command
-as `docker exec` would, with the engine's own errors. The user's input goes to the command only
-once the mark arrived, so a refused gate took none of it.
+A gate that answers otherwise (another line first, no answer, a VM without `sh`) gets no command,
+and the launcher runs the command as `docker exec` would; so does a gate that ends without the
+mark with the code `REFUSED` (a command the VM cannot find), with the engine's own errors. The
+user's input goes to the command only after the mark, so a refused gate took none of it.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ import signal
 from collections.abc import Callable, Sequence
 
 from opencode_sandbox.bounded_output import STDOUT
-from opencode_sandbox.core.digest import sha256
 from opencode_sandbox.engine.socket_client import DockerApi
 from opencode_sandbox.runtime.docker.execution import (
     INTERRUPTED_EXIT,
@@ -51,37 +52,46 @@ from opencode_sandbox.runtime.docker.execution import (
 
 MARK = b"opencode-sandbox: the gate opened\n"
 """What the gate writes on its output just before it becomes the command; never passed on."""
+REFUSED = 97
+"""The gate's exit when it ends without the command."""
+_HELD = 65536
+"""The most of the gate's output kept while the launcher waits for a line or the mark."""
 
-# Run by `sh -c GATE DIGEST COMMAND...`: $0 is the digest, "$@" the command. Its own errors go
-# nowhere until it is the command, whose standard error is the exec's again.
+# Run by `sh -c GATE`: builtins only, so no program of the VM's runs before the command. Its own
+# errors go nowhere until it is the command, whose standard error is the exec's again.
 GATE = (
     "exec 3>&2 2>/dev/null; "
-    "IFS= read -r token || exit 97; "
-    '[ "$(printf %s "$token" | sha256sum)" = "$0  -" ] || exit 97; '
-    'command -v -- "$1" >/dev/null || exit 97; '
+    f"IFS= read -r token || exit {REFUSED}; "
+    'echo "$token"; '
+    f"IFS= read -r command_line || exit {REFUSED}; "
+    f'eval "set -- $command_line" || exit {REFUSED}; '
+    f'command -v -- "$1" >/dev/null || exit {REFUSED}; '
     "unset PWD; "
     f"echo '{MARK.decode().rstrip()}'; "
     'exec 2>&3 3>&-; exec "$@"'
 )
 
 
-def gate_argv(digest: str, argv: Sequence[str]) -> list[str]:
-    return ["/bin/sh", "-c", GATE, digest, *argv]
+def can_gate(argv: Sequence[str]) -> bool:
+    """Whether the gate can take `argv` on one line: no word holds a line break."""
+    return bool(argv) and not any("\n" in word for word in argv)
 
 
 class GatedExec:
     """One gated exec in a running container: `run` opens the gate, `end` closes it unopened."""
 
     def __init__(self, api: DockerApi, request: ExecRequest, fallback: Callable[[], int]) -> None:
-        """Make the gate's process now. `EngineRefused` (a container missing or not running),
-        `ApiUnavailable` or `EngineLost` when it cannot be made; `fallback` runs the command
-        without a gate, for a gate that refuses."""
+        """Make the gate's process now (`request.argv`: words `can_gate` takes). `EngineRefused` (a
+        container missing or not running), `ApiUnavailable` or `EngineLost` when it cannot be made;
+        `fallback` runs the command without a gate, for a gate that refuses."""
+        import shlex
+
         reserve_standard_fds()  # before the connection is opened: it must not take fd 0, 1 or 2
         self._api = api
         self._fallback = fallback
-        self._token = os.urandom(16).hex()
-        gated = request._replace(argv=gate_argv(sha256(self._token.encode()).hexdigest(), request.argv), stdin=True)
-        self._exec_id = create(api, gated)
+        self._token = os.urandom(16).hex().encode()
+        self._command_line = shlex.join(request.argv).encode()
+        self._exec_id = create(api, request._replace(argv=["/bin/sh", "-c", GATE], stdin=True))
         self._connection, self._received = open_stream(api, self._exec_id)
         self._ended = False
 
@@ -101,15 +111,18 @@ class GatedExec:
                 return OUTPUT_CLOSED_EXIT
 
     def end(self) -> None:
-        """Close the gate unopened: its process reads the end of its input and exits, the command unrun."""
+        """Close the gate unopened: it reads the end of its input and exits, never told the command."""
         if not self._ended:
             self._ended = True
             with closing(self._connection):
                 pass
 
     def _open_gate(self) -> bool:
-        """Whether the command started; the stream is read to its end either way."""
+        """Whether the gate took the command; its stream is read to the end when it did."""
         connection = self._connection
+
+        def send_command() -> None:
+            connection.sendall(self._command_line + b"\n")
 
         def forward_input() -> None:
             if stdin_is_null():
@@ -117,39 +130,65 @@ class GatedExec:
             else:
                 spawn(copy_stdin, connection)
 
-        gate = _Gate(write_to_fd, forward_input)
+        gate = _Gate(self._token, send_command, forward_input, write_to_fd)
         with closing(connection):
             connection.settimeout(None)
             try:
-                connection.sendall(self._token.encode() + b"\n")
+                connection.sendall(self._token + b"\n")
+                pump(connection, self._received, gate.take)
+            except _Refused:
+                return False  # closing the connection ends the gate: it never had the command
             except OSError:
-                return False  # the gate's process is gone: nothing started
-            pump(connection, self._received, gate.take)
-        return gate.opened
+                if not gate.sent:
+                    return False  # the gate's process is gone before it had the command
+                raise
+        if gate.opened or not gate.sent:
+            return gate.opened
+        return exit_code(self._api, self._exec_id) != REFUSED  # ended before the mark: the command did not start
+
+
+class _Refused(Exception):
+    """The gate's first line was not the token."""
 
 
 class _Gate:
-    """The exec's stream: nothing passes until `MARK` began its output, then everything after it."""
+    """The gate's stream: its first line must be the token, then nothing passes until the mark, and
+    everything after it does."""
 
-    def __init__(self, sink: Callable[[int, bytes], None], on_open: Callable[[], None]) -> None:
-        self._sink = sink
+    def __init__(self, token: bytes, send_command: Callable[[], None], on_open: Callable[[], None],
+                 sink: Callable[[int, bytes], None]) -> None:
+        self._token = token
+        self._send_command = send_command
         self._on_open = on_open
-        self._seen = b""
+        self._sink = sink
+        self._held = b""
+        self.sent = False
         self.opened = False
-        self._refused = False
 
     def take(self, stream: int, piece: bytes) -> None:
         if self.opened:
             self._sink(stream, piece)
             return
-        if self._refused or stream != STDOUT:
-            return  # the gate's own output, or what came after it refused: the command did not run
-        self._seen += piece
-        if not (self._seen.startswith(MARK) or MARK.startswith(self._seen)):
-            self._refused = True
-        elif len(self._seen) >= len(MARK):
-            self.opened = True
-            self._on_open()
-            if rest := self._seen[len(MARK):]:
-                self._sink(STDOUT, rest)
-
+        if stream != STDOUT:
+            return  # the gate writes no error of its own: anything there is another process's
+        self._held += piece
+        if not self.sent:
+            line, newline, rest = self._held.partition(b"\n")
+            if not newline:
+                if len(self._held) > len(self._token):
+                    raise _Refused
+                return
+            if line != self._token:
+                raise _Refused
+            self.sent = True
+            self._send_command()
+            self._held = rest
+        at = self._held.find(MARK)
+        if at < 0:
+            self._held = self._held[-_HELD:]
+            return
+        self.opened = True
+        self._on_open()
+        if rest := self._held[at + len(MARK):]:
+            self._sink(STDOUT, rest)
+        self._held = b""
