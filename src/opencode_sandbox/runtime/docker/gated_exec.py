@@ -17,10 +17,13 @@ never learns it. What the VM can do with a gate it reached is run commands of it
 gate's user, which it can anyway, or change what the launcher reports of the command, as it can
 for any process of that user.
 
-A gate that answers otherwise (another line first, no answer, a VM without `sh`) gets no command,
-and the launcher runs the command as `docker exec` would; so does a gate that ends without the
-mark with the code `REFUSED` (a command the VM cannot find), with the engine's own errors. The
-user's input goes to the command only after the mark, so a refused gate took none of it.
+A gate that answers otherwise (another line first, an end without one, a VM without `sh`) gets no
+command, and the launcher runs the command as `docker exec` would; so does a gate that ends without
+the mark with the code `REFUSED` (a first word that is no program the engine could start), with
+the engine's own errors. The user's input goes to the command only after the mark, so a refused
+gate took none of it. (A process of the gate's user that takes the mark off the gate's output after
+the launcher's word can so have the command run twice: it has the command then, and could run it
+itself.)
 """
 
 from __future__ import annotations
@@ -61,19 +64,26 @@ _HELD = 65536
 # errors go nowhere until it is the command, whose standard error is the exec's again.
 GATE = (
     "exec 3>&2 2>/dev/null; "
-    f"IFS= read -r token || exit {REFUSED}; "
-    'echo "$token"; '
-    f"IFS= read -r command_line || exit {REFUSED}; "
-    f'eval "set -- $command_line" || exit {REFUSED}; '
-    f'command -v -- "$1" >/dev/null || exit {REFUSED}; '
-    "unset PWD; "
+    f"IFS= read -r opencode_sandbox_gate || exit {REFUSED}; "
+    "printf '%s\\n' \"$opencode_sandbox_gate\"; "
+    f"IFS= read -r opencode_sandbox_gate || exit {REFUSED}; "
+    f'eval "set -- $opencode_sandbox_gate" || exit {REFUSED}; '
+    # A program the engine can start, or the engine says what is wrong, as `docker exec` does.
+    f'opencode_sandbox_gate=$(command -v -- "$1") || exit {REFUSED}; '
+    f'case $opencode_sandbox_gate in /*) ;; *) exit {REFUSED};; esac; '
+    f'[ -f "$opencode_sandbox_gate" ] && [ -x "$opencode_sandbox_gate" ] || exit {REFUSED}; '
+    "unset PWD opencode_sandbox_gate; "
     f"echo '{MARK.decode().rstrip()}'; "
     'exec 2>&3 3>&-; exec "$@"'
 )
 
 
 def can_gate(argv: Sequence[str]) -> bool:
-    """Whether the gate can take `argv` on one line: no word holds a line break."""
+    """Whether the gate can take `argv` on one line: UTF-8 words without a line break."""
+    try:
+        "".join(argv).encode()
+    except UnicodeError:  # a word of bytes that are not UTF-8, kept as surrogates
+        return False
     return bool(argv) and not any("\n" in word for word in argv)
 
 
