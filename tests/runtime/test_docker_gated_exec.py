@@ -18,7 +18,7 @@ import pytest
 
 from opencode_sandbox.core.naming import managed_labels, vm_name
 from opencode_sandbox.runtime.docker.backend import DockerRuntime
-from opencode_sandbox.runtime.docker.gated_exec import MARK
+from opencode_sandbox.runtime.docker.gated_exec import MARK, GatedExec
 from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec
 from tests.fixtures.images import RunnerBase
 from tests.runtime.conftest import docker
@@ -209,6 +209,31 @@ def test_a_command_the_vm_cannot_find_fails_as_docker_exec_fails(box: str, tmp_p
     assert code == plain.returncode != 0
     assert b"no-such-command-here" in stdout + stderr
     assert MARK not in stdout
+
+
+@pytest.mark.parametrize(("argv", "gated"), [
+    (["true"], True), (["echo", "x"], True), (["/bin/true"], True),
+    (["cd", "/"], False), (["no-such-command-here"], False), (["/tmp"], False),
+], ids=["a program and a builtin", "echo", "a path", "a builtin only", "missing", "a folder"])
+def test_the_gate_takes_every_program_the_engine_could_start_and_nothing_else(
+        box: str, argv: list[str], gated: bool, capfd: pytest.CaptureFixture[str]) -> None:
+    """What only the plain exec would run right (a builtin, nothing, a folder) is left to it: the
+    engine's own errors; a program, whatever the gate's shell has of the same name, goes through."""
+    plain = docker("exec", "--user", "dev", box, *argv)
+    saved = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    try:
+        prepared = DockerRuntime().prepare_command(box, argv)
+        assert isinstance(prepared, GatedExec)
+        code = prepared.run()
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+        os.close(null)
+    assert prepared.opened is gated
+    assert code == plain.returncode
+    assert capfd.readouterr().out.encode() == plain.stdout
 
 
 def test_nothing_is_made_ready_in_a_stopped_sandbox(own_box: str) -> None:

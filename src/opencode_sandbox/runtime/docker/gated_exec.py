@@ -68,11 +68,16 @@ GATE = (
     "printf '%s\\n' \"$opencode_sandbox_gate\"; "
     f"IFS= read -r opencode_sandbox_gate || exit {REFUSED}; "
     f'eval "set -- $opencode_sandbox_gate" || exit {REFUSED}; '
-    # A program the engine can start, or the engine says what is wrong, as `docker exec` does.
-    f'opencode_sandbox_gate=$(command -v -- "$1") || exit {REFUSED}; '
-    f'case $opencode_sandbox_gate in /*) ;; *) exit {REFUSED};; esac; '
-    f'[ -f "$opencode_sandbox_gate" ] && [ -x "$opencode_sandbox_gate" ] || exit {REFUSED}; '
-    "unset PWD opencode_sandbox_gate; "
+    # A program the engine could start, found on PATH as the engine and `exec` find it (a builtin
+    # of the gate's shell is no program; a PATH with a folder that is not absolute, where the two
+    # may differ, is left to the engine too), or the engine runs it and says what is wrong.
+    'case $1 in */*) opencode_sandbox_gate=$1;; *) opencode_sandbox_gate=; set -f; IFS=:; '
+    f'for opencode_sandbox_dir in $PATH; do case $opencode_sandbox_dir in /*) ;; *) exit {REFUSED};; esac; '
+    '[ -f "$opencode_sandbox_dir/$1" ] && [ -x "$opencode_sandbox_dir/$1" ] '
+    '&& { opencode_sandbox_gate=$opencode_sandbox_dir/$1; break; }; done; unset IFS; set +f;; esac; '
+    f'[ -n "$opencode_sandbox_gate" ] && [ -f "$opencode_sandbox_gate" ] && [ -x "$opencode_sandbox_gate" ] '
+    f"|| exit {REFUSED}; "
+    "unset PWD opencode_sandbox_gate opencode_sandbox_dir; "
     f"echo '{MARK.decode().rstrip()}'; "
     'exec 2>&3 3>&-; exec "$@"'
 )
@@ -104,6 +109,8 @@ class GatedExec:
         self._exec_id = create(api, request._replace(argv=["/bin/sh", "-c", GATE], stdin=True))
         self._connection, self._received = open_stream(api, self._exec_id)
         self._ended = False
+        self.opened: bool | None = None
+        """After `run`: whether the gate took the command (False: it ran the plain way)."""
 
     def run(self) -> int:
         """Open the gate and stream the command on our fds 0, 1 and 2, as `execution.attach` does;
@@ -113,8 +120,8 @@ class GatedExec:
         self._ended = True
         with sigint_handled_by(signal.default_int_handler):
             try:
-                opened = self._open_gate()
-                return exit_code(self._api, self._exec_id) if opened else self._fallback()
+                self.opened = self._open_gate()
+                return exit_code(self._api, self._exec_id) if self.opened else self._fallback()
             except KeyboardInterrupt:
                 return INTERRUPTED_EXIT
             except OutputClosed:
