@@ -4,130 +4,41 @@ the gate; once opened, it is the command `docker exec` would run, its streams an
 
 from __future__ import annotations
 
-import json
+import hashlib
 import os
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from opencode_sandbox.core.naming import managed_labels, vm_name
 from opencode_sandbox.runtime.docker.backend import DockerRuntime
 from opencode_sandbox.runtime.docker.gated_exec import MARK, GatedExec
-from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec
+from tests.fixtures.gated import Gated, confined_sandbox, end_children, gates, in_box, runs_of, traced
 from tests.fixtures.images import RunnerBase
 from tests.runtime.conftest import docker
 
 pytestmark = pytest.mark.docker
 
-PREPARED = """
-import json, os, sys, time
-from opencode_sandbox.runtime.docker.backend import DockerRuntime
-options = json.loads(sys.argv[1])
-prepared = DockerRuntime().prepare_command(options["name"], options["argv"], user=options["user"])
-if prepared is None:
-    sys.exit(99)
-ready = options["ready"]
-open(ready, "w").close()  # the gate is made: the test may act, then says to go on
-while not os.path.exists(ready + ".go"):
-    time.sleep(0.02)
-if options["end"]:
-    prepared.end()
-    sys.exit(0)
-sys.exit(prepared.run())
-"""
-
-
-class Gated:
-    """A child that makes `argv` ready in the box, waits for the test's word, then runs or ends it."""
-
-    def __init__(self, box: str, argv: list[str], folder: Path, *, user: str = "dev", end: bool = False,
-                 stdin: Any = subprocess.DEVNULL) -> None:
-        self.ready = folder / f"ready-{uuid.uuid4().hex[:8]}"
-        document = json.dumps({"name": box, "argv": argv, "user": user, "ready": str(self.ready), "end": end})
-        self.process = subprocess.Popen([sys.executable, "-c", PREPARED, document], stdin=stdin,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        env={**os.environ, "PATH": "/nonexistent"})
-        deadline = time.monotonic() + 60
-        while not self.ready.exists():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.kill()
-                raise AssertionError(f"the command was not made ready: {self.process.communicate()}")
-            time.sleep(0.02)
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.communicate()
-
-    def go_on(self, input: bytes | None = None) -> tuple[int, bytes, bytes]:
-        Path(f"{self.ready}.go").touch()
-        stdout, stderr = self.process.communicate(input, timeout=120)
-        return self.process.returncode, stdout, stderr
-
 
 @pytest.fixture(autouse=True)
-def no_child_left(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def no_child_left() -> Iterator[None]:
     """Every child a test made ends with it, whatever the test's outcome (its gate with it)."""
-    made: list[Gated] = []
-    original = Gated.__init__
-
-    def tracked(self: Gated, *args: Any, **kwargs: Any) -> None:
-        made.append(self)
-        original(self, *args, **kwargs)
-
-    monkeypatch.setattr(Gated, "__init__", tracked)
     yield
-    for each in made:
-        if hasattr(each, "process"):
-            each.kill()
+    end_children()
 
 
 @pytest.fixture(scope="module")
 def box(runner_base_image: RunnerBase, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    yield from _sandbox(runner_base_image, tmp_path_factory.mktemp("workspace"))
+    yield from confined_sandbox(runner_base_image, tmp_path_factory.mktemp("workspace"), "dgate")
 
 
 @pytest.fixture
 def own_box(runner_base_image: RunnerBase, tmp_path: Path) -> Iterator[str]:
     """A sandbox of the test's own, for a test that breaks it."""
-    yield from _sandbox(runner_base_image, tmp_path / "workspace")
-
-
-def _sandbox(base: RunnerBase, workspace: Path) -> Iterator[str]:
-    slug = "dgate-" + uuid.uuid4().hex[:14]
-    workspace.mkdir(parents=True, exist_ok=True)
-    name = vm_name(slug)
-    DockerRuntime().create_sandbox(SandboxSpec(name, base.result.reference, 1, 256, labels=managed_labels(slug),
-                                               mounts=(Mount(MountKind.BIND, str(workspace), "/workspace"),)))
-    try:
-        yield name
-    finally:
-        docker("rm", "--force", name)
-
-
-def in_box(box: str, script: str, user: str = "dev") -> subprocess.CompletedProcess[bytes]:
-    return docker("exec", "--user", user, box, "sh", "-c", script)
-
-
-def runs_of(box: str, trace: str) -> int:
-    """How many times the command of `trace` started."""
-    return len(in_box(box, f"cat /tmp/{trace} 2>/dev/null").stdout.splitlines())
-
-
-def gates(box: str) -> list[str]:
-    """The ids of the gates waiting in the box."""
-    pattern = "[" + MARK.decode()[0] + "]" + MARK.decode().strip()[1:]  # the pattern does not match itself
-    return in_box(box, f"pgrep -f '{pattern}' || true", user="root").stdout.decode().split()
-
-
-def traced(trace: str, then: str = "") -> list[str]:
-    return ["sh", "-c", f"echo started >> /tmp/{trace}; {then}"]
+    yield from confined_sandbox(runner_base_image, tmp_path / "workspace", "dgate")
 
 
 def test_the_command_starts_only_when_the_gate_opens_and_runs_as_docker_exec_would(box: str, tmp_path: Path) -> None:
@@ -157,8 +68,6 @@ def test_the_input_reaches_the_command_after_the_gate_and_only_the_command(box: 
     payload = os.urandom(256 * 1024)
     gated = Gated(box, ["sha256sum"], tmp_path, stdin=subprocess.PIPE)
     code, stdout, _ = gated.go_on(payload)
-    import hashlib
-
     assert code == 0 and stdout.split()[0].decode() == hashlib.sha256(payload).hexdigest()
     code, stdout, _ = Gated(box, ["sh", "-c", "cat; echo done"], tmp_path).go_on()
     assert (code, stdout) == (0, b"done\n")
@@ -166,11 +75,13 @@ def test_the_input_reaches_the_command_after_the_gate_and_only_the_command(box: 
 
 def test_an_ended_gate_starts_nothing_and_leaves_nothing(box: str, tmp_path: Path) -> None:
     trace = uuid.uuid4().hex
-    assert Gated(box, traced(trace), tmp_path, end=True).go_on()[0] == 0
+    gated = Gated(box, traced(trace), tmp_path, end=True)
+    gated.ended()
     deadline = time.monotonic() + 10
     while gates(box) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert gates(box) == []
+    assert gated.leave() == 0
     assert runs_of(box, trace) == 0
 
 

@@ -13,52 +13,45 @@ process of its own (read and write its input, output and memory through /proc) i
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from opencode_sandbox.core.naming import managed_labels, vm_name
 from opencode_sandbox.runtime.docker.backend import DockerRuntime
 from opencode_sandbox.runtime.docker.gated_exec import MARK
-from opencode_sandbox.runtime.types import Mount, MountKind, SandboxSpec
+from tests.fixtures.gated import (
+    Gated,
+    attacker,
+    confined_sandbox,
+    end_children,
+    gates,
+    in_box,
+    runs_of,
+    the_gate,
+    traced,
+    wait_for_file,
+)
 from tests.fixtures.images import RunnerBase
 from tests.runtime.conftest import docker
 
 pytestmark = pytest.mark.docker
 
-# The launcher's side, in a child of its own: makes the command ready, says so with a file, waits
-# for the test's word (a second file), then opens the gate or ends it.
-PREPARED = """
-import json, os, sys, time
-from opencode_sandbox.runtime.docker.backend import DockerRuntime
-options = json.loads(sys.argv[1])
-prepared = DockerRuntime().prepare_command(options["name"], options["argv"], user=options["user"])
-if prepared is None:
-    sys.exit(99)
-ready = options["ready"]
-open(ready, "w").close()
-while not os.path.exists(ready + ".go"):
-    time.sleep(0.02)
-if options["end"]:
-    prepared.end()
-    open(ready + ".ended", "w").close()
-    while not os.path.exists(ready + ".leave"):
-        time.sleep(0.02)
-    sys.exit(0)
-sys.exit(prepared.run())
-"""
 
-# What dev writes to a gate's input to open it itself: a line, and a command of its own.
-def open_gate_script(opened: str) -> str:
-    return f'printf "chosen\\ntouch /tmp/{opened}\\n" > /proc/$1/fd/0'
+@pytest.fixture(autouse=True)
+def no_child_left() -> Iterator[None]:
+    """Every child a test made (launchers, attackers) ends with it, whatever the outcome."""
+    yield
+    end_children()
+
+
+@pytest.fixture
+def box(runner_base_image: RunnerBase, tmp_path: Path) -> Iterator[str]:
+    yield from confined_sandbox(runner_base_image, tmp_path / "workspace", "sgate")
 
 
 # A program of dev's for every name the gate might look up on a PATH: it says the gate opened.
@@ -67,101 +60,9 @@ echo 'opencode-sandbox: the gate opened'
 """
 
 
-class Gated:
-    """A child that makes `argv` ready in the box, waits for the test's word, then runs or ends it."""
-
-    def __init__(self, box: str, argv: list[str], folder: Path, *, user: str = "dev", end: bool = False,
-                 stdin: Any = subprocess.DEVNULL) -> None:
-        self.ready = folder / f"ready-{uuid.uuid4().hex[:8]}"
-        document = json.dumps({"name": box, "argv": argv, "user": user, "ready": str(self.ready), "end": end})
-        self.process = subprocess.Popen([sys.executable, "-c", PREPARED, document], stdin=stdin,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        env={**os.environ, "PATH": "/nonexistent"})
-        _made.append(self)
-        self._wait_for(self.ready, "the command was not made ready")
-
-    def _wait_for(self, path: Path, what: str) -> None:
-        deadline = time.monotonic() + 60
-        while not path.exists():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.kill()
-                raise AssertionError(f"{what}: {self.process.communicate()}")
-            time.sleep(0.02)
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.communicate()
-
-    def go_on(self, input: bytes | None = None) -> tuple[int, bytes, bytes]:
-        Path(f"{self.ready}.go").touch()
-        stdout, stderr = self.process.communicate(input, timeout=120)
-        return self.process.returncode, stdout, stderr
-
-    def ended(self) -> None:
-        """For a child made with `end`: the launcher ended the gate; it stays until `leave`."""
-        Path(f"{self.ready}.go").touch()
-        self._wait_for(Path(f"{self.ready}.ended"), "the gate was not ended")
-
-    def leave(self) -> int:
-        Path(f"{self.ready}.leave").touch()
-        self.process.communicate(timeout=60)
-        return self.process.returncode
-
-
-_made: list[Gated] = []
-
-
-@pytest.fixture(autouse=True)
-def no_child_left() -> Iterator[None]:
-    """Every launcher child a test made ends with it, whatever the test's outcome."""
-    yield
-    while _made:
-        _made.pop().kill()
-
-
-@pytest.fixture
-def box(runner_base_image: RunnerBase, tmp_path: Path) -> Iterator[str]:
-    """A confined sandbox of the test's own (the attacks break things in it), removed afterwards."""
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    workspace.chmod(0o777)  # as in a real VM, where the checkout is dev's
-    slug = "sgate-" + uuid.uuid4().hex[:14]
-    name = vm_name(slug)
-    try:
-        DockerRuntime().create_sandbox(SandboxSpec(name, runner_base_image.result.reference, 1, 256,
-                                                   labels=managed_labels(slug),
-                                                   mounts=(Mount(MountKind.BIND, str(workspace), "/workspace"),)))
-        yield name
-    finally:
-        docker("rm", "--force", name)
-
-
-def in_box(box: str, script: str, *args: str, user: str = "dev") -> subprocess.CompletedProcess[bytes]:
-    return docker("exec", "--user", user, box, "sh", "-c", script, "attack", *args)
-
-
-def runs_of(box: str, trace: str) -> int:
-    """How many times the command of `trace` started."""
-    return len(in_box(box, f"cat /tmp/{trace} 2>/dev/null").stdout.splitlines())
-
-
-def gates(box: str) -> list[str]:
-    """The ids of the gates waiting in the box."""
-    pattern = "[" + MARK.decode()[0] + "]" + MARK.decode().strip()[1:]  # the pattern does not match itself
-    return in_box(box, f"pgrep -f '{pattern}' || true", user="root").stdout.decode().split()
-
-
-def the_gate(box: str) -> str:
-    deadline = time.monotonic() + 10
-    while not (found := gates(box)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    [gate] = found
-    return gate
-
-
-def traced(trace: str, then: str = "") -> list[str]:
-    return ["sh", "-c", f"echo started >> /tmp/{trace}; {then}"]
+# What dev writes to a gate's input to open it itself: a line, and a command of its own.
+def open_gate_script(opened: str) -> str:
+    return f'printf "chosen\\ntouch /tmp/{opened}\\n" > /proc/$1/fd/0'
 
 
 def test_dev_that_opens_its_gate_early_learns_nothing_of_the_command_and_starts_none_of_it(
@@ -295,3 +196,84 @@ def test_a_gate_the_launcher_ended_never_runs_the_command(box: str, tmp_path: Pa
     assert gated.leave() == 0
     assert in_box(box, f"test -e /tmp/{opened}").returncode == 0, "the attack did not get through the gate"
     assert runs_of(box, trace) == 0, "a gate the launcher ended ran its command"
+
+
+# The token protocol: the token read off the gate's input, the mark off its output, the command's
+# words as the gate reads them (each against plain `docker exec`).
+def test_a_reader_on_the_gate_input_learns_nothing_before_the_launcher_word(box: str, tmp_path: Path) -> None:
+    """dev holds a second reader on its gate's input (and reads every process's arguments and
+    environment) until the launcher's word: nothing of the command, nor the token, is there before,
+    and the command has not started."""
+    trace = uuid.uuid4().hex
+    out = uuid.uuid4().hex
+    gated = Gated(box, traced(trace, "echo ran"), tmp_path)
+    gate = the_gate(box)
+    thief = attacker(box, f"exec cat /proc/{gate}/fd/0 > /tmp/{out}")
+    time.sleep(1.5)
+    everything = in_box(box, "cat /proc/[0-9]*/cmdline /proc/[0-9]*/environ 2>/dev/null; cat /tmp/" + out)
+    assert trace.encode() not in everything.stdout
+    assert in_box(box, f"test -s /tmp/{out}").returncode != 0, "dev read something before the launcher's word"
+    assert runs_of(box, trace) == 0
+    Path(f"{gated.ready}.go").touch()
+    wait_for_file(box, f"/tmp/{out}")  # dev reads what the launcher sends after its word: allowed
+    thief.kill()
+    in_box(box, f"kill -KILL {gate} 2>/dev/null")
+    gated.process.communicate(timeout=60)  # dev broke its gate after the word: no outcome claimed
+
+
+NASTY = ["", " ", "-e", "--", "-", "'", '"', "\\", "\\\\n", "'\"'\"'", "$HOME", "${HOME}", "`id`", "$(id)",
+         "*", "~", "~dev", "a b\tc", "\r", "x\ry", "\x01\x02\x1b[31m", "\x7f", "é ü 漢字 🚀", "%s%n", "!", "#c",
+         ";true", "&&", "|", ">/tmp/x", "<", "{a,b}", "[a]", "?", "=", "A=B", "IFS=x", "\\'", "'\\", "\u00a0",
+         "\u2028", "x" * 100_000]
+SHOW = 'for a; do printf "%s" "$a" | od -An -tx1 -v | tr -d " \\n"; echo; done'
+
+
+def test_the_words_reach_the_command_byte_for_byte_as_docker_exec_gives_them(box: str, tmp_path: Path) -> None:
+    argv = ["sh", "-c", SHOW, "zero", *NASTY]
+    plain = docker("exec", "--user", "dev", "--workdir", "/workspace", box, *argv)
+    assert plain.returncode == 0, plain.stderr
+    code, stdout, stderr = Gated(box, argv, tmp_path).go_on()
+    assert code == 0, stderr
+    assert stdout == plain.stdout
+    assert len(stdout.splitlines()) == len(NASTY)
+
+
+@pytest.mark.parametrize("argv", [["-x"], ["--"], ["$(touch /tmp/pwned)"], ["`touch /tmp/pwned`"],
+                                  ["x;touch /tmp/pwned"], ["'"], ["\\"]],
+                         ids=["dash", "double dash", "substitution", "backticks", "semicolon", "quote", "backslash"])
+def test_a_command_name_the_gate_reads_is_only_a_name(box: str, tmp_path: Path, argv: list[str]) -> None:
+    """Odd first words: nothing of them runs in the gate's shell; the outcome is docker exec's."""
+    plain = docker("exec", "--user", "dev", box, *argv)
+    code, _, _ = Gated(box, argv, tmp_path).go_on()
+    assert in_box(box, "test -e /tmp/pwned").returncode != 0, "the gate's shell ran a part of a word"
+    assert code == plain.returncode
+
+
+@pytest.mark.parametrize("argv", [["cd", "/"], ["read", "x"], ["exit", "0"], ["/etc/passwd"], ["/tmp"]],
+                         ids=["cd builtin", "read builtin", "exit builtin", "not executable", "folder"])
+def test_a_first_word_docker_exec_cannot_run_fails_as_it_fails(box: str, tmp_path: Path, argv: list[str]) -> None:
+    """Shell builtins pass the gate's `command -v`, yet are no program; docker exec's exit is the
+    one to give, and the mark must never reach the user."""
+    plain = docker("exec", "--user", "dev", box, *argv)
+    code, stdout, _ = Gated(box, argv, tmp_path).go_on()
+    assert MARK not in stdout
+    assert code == plain.returncode, (code, plain.returncode, plain.stderr)
+
+
+def test_a_command_that_itself_exits_97_runs_once_and_says_97(box: str, tmp_path: Path) -> None:
+    trace = uuid.uuid4().hex
+    code, stdout, stderr = Gated(box, traced(trace, "echo ran; exit 97"), tmp_path).go_on()
+    assert (code, stdout) == (97, b"ran\n"), stderr
+    assert runs_of(box, trace) == 1
+
+
+def test_a_word_that_is_not_utf8_does_not_break_the_launcher(box: str) -> None:
+    """A word from a host argv with bytes that are not UTF-8 (Python keeps them as surrogates): the
+    plain exec sends it; making the command ready must not fail with an error of its own."""
+    word = os.fsdecode(b"caf\xe9")
+    try:
+        prepared = DockerRuntime().prepare_command(box, ["echo", word])
+    except UnicodeError as error:
+        pytest.fail(f"prepare_command raised {error!r}")
+    if prepared is not None:
+        prepared.end()
