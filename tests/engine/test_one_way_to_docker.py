@@ -16,7 +16,7 @@ import opencode_sandbox
 PACKAGE = Path(opencode_sandbox.__file__).parent
 ALLOWED = ("engine/", "runtime/docker/backend.py", "runtime/docker/execution.py", "runtime/docker/netfilter.py",
            "runtime/docker/proxy.py", "runtime/docker/policy_pieces.py", "runtime/docker/identity.py",
-           "runtime/docker/owner.py", "runtime/docker/network_holder.py")
+           "runtime/docker/owner.py", "runtime/docker/network_holder.py", "runtime/docker/gated_exec.py")
 TRANSPORT = ("opencode_sandbox.engine.command", "opencode_sandbox.engine.socket_client")
 SUBPROCESS_CALLS = {"run", "Popen", "call", "check_call", "check_output"}
 SOCKET_MARKERS = ("docker.sock", "/var/run/docker", "docker_engine")
