@@ -147,6 +147,16 @@ def test_the_gate_takes_every_program_the_engine_could_start_and_nothing_else(
     assert capfd.readouterr().out.encode() == plain.stdout
 
 
+def test_a_vm_removed_while_the_command_runs_ends_it_as_a_kill(own_box: str, tmp_path: Path) -> None:
+    """As under `docker exec`: the command's end is the kill's, 137, and the launcher says nothing else."""
+    gated = Gated(own_box, ["sh", "-c", "echo started; exec sleep 60"], tmp_path)
+    Path(f"{gated.ready}.go").touch()
+    assert gated.process.stdout is not None and gated.process.stdout.readline() == b"started\n"
+    docker("rm", "--force", own_box)
+    code, _, stderr = gated.go_on(timeout=60)
+    assert (code, stderr) == (137, b"")
+
+
 def test_nothing_is_made_ready_in_a_stopped_sandbox(own_box: str) -> None:
     docker("stop", "--time", "0", own_box)
     assert DockerRuntime().prepare_command(own_box, ["true"]) is None

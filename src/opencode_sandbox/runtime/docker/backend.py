@@ -532,7 +532,8 @@ class DockerRuntime:
 
         request = docker_exec.ExecRequest(name, argv, user, workdir, with_dev_home(user, None))
         try:
-            return GatedExec(api, request, lambda: self.attach(name, argv, user=user, workdir=workdir, tty=False))
+            return GatedExec(api, request, lambda: self.attach(name, argv, user=user, workdir=workdir, tty=False),
+                             lambda: _socket_exec_failures(request, None))
         except (ApiUnavailable, docker_exec.EngineRefused, docker_exec.EngineLost):
             return None  # the attach meets the same trouble and says what it is
 

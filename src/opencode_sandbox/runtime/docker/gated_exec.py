@@ -31,12 +31,14 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 
 from opencode_sandbox.bounded_output import STDOUT
 from opencode_sandbox.engine.socket_client import DockerApi
 from opencode_sandbox.runtime.docker.execution import (
     INTERRUPTED_EXIT,
     OUTPUT_CLOSED_EXIT,
+    EngineLost,
     ExecRequest,
     OutputClosed,
     closing,
@@ -95,15 +97,18 @@ def can_gate(argv: Sequence[str]) -> bool:
 class GatedExec:
     """One gated exec in a running container: `run` opens the gate, `end` closes it unopened."""
 
-    def __init__(self, api: DockerApi, request: ExecRequest, fallback: Callable[[], int]) -> None:
+    def __init__(self, api: DockerApi, request: ExecRequest, fallback: Callable[[], int],
+                 failures: Callable[[], AbstractContextManager[None]]) -> None:
         """Make the gate's process now (`request.argv`: words `can_gate` takes). `EngineRefused` (a
         container missing or not running), `ApiUnavailable` or `EngineLost` when it cannot be made;
-        `fallback` runs the command without a gate, for a gate that refuses."""
+        `fallback` runs the command without a gate, for a gate that refuses; `failures` turns the
+        engine's failures while the command runs into the runtime's errors, as for any exec."""
         import shlex
 
         reserve_standard_fds()  # before the connection is opened: it must not take fd 0, 1 or 2
         self._api = api
         self._fallback = fallback
+        self._failures = failures
         self._token = os.urandom(16).hex().encode()
         self._command_line = shlex.join(request.argv).encode()
         self._exec_id = create(api, request._replace(argv=["/bin/sh", "-c", GATE], stdin=True))
@@ -120,8 +125,11 @@ class GatedExec:
         self._ended = True
         with sigint_handled_by(signal.default_int_handler):
             try:
-                self.opened = self._open_gate()
-                return exit_code(self._api, self._exec_id) if self.opened else self._fallback()
+                with self._failures():
+                    self.opened = self._open_gate()
+                    if self.opened:
+                        return exit_code(self._api, self._exec_id)
+                return self._fallback()
             except KeyboardInterrupt:
                 return INTERRUPTED_EXIT
             except OutputClosed:
@@ -155,7 +163,7 @@ class GatedExec:
                 pump(connection, self._received, gate.take)
             except _Refused:
                 return False  # closing the connection ends the gate: it never had the command
-            except OSError:
+            except (OSError, EngineLost):
                 if not gate.sent:
                     return False  # the gate's process is gone before it had the command
                 raise
