@@ -77,8 +77,7 @@ GATE = (
     f'for opencode_sandbox_dir in $PATH; do case $opencode_sandbox_dir in /*) ;; *) exit {REFUSED};; esac; '
     '[ -f "$opencode_sandbox_dir/$1" ] && [ -x "$opencode_sandbox_dir/$1" ] '
     '&& { opencode_sandbox_gate=$opencode_sandbox_dir/$1; break; }; done; unset IFS; set +f;; esac; '
-    f'[ -n "$opencode_sandbox_gate" ] && [ -f "$opencode_sandbox_gate" ] && [ -x "$opencode_sandbox_gate" ] '
-    f"|| exit {REFUSED}; "
+    f'[ -f "$opencode_sandbox_gate" ] && [ -x "$opencode_sandbox_gate" ] || exit {REFUSED}; '
     "unset PWD opencode_sandbox_gate opencode_sandbox_dir; "
     f"echo '{MARK.decode().rstrip()}'; "
     'exec 2>&3 3>&-; exec "$@"'
@@ -126,10 +125,9 @@ class GatedExec:
         with sigint_handled_by(signal.default_int_handler):
             try:
                 with self._failures():
-                    self.opened = self._open_gate()
-                    if self.opened:
-                        return exit_code(self._api, self._exec_id)
-                return self._fallback()
+                    code = self._open_gate()
+                self.opened = code is not None
+                return code if code is not None else self._fallback()
             except KeyboardInterrupt:
                 return INTERRUPTED_EXIT
             except OutputClosed:
@@ -142,8 +140,8 @@ class GatedExec:
             with closing(self._connection):
                 pass
 
-    def _open_gate(self) -> bool:
-        """Whether the gate took the command; its stream is read to the end when it did."""
+    def _open_gate(self) -> int | None:
+        """The command's exit code, its stream read to the end; None when the gate did not take it."""
         connection = self._connection
 
         def send_command() -> None:
@@ -162,14 +160,15 @@ class GatedExec:
                 connection.sendall(self._token + b"\n")
                 pump(connection, self._received, gate.take)
             except _Refused:
-                return False  # closing the connection ends the gate: it never had the command
+                return None  # closing the connection ends the gate: it never had the command
             except (OSError, EngineLost):
                 if not gate.sent:
-                    return False  # the gate's process is gone before it had the command
+                    return None  # the gate's process is gone before it had the command
                 raise
-        if gate.opened or not gate.sent:
-            return gate.opened
-        return exit_code(self._api, self._exec_id) != REFUSED  # ended before the mark: the command did not start
+        if not gate.sent:
+            return None
+        code = exit_code(self._api, self._exec_id)
+        return None if code == REFUSED and not gate.opened else code  # refused before the mark: not started
 
 
 class _Refused(Exception):

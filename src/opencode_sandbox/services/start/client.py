@@ -289,7 +289,8 @@ def run_shell(app: App, rebuild: bool, root: bool, command: Sequence[str]) -> in
         from opencode_sandbox.services.start.early_command import prepare_command
 
         made = prepare_command(app, vm_name(app.project.slug), argv, user)
-        prepared.extend([made] if made is not None else [])
+        if made is not None:
+            prepared.append(made)
         return made
 
     try:
