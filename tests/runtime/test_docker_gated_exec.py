@@ -16,7 +16,7 @@ import pytest
 
 from opencode_sandbox.runtime.docker.backend import DockerRuntime
 from opencode_sandbox.runtime.docker.gated_exec import MARK, GatedExec
-from tests.fixtures.gated import Gated, confined_sandbox, end_children, gates, in_box, runs_of, traced
+from tests.fixtures.gated import Gated, confined_sandbox, end_children, gates, in_box, runs_of, the_gate, traced
 from tests.fixtures.images import RunnerBase
 from tests.runtime.conftest import docker
 
@@ -44,6 +44,7 @@ def own_box(runner_base_image: RunnerBase, tmp_path: Path) -> Iterator[str]:
 def test_the_command_starts_only_when_the_gate_opens_and_runs_as_docker_exec_would(box: str, tmp_path: Path) -> None:
     trace = uuid.uuid4().hex
     gated = Gated(box, traced(trace, 'echo "out $(id -un) $(pwd) $HOME"; echo err >&2; exit 7'), tmp_path)
+    the_gate(box)
     time.sleep(1.0)
     assert runs_of(box, trace) == 0
     assert len(gates(box)) == 1
@@ -95,7 +96,7 @@ def test_the_vm_cannot_open_the_gate_by_writing_to_its_input(box: str, tmp_path:
     once when the launcher goes on (anew, as the gate it broke refused)."""
     trace = uuid.uuid4().hex
     gated = Gated(box, traced(trace, "id -un"), tmp_path, user=gate_user)
-    [gate] = gates(box)
+    gate = the_gate(box)
     attack = in_box(box, f"printf '%s' '{written}' > /proc/{gate}/fd/0", user=attacker)
     if attacker == gate_user:  # the write is possible: the gate must not trust what it reads
         assert attack.returncode == 0, attack.stderr
