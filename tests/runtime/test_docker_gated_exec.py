@@ -54,6 +54,14 @@ def test_the_command_starts_only_when_the_gate_opens_and_runs_as_docker_exec_wou
     assert gates(box) == []
 
 
+def test_an_error_the_command_writes_as_it_starts_reaches_the_user(box: str, tmp_path: Path) -> None:
+    """The engine keeps no order between the command's two streams: its first error can come before
+    the mark the gate wrote on its output just before it became the command (lost one run in five
+    when the launcher dropped it)."""
+    outcomes = [Gated(box, ["sh", "-c", "echo err >&2; exit 3"], tmp_path).go_on() for _ in range(20)]
+    assert all(outcome == (3, b"", b"err\n") for outcome in outcomes), outcomes
+
+
 def test_the_environment_is_the_one_docker_exec_gives(box: str, tmp_path: Path) -> None:
     plain = docker("exec", "--user", "dev", "--workdir", "/workspace", "--env", "HOME=/home/dev", box, "env")
     code, stdout, _ = Gated(box, ["env"], tmp_path).go_on()

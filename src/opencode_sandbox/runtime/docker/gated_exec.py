@@ -33,7 +33,7 @@ import signal
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 
-from opencode_sandbox.bounded_output import STDOUT
+from opencode_sandbox.bounded_output import STDERR, STDOUT
 from opencode_sandbox.engine.socket_client import DockerApi
 from opencode_sandbox.runtime.docker.execution import (
     INTERRUPTED_EXIT,
@@ -61,6 +61,8 @@ REFUSED = 97
 """The gate's exit when it ends without the command."""
 _HELD = 65536
 """The most of the gate's output kept while the launcher waits for a line or the mark."""
+_EARLY_ERRORS = 1 << 20
+"""The most of the command's standard error kept while its mark is still on the way."""
 
 # Run by `sh -c GATE`: builtins only, so no program of the VM's runs before the command. Its own
 # errors go nowhere until it is the command, whose standard error is the exec's again.
@@ -177,7 +179,10 @@ class _Refused(Exception):
 
 class _Gate:
     """The gate's stream: its first line must be the token, then nothing passes until the mark, and
-    everything after it does."""
+    everything after it does. The engine keeps no order between the two streams, so what the
+    command writes on its standard error can come before the mark it wrote on its output earlier:
+    that is held once the command is sent (the gate's own errors go nowhere) and passed on with the
+    mark, or dropped when the gate refuses and the command runs the plain way."""
 
     def __init__(self, token: bytes, send_command: Callable[[], None], on_open: Callable[[], None],
                  sink: Callable[[int, bytes], None]) -> None:
@@ -186,6 +191,7 @@ class _Gate:
         self._on_open = on_open
         self._sink = sink
         self._held = b""
+        self._early_errors = b""
         self.sent = False
         self.opened = False
 
@@ -194,7 +200,9 @@ class _Gate:
             self._sink(stream, piece)
             return
         if stream != STDOUT:
-            return  # the gate writes no error of its own: anything there is another process's
+            if self.sent:  # before the command is sent, anything there is another process's
+                self._early_errors += piece[:_EARLY_ERRORS - len(self._early_errors)]
+            return
         self._held += piece
         if not self.sent:
             line, newline, rest = self._held.partition(b"\n")
@@ -213,6 +221,8 @@ class _Gate:
             return
         self.opened = True
         self._on_open()
+        if self._early_errors:
+            self._sink(STDERR, self._early_errors)
         if rest := self._held[at + len(MARK):]:
             self._sink(STDOUT, rest)
-        self._held = b""
+        self._held = self._early_errors = b""
