@@ -212,6 +212,16 @@ class Project:
         log = self.state_dir / "reaper.log"
         return log.read_text(errors="replace")[-characters:] if log.exists() else "(no reaper.log)"
 
+    def why_still_running(self) -> str:
+        """For a VM that did not stop: the clients whose leases are live, the host's processes of
+        the tool and the runtime, and the end of the reaper's log."""
+        from opencode_sandbox.state.leases import attached_clients
+
+        clients = attached_clients(self.paths.state_dir, self.slug)
+        return (f"live leases: {clients}\nthe host's processes:\n"
+                f"{host_processes('opencode_sandbox', 'opencode-sandbox', 'docker exec', 'msb')}\n"
+                f"the reaper's log:\n{self.reaper_log()}")
+
     def home_volumes(self) -> list[str]:
         prefix = f"opencode-sandbox-home-{self.slug}-"
         return sorted(volume.name for volume in self.backend().list_volumes() if volume.name.startswith(prefix))

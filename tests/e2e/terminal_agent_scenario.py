@@ -392,7 +392,7 @@ def run_scenario(project: Project, case: AgentCase, model: ModelServer, steps: l
             terminal.close()
 
     # The last terminal closed and the agent waits for the user: the VM stops.
-    assert wait_until(project.vm_stopped, 90 * slow), project.reaper_log()
+    assert wait_until(project.vm_stopped, 90 * slow), project.why_still_running()
     assert "all sessions are quiet" in project.reaper_log(), project.reaper_log()
     return project.reaper_log(characters=20000)
 

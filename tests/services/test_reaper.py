@@ -253,7 +253,48 @@ def test_clients_attached_from_the_start_are_waited_for(setup: Setup) -> None:
     setup.clock.at(200, setup.detach)
     assert setup.run() is ReaperOutcome.STOPPED
     assert setup.stopped_at is not None and setup.stopped_at >= 200 + TIMEOUT_S
-    assert "2 client(s) attached; waiting for the last one to leave" in setup.log_lines()
+    lines = setup.log_lines()
+    assert "2 client(s) attached; waiting for the last one to leave" in lines
+    assert lines.index("2 client(s) attached; waiting for the last one to leave") < lines.index(
+        "1 client(s) attached; waiting for the last one to leave"), "each client that leaves is logged"
+
+
+class SlowWatch:
+    """A look at the VM that takes `seconds` of the reaper's clock, once."""
+
+    def __init__(self, clock: FakeClock, seconds: float) -> None:
+        self.clock, self.seconds, self.looked = clock, seconds, False
+
+    def due(self) -> bool:
+        return not self.looked
+
+    def __call__(self, settings: object) -> None:
+        self.looked = True
+        self.clock.now += self.seconds
+
+
+def test_a_slow_look_at_the_vm_is_logged_as_the_reason_a_stop_comes_late(setup: Setup) -> None:
+    reader = DaemonActivityReader(lambda _message: None)
+    try:
+        reaper = Reaper(lambda: setup.settings, lambda _kind: setup.runtime, reader, ReaperLog(setup.project),
+                        clock=setup.clock, sleep=setup.clock.sleep, watch=SlowWatch(setup.clock, 47),
+                        guests=setup.runtime.guests)
+        assert reaper.run() is ReaperOutcome.STOPPED
+    finally:
+        reader.close()
+    assert f"looking at {VM} took 47s" in setup.log_lines()
+
+
+def test_quick_looks_at_the_vm_are_not_logged(setup: Setup) -> None:
+    reader = DaemonActivityReader(lambda _message: None)
+    try:
+        reaper = Reaper(lambda: setup.settings, lambda _kind: setup.runtime, reader, ReaperLog(setup.project),
+                        clock=setup.clock, sleep=setup.clock.sleep, watch=SlowWatch(setup.clock, 3),
+                        guests=setup.runtime.guests)
+        assert reaper.run() is ReaperOutcome.STOPPED
+    finally:
+        reader.close()
+    assert not any(line.startswith("looking at") for line in setup.log_lines())
 
 
 def test_the_runtime_is_not_asked_while_a_client_is_attached(setup: Setup) -> None:

@@ -87,6 +87,8 @@ class Timing(Record):
     """How often the daemon is asked again while sessions hold the VM."""
     vm_check_s: float = 5.0
     """How often the runtime is asked whether the VM still runs."""
+    slow_round_s: float = 20.0
+    """A round of looks at the VM (the guard, the git sync, the agent's state) this long is logged."""
 
 
 DEFAULT_TIMING = Timing()
@@ -153,7 +155,7 @@ class Reaper:
         )
         generation = current.generation
         idle_since: float | None = None
-        clients_seen = False
+        clients_seen = 0
         decision: StopDecision | None = None
         held_for = ""
         next_vm_check = self._clock()
@@ -175,6 +177,9 @@ class Reaper:
                     return self._fail_closed(current, failure.reason)
             if self._attention is not None and self._attention.due():
                 self._signal_attention(current)
+            looked_for = self._clock() - now
+            if looked_for >= self._timing.slow_round_s:  # the reason a stop comes late, in the log
+                self._log(f"looking at {current.vm_name} took {looked_for:.0f}s")
             clients = count_live_leases(current.state_root, current.slug)
             # While clients are attached the VM is theirs; a stop by other means cuts them off.
             if not clients and now >= next_vm_check:
@@ -186,15 +191,15 @@ class Reaper:
             if clients:
                 if idle_since is not None:
                     self._log("a client attached; the stop is cancelled")
-                elif not clients_seen:
+                elif clients != clients_seen:
                     self._log(f"{clients} client(s) attached; waiting for the last one to leave")
-                clients_seen = True
+                clients_seen = clients
                 idle_since, decision, held_for = None, None, ""
                 next_vm_check = now  # asked at once when the last one leaves
                 self._unreadable_since = None
                 self._sleep(self._timing.poll_s)
                 continue
-            clients_seen = False
+            clients_seen = 0
             if idle_since is None:
                 idle_since = now
                 self._log(f"no client attached; stopping in {current.timeout_s:g}s unless one attaches")
