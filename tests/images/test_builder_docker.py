@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -361,7 +362,9 @@ def test_a_terminal_agent_is_a_layer_on_the_project_image_planned_and_built(proj
 
     before = plan()  # the base image as an earlier test of the session left it: built, or to be built again
     assert [action for _, action, _ in before][1:] == [BuildAction.BUILD, BuildAction.BUILD]
-    assert before[2][2] == "its base image is built first"
+    # The project has no Dockerfile of its own: the layer goes on the base image.
+    assert before[2][2] == ("its base image is built first" if before[0][1] is BuildAction.BUILD
+                            else "the image does not exist yet")
     built = project.ensure(agent=codex, agent_version=CODEX_VERSION)
     after = plan()
     assert [action for _, action, _ in after] == [BuildAction.SKIP, BuildAction.SKIP, BuildAction.SKIP]
@@ -378,6 +381,49 @@ def test_a_terminal_agent_is_a_layer_on_the_project_image_planned_and_built(proj
     assert 'command = "/usr/local/bin/opencode-sandbox-agent-event busy"' in inside.stdout
     again = project.ensure(agent=codex, agent_version=CODEX_VERSION)
     assert not again.built and again.reference == built.reference
+
+
+def _layers(reference: str) -> list[str]:
+    shown = subprocess.run(["docker", "image", "inspect", "--format", "{{json .RootFS.Layers}}", reference],
+                           capture_output=True, text=True, check=True).stdout
+    return list(json.loads(shown))
+
+
+def _stamp(reference: str) -> str:
+    return subprocess.run(["docker", "run", "--rm", "--entrypoint", "cat", reference, "/usr/local/share/mine-stamp"],
+                          capture_output=True, text=True, timeout=120, check=True).stdout
+
+
+def test_projects_without_a_dockerfile_of_their_own_install_an_agent_once(
+    project: Project, tmp_path: Path, unique: str, runner_base_image: RunnerBase,
+) -> None:
+    """A second project with the same agent takes the first one's install from the build cache; a
+    project with a Dockerfile of its own gets the agent on its own image."""
+    from opencode_sandbox.core.agents import PROFILES
+    from opencode_sandbox.core.agents.custom import parse_agents
+
+    script = ("printf '#!/bin/sh\\necho mine\\n' > /usr/local/bin/mine\nchmod 0755 /usr/local/bin/mine\n"
+              "date +%s%N > /usr/local/share/mine-stamp\n")
+    [mine] = parse_agents({"mine": {"install": script, "command": "mine"}}, PROFILES)
+    first = project.ensure(agent=mine, agent_version="")
+    (tmp_path / "other").mkdir()
+    other = Project(tmp_path / "other", f"imgtest-{(unique[::-1] + '1' * 14)[:14]}", runner_base_image)
+    try:
+        second = other.ensure(agent=mine, agent_version="")
+        assert second.built and second.labels[LABEL_SLUG] == other.slug != project.slug
+        assert second.reference != first.reference
+        assert _stamp(second.reference) == _stamp(first.reference), "the install ran once"
+        assert _layers(second.reference) == _layers(first.reference)
+
+        other.write("Dockerfile", "FROM opencode-sandbox/runner-base:latest\nRUN echo own > /usr/local/share/own\n")
+        own = other.ensure(agent=mine, agent_version="")
+        own_project = other.ensure()
+        assert _layers(own.reference)[:len(_layers(own_project.reference))] == _layers(own_project.reference), \
+            "the agent's layer is on the project's own image"
+        assert _stamp(own.reference) != _stamp(first.reference)
+    finally:
+        for _ in range(3):
+            remove_images(image_ids(f"label={LABEL_SLUG}={other.slug}"))
 
 
 def test_an_agent_of_the_users_own_is_installed_by_its_install_script(project: Project) -> None:

@@ -30,6 +30,7 @@ from opencode_sandbox.images.certificates import CaCertificate, collect_ca_certi
 from opencode_sandbox.images.compose import (
     DIND_START_SCRIPT,
     base_dockerfile,
+    default_dockerfile,
     effective_dockerfile,
     packaged_file,
 )
@@ -179,18 +180,27 @@ def _base_job(dind: bool, opencode_version: str, certificates: Sequence[CaCertif
     )
 
 
-def _agent_job(project: ImageBuildResult, slug: str, agent: AgentProfile, version: str,
+def _agent_job(parent: str, opencode_version: str | None, slug: str, agent: AgentProfile, version: str,
                certificates: Sequence[CaCertificate]) -> _Job:
-    dockerfile, packaged = agent_dockerfile(project.reference, agent, version)
+    dockerfile, packaged = agent_dockerfile(parent, agent, version)
     return _Job(
         kind=ImageKind.AGENT,
         dockerfile=dockerfile,
         context=(),
         certificates=tuple(certificates),
-        opencode_version=project.opencode_version,
+        opencode_version=opencode_version,
         slug=slug,
         packaged=packaged,
     )
+
+
+def _agent_parent(project_job: _Job, project_reference: str) -> str:
+    """The image the agent's layer goes on. A project without a Dockerfile of its own has the base
+    image with labels for its image, so its layer goes on the base image itself: the build cache
+    then serves every such project with the same agent, and the agent is installed once."""
+    if project_job.dockerfile in (default_dockerfile(False), default_dockerfile(True)):
+        return _our_bases(project_job.dockerfile)[0]
+    return project_reference
 
 
 class ImageBuilder:
@@ -349,7 +359,9 @@ class ImageBuilder:
         if agent is None or agent.session is SessionKind.SERVER:
             return project
         assert agent_version is not None
-        return self._ensure(_agent_job(project, slug, agent, agent_version, certificates), rebuild)
+        parent = _agent_parent(job, project.reference)
+        return self._ensure(_agent_job(parent, project.opencode_version, slug, agent, agent_version, certificates),
+                            rebuild)
 
     def plan_project_image(
         self,
@@ -404,18 +416,20 @@ class ImageBuilder:
                 )
             )
         if agent is not None and agent.session is SessionKind.TERMINAL:
-            planned.append(self._plan_agent_layer(planned[-1], slug, agent, agent_version or "latest", certificates,
+            reference = _agent_parent(job, planned[-1].reference)
+            parent = next(image for image in planned if image.reference == reference)
+            planned.append(self._plan_agent_layer(parent, slug, agent, agent_version or "latest", certificates,
                                                   rebuild, opencode_version))
         return BuildPlan(tuple(planned))
 
-    def _plan_agent_layer(self, project: PlannedImage, slug: str, agent: AgentProfile, version: str,
+    def _plan_agent_layer(self, parent: PlannedImage, slug: str, agent: AgentProfile, version: str,
                           certificates: Sequence[CaCertificate], rebuild: bool,
                           opencode_version: str) -> PlannedImage:
-        """The agent's layer on the project image as planned: built when that image is."""
-        if project.action is BuildAction.BUILD:
+        """The agent's layer as planned: built when the image it goes on is."""
+        if parent.action is BuildAction.BUILD:
             return PlannedImage(runner_image(slug, "?" * 16), BuildAction.BUILD, "its base image is built first", None)
-        base = ImageBuildResult(project.reference, "", project.content_hash or "", {}, opencode_version, False)
-        evaluation = self._evaluate(_agent_job(base, slug, agent, version, certificates), rebuild, pull=False)
+        job = _agent_job(parent.reference, opencode_version, slug, agent, version, certificates)
+        evaluation = self._evaluate(job, rebuild, pull=False)
         if evaluation is None:
             return PlannedImage(runner_image(slug, "?" * 16), BuildAction.BUILD, "its base image is missing", None)
         return PlannedImage(evaluation.reference, evaluation.action, evaluation.reason, evaluation.content_hash)
