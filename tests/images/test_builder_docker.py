@@ -415,7 +415,7 @@ def test_projects_without_a_dockerfile_of_their_own_install_an_agent_once(
         assert _stamp(second.reference) == _stamp(first.reference), "the install ran once"
         assert _layers(second.reference) == _layers(first.reference)
 
-        other.write("Dockerfile", "FROM opencode-sandbox/runner-base:latest\nRUN echo own > /usr/local/share/own\n")
+        other.write("Dockerfile", "FROM opencode-sandbox/runner-base:latest\nRUN echo own > /tmp/own\n")
         own = other.ensure(agent=mine, agent_version="")
         own_project = other.ensure()
         assert _layers(own.reference)[:len(_layers(own_project.reference))] == _layers(own_project.reference), \
