@@ -273,27 +273,25 @@ class SlowWatch:
         self.clock.now += self.seconds
 
 
-def test_a_slow_look_at_the_vm_is_logged_as_the_reason_a_stop_comes_late(setup: Setup) -> None:
+def run_with_watch(setup: Setup, watch: object) -> ReaperOutcome:
+    """The reaper of `setup` with `watch` looking at the VM."""
     reader = DaemonActivityReader(lambda _message: None)
     try:
         reaper = Reaper(lambda: setup.settings, lambda _kind: setup.runtime, reader, ReaperLog(setup.project),
-                        clock=setup.clock, sleep=setup.clock.sleep, watch=SlowWatch(setup.clock, 47),
+                        clock=setup.clock, sleep=setup.clock.sleep, watch=watch,  # type: ignore[arg-type]
                         guests=setup.runtime.guests)
-        assert reaper.run() is ReaperOutcome.STOPPED
+        return reaper.run()
     finally:
         reader.close()
+
+
+def test_a_slow_look_at_the_vm_is_logged_as_the_reason_a_stop_comes_late(setup: Setup) -> None:
+    assert run_with_watch(setup, SlowWatch(setup.clock, 47)) is ReaperOutcome.STOPPED
     assert f"looking at {VM} took 47s" in setup.log_lines()
 
 
 def test_quick_looks_at_the_vm_are_not_logged(setup: Setup) -> None:
-    reader = DaemonActivityReader(lambda _message: None)
-    try:
-        reaper = Reaper(lambda: setup.settings, lambda _kind: setup.runtime, reader, ReaperLog(setup.project),
-                        clock=setup.clock, sleep=setup.clock.sleep, watch=SlowWatch(setup.clock, 3),
-                        guests=setup.runtime.guests)
-        assert reaper.run() is ReaperOutcome.STOPPED
-    finally:
-        reader.close()
+    assert run_with_watch(setup, SlowWatch(setup.clock, 3)) is ReaperOutcome.STOPPED
     assert not any(line.startswith("looking at") for line in setup.log_lines())
 
 

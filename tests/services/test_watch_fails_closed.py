@@ -24,9 +24,6 @@ from opencode_sandbox.services.guard.reviews import review
 from opencode_sandbox.services.guard.watch_failure import WatchFailed
 from opencode_sandbox.services.reaper import (
     WATCH_DIED,
-    DaemonActivityReader,
-    Reaper,
-    ReaperLog,
     ReaperOutcome,
     supervised,
 )
@@ -34,7 +31,7 @@ from opencode_sandbox.services.reaper_settings import save_settings
 from opencode_sandbox.state_layout import ProjectLayout
 from tests.services.app_fakes import messages
 from tests.services.test_guard_moves import checkout  # noqa: F401  (a fixture)
-from tests.services.test_reaper import SLUG, Setup, setup  # noqa: F401  (a fixture)
+from tests.services.test_reaper import SLUG, Setup, run_with_watch, setup  # noqa: F401  (a fixture)
 
 
 class FailingWatch:
@@ -48,21 +45,10 @@ class FailingWatch:
         raise WatchFailed(self.reason)
 
 
-def _run_with(setup: Setup, watch: object) -> ReaperOutcome:  # noqa: F811
-    reader = DaemonActivityReader(lambda _message: None)
-    try:
-        reaper = Reaper(lambda: setup.settings, lambda _kind: setup.runtime, reader, ReaperLog(setup.project),
-                        clock=setup.clock, sleep=setup.clock.sleep, watch=watch,  # type: ignore[arg-type]
-                        guests=setup.runtime.guests)
-        return reaper.run()
-    finally:
-        reader.close()
-
-
 def test_a_watch_that_cannot_do_its_job_stops_the_vm_at_once_with_a_client_attached(setup: Setup) -> None:  # noqa: F811
     setup.attach()
     try:
-        outcome = _run_with(setup, FailingWatch("the guarded files hold more than the guard reads"))
+        outcome = run_with_watch(setup, FailingWatch("the guarded files hold more than the guard reads"))
     finally:
         setup.detach()
     assert outcome is ReaperOutcome.STOPPED_BLIND
